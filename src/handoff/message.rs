@@ -1,0 +1,393 @@
+//! The HandoffMessage a sister prints on stdout, as serde types.
+//!
+//! These types *are* the schema: serde parses them, `schema.rs` generates the JSON
+//! Schema from them, and `validate.rs` adds the consistency rules serde cannot state.
+//! Field names follow the design (camelCase). Unknown fields are ignored here and kept
+//! in the raw JSON the orchestrator stores.
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::document::HandoffDocument;
+
+/// One of the four sisters.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Actor {
+    Harang,
+    Narang,
+    Darang,
+    Erang,
+}
+
+impl Actor {
+    pub const ALL: [Actor; 4] = [Actor::Harang, Actor::Narang, Actor::Darang, Actor::Erang];
+
+    /// The name used in JSON, the CLI and config tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Actor::Harang => "harang",
+            Actor::Narang => "narang",
+            Actor::Darang => "darang",
+            Actor::Erang => "erang",
+        }
+    }
+
+    /// The sister's Korean name, as the design's messages use it.
+    pub fn korean_name(self) -> &'static str {
+        match self {
+            Actor::Harang => "하랑이",
+            Actor::Narang => "나랑이",
+            Actor::Darang => "다랑이",
+            Actor::Erang => "이랑이",
+        }
+    }
+
+    pub fn emoji(self) -> &'static str {
+        match self {
+            Actor::Harang => "🦊",
+            Actor::Narang => "⚙️",
+            Actor::Darang => "🔍",
+            Actor::Erang => "🚀",
+        }
+    }
+
+    /// The role in one English word.
+    pub fn role(self) -> &'static str {
+        match self {
+            Actor::Harang => "planner",
+            Actor::Narang => "implementer",
+            Actor::Darang => "reviewer",
+            Actor::Erang => "deployer",
+        }
+    }
+
+    /// The verdicts this sister may return.
+    pub fn verdicts(self) -> &'static [Verdict] {
+        match self {
+            Actor::Harang => &[Verdict::PlanReady, Verdict::Abort],
+            Actor::Narang => &[Verdict::ImplDone, Verdict::Error],
+            Actor::Darang => &[Verdict::Approve, Verdict::RequestChanges, Verdict::Abort],
+            Actor::Erang => &[Verdict::DeployDone, Verdict::DeployFailed],
+        }
+    }
+}
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Actor {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Actor::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown actor {s:?} (expected harang, narang, darang or erang)")
+            })
+    }
+}
+
+/// Every verdict of every sister, as one enum: what the state machine reasons about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Verdict {
+    PlanReady,
+    Abort,
+    ImplDone,
+    Error,
+    Approve,
+    RequestChanges,
+    DeployDone,
+    DeployFailed,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::PlanReady => "PLAN_READY",
+            Verdict::Abort => "ABORT",
+            Verdict::ImplDone => "IMPL_DONE",
+            Verdict::Error => "ERROR",
+            Verdict::Approve => "APPROVE",
+            Verdict::RequestChanges => "REQUEST_CHANGES",
+            Verdict::DeployDone => "DEPLOY_DONE",
+            Verdict::DeployFailed => "DEPLOY_FAILED",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A sister's structured result, discriminated by `actor`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "actor", rename_all = "lowercase")]
+pub enum HandoffMessage {
+    Harang(HarangMessage),
+    Narang(NarangMessage),
+    Darang(DarangMessage),
+    Erang(ErangMessage),
+}
+
+/// Fields every actor may send besides its verdict and payload.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Common {
+    /// The handoff document for the next session; composed by the orchestrator when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<HandoffDocument>,
+    /// What the run cost, rolled up per sprint and per sister.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HarangMessage {
+    pub verdict: HarangVerdict,
+    /// Required for PLAN_READY.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<PlanPayload>,
+    /// Required for ABORT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort_reason: Option<String>,
+    #[serde(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum HarangVerdict {
+    PlanReady,
+    Abort,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanPayload {
+    pub plan_dir: String,
+    /// Must be the id of the sprint being planned.
+    pub sprint_id: String,
+    /// The contract the later sisters work against (`{contract}`).
+    pub contract_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NarangMessage {
+    pub verdict: NarangVerdict,
+    /// Required for IMPL_DONE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<ImplPayload>,
+    /// Required for ERROR.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_reason: Option<String>,
+    #[serde(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum NarangVerdict {
+    ImplDone,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImplPayload {
+    pub branch: String,
+    /// Commit ids on `branch`; checked against the workdir when it is a git repository.
+    pub commits: Vec<String>,
+    pub workdir: String,
+    /// Free-form: whatever the implementer's own tests reported.
+    #[serde(default)]
+    pub self_test_report: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DarangMessage {
+    pub verdict: DarangVerdict,
+    pub payload: ReviewPayload,
+    /// Optional (an extension of the design): why the reviewer aborts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort_reason: Option<String>,
+    #[serde(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum DarangVerdict {
+    Approve,
+    RequestChanges,
+    Abort,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewPayload {
+    pub checklist_results: Vec<ChecklistResult>,
+    pub issues: Vec<ReviewIssue>,
+    pub artifact_path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChecklistResult {
+    pub id: String,
+    pub passed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewIssue {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub severity: Severity,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    pub message: String,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Blocker,
+    Major,
+    Minor,
+    Nit,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErangMessage {
+    pub verdict: ErangVerdict,
+    pub payload: DeployPayload,
+    /// Optional (an extension of the design): why the deploy failed, shown to the user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_reason: Option<String>,
+    #[serde(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErangVerdict {
+    DeployDone,
+    DeployFailed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeployPayload {
+    pub deploy_artifact_path: String,
+    pub project_type: String,
+    /// Free-form: what the deployer checked after deploying.
+    #[serde(default)]
+    pub verification_results: serde_json::Value,
+}
+
+/// What one run cost; every field optional.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl HandoffMessage {
+    pub fn actor(&self) -> Actor {
+        match self {
+            HandoffMessage::Harang(_) => Actor::Harang,
+            HandoffMessage::Narang(_) => Actor::Narang,
+            HandoffMessage::Darang(_) => Actor::Darang,
+            HandoffMessage::Erang(_) => Actor::Erang,
+        }
+    }
+
+    pub fn verdict(&self) -> Verdict {
+        match self {
+            HandoffMessage::Harang(m) => match m.verdict {
+                HarangVerdict::PlanReady => Verdict::PlanReady,
+                HarangVerdict::Abort => Verdict::Abort,
+            },
+            HandoffMessage::Narang(m) => match m.verdict {
+                NarangVerdict::ImplDone => Verdict::ImplDone,
+                NarangVerdict::Error => Verdict::Error,
+            },
+            HandoffMessage::Darang(m) => match m.verdict {
+                DarangVerdict::Approve => Verdict::Approve,
+                DarangVerdict::RequestChanges => Verdict::RequestChanges,
+                DarangVerdict::Abort => Verdict::Abort,
+            },
+            HandoffMessage::Erang(m) => match m.verdict {
+                ErangVerdict::DeployDone => Verdict::DeployDone,
+                ErangVerdict::DeployFailed => Verdict::DeployFailed,
+            },
+        }
+    }
+
+    pub fn common(&self) -> &Common {
+        match self {
+            HandoffMessage::Harang(m) => &m.common,
+            HandoffMessage::Narang(m) => &m.common,
+            HandoffMessage::Darang(m) => &m.common,
+            HandoffMessage::Erang(m) => &m.common,
+        }
+    }
+
+    /// The sprint id the planner claims to have planned, if it says.
+    pub fn claimed_sprint_id(&self) -> Option<&str> {
+        match self {
+            HandoffMessage::Harang(HarangMessage {
+                payload: Some(p), ..
+            }) => Some(&p.sprint_id),
+            _ => None,
+        }
+    }
+
+    /// The sister's own words on why it stopped or failed, for the user.
+    pub fn reason(&self) -> Option<String> {
+        match self {
+            HandoffMessage::Harang(m) => m.abort_reason.clone(),
+            HandoffMessage::Narang(m) => m.error_reason.clone(),
+            HandoffMessage::Darang(m) => m.abort_reason.clone().or_else(|| {
+                let blocking: Vec<&str> = m
+                    .payload
+                    .issues
+                    .iter()
+                    .map(|i| i.message.as_str())
+                    .collect();
+                (!blocking.is_empty()).then(|| blocking.join("; "))
+            }),
+            HandoffMessage::Erang(m) => m.error_reason.clone().or_else(|| {
+                (!m.payload.verification_results.is_null())
+                    .then(|| m.payload.verification_results.to_string())
+            }),
+        }
+    }
+}

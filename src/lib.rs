@@ -1,0 +1,11 @@
+//! hanarang-rails: four AI coding agents run as a finite-state machine.
+//!
+//! See ARCHITECTURE.md for the map. The pure core (`pipeline`, `handoff`) knows nothing of
+//! processes, databases or Discord; the edges each live in one module.
+
+pub mod cli;
+pub mod config;
+pub mod handoff;
+pub mod logging;
+pub mod pipeline;
+pub mod placeholder;

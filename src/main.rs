@@ -1,0 +1,11 @@
+//! `hanarang`: parse the command line, set up logging, hand off to the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = hanarang::cli::Cli::parse();
+    hanarang::logging::init();
+    hanarang::cli::run(cli).into()
+}
