@@ -264,6 +264,8 @@ fn print_json(value: &serde_json::Value) -> Exit {
         .and_then(|()| writeln!(out).map_err(serde_json::Error::io))
     {
         Ok(()) => Exit::Success,
+        // A closed pipe (`| head`) is the reader's choice, not a failure to report.
+        Err(e) if e.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe) => Exit::Success,
         Err(e) => {
             eprintln!("hanarang: cannot write output: {e}");
             Exit::Failure

@@ -319,8 +319,10 @@ pub struct DiscordConfig {
     pub http_proxy: Option<String>,
 }
 
+pub const DEFAULT_TOKEN_ENV: &str = "DISCORD_TOKEN";
+
 fn default_token_env() -> String {
-    "DISCORD_TOKEN".into()
+    DEFAULT_TOKEN_ENV.into()
 }
 fn default_nickname() -> String {
     "자기야".into()
@@ -547,7 +549,7 @@ impl Config {
             );
         }
 
-        let token_env = self.discord.as_ref().map(|d| d.token_env.as_str());
+        let token_env = Some(self.token_env());
         let a = &self.agent;
         check_agent_fields(
             "agent",
@@ -668,6 +670,14 @@ impl Config {
                 )),
             },
         }
+    }
+
+    /// The environment variable that holds the Discord token; removed from every sister's
+    /// environment even when Discord is not configured.
+    pub fn token_env(&self) -> &str {
+        self.discord
+            .as_ref()
+            .map_or(DEFAULT_TOKEN_ENV, |d| d.token_env.as_str())
     }
 
     fn project_names(&self) -> String {

@@ -68,6 +68,11 @@ pub fn schema(actor: Option<Actor>, dialect: Dialect) -> Result<Value, SchemaErr
         },
         None => root.clone(),
     };
+    if let Some(obj) = body.as_object_mut() {
+        // The flattened `Common` lends its doc comment to each branch; it describes
+        // only part of the message, so it goes.
+        obj.remove("description");
+    }
     let title = match actor {
         Some(actor) => format!("HandoffMessage from {actor} ({})", actor.role()),
         None => "HandoffMessage".to_string(),
@@ -114,8 +119,21 @@ fn to_openai_strict(schema: &Value) -> Value {
     let Some(obj) = schema.as_object() else {
         return free_form();
     };
-    if obj.is_empty() {
-        return free_form();
+    let constrained = [
+        "type",
+        "enum",
+        "const",
+        "anyOf",
+        "oneOf",
+        "properties",
+        "items",
+    ];
+    if !constrained.iter().any(|k| obj.contains_key(*k)) {
+        let mut any = free_form();
+        if let (Some(doc), Some(out)) = (obj.get("description"), any.as_object_mut()) {
+            out.insert("description".into(), doc.clone());
+        }
+        return any;
     }
     let mut out = Map::new();
     for key in ["description", "title"] {
@@ -161,13 +179,30 @@ fn to_openai_strict(schema: &Value) -> Value {
         out.insert("properties".into(), Value::Object(strict_props));
         out.insert("required".into(), Value::Array(all));
         out.insert("additionalProperties".into(), json!(false));
+        // A nullable object is written as a union, the form OpenAI documents.
+        if obj
+            .get("type")
+            .and_then(Value::as_array)
+            .is_some_and(|t| t.contains(&json!("null")))
+        {
+            let description = out.remove("description");
+            let mut union = Map::new();
+            if let Some(d) = description {
+                union.insert("description".into(), d);
+            }
+            union.insert(
+                "anyOf".into(),
+                json!([Value::Object(out), {"type": "null"}]),
+            );
+            return Value::Object(union);
+        }
     }
     Value::Object(out)
 }
 
 /// OpenAI's strict mode has no "any value"; free-form reports travel as text.
 fn free_form() -> Value {
-    json!({"type": "string", "description": "free-form, as text"})
+    json!({"type": "string"})
 }
 
 fn make_nullable(schema: &mut Value) {
@@ -187,10 +222,8 @@ fn make_nullable(schema: &mut Value) {
                 obj.insert("type".into(), json!([t, "null"]));
             }
         }
-        Some(Value::Array(types)) => {
-            if !types.contains(&json!("null")) {
-                types.push(json!("null"));
-            }
+        Some(Value::Array(types)) if !types.contains(&json!("null")) => {
+            types.push(json!("null"));
         }
         _ => {}
     }

@@ -1,0 +1,388 @@
+//! Loading the config: every problem named by its key, defaults as the spec sets them, and
+//! `hanarang config check` as an operator runs it.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use hanarang::config::{Config, ConfigProblem, Locale, ParseError};
+use hanarang::handoff::message::Actor;
+
+fn problems(text: &str) -> Vec<ConfigProblem> {
+    match Config::parse(text, Path::new(".")) {
+        Err(ParseError::Invalid(p)) => p,
+        other => panic!("expected problems, got {other:?}"),
+    }
+}
+
+fn problem_keys(text: &str) -> Vec<String> {
+    problems(text).into_iter().map(|p| p.key).collect()
+}
+
+fn problem_for<'a>(all: &'a [ConfigProblem], key: &str) -> &'a ConfigProblem {
+    all.iter()
+        .find(|p| p.key == key)
+        .unwrap_or_else(|| panic!("no problem for {key} in {all:?}"))
+}
+
+fn project(dir: &Path) -> String {
+    format!(
+        "[projects.app]\nworkdir = {:?}\n",
+        dir.display().to_string()
+    )
+}
+
+#[test]
+fn an_empty_config_takes_the_specs_defaults() {
+    let c = Config::parse("", Path::new(".")).unwrap();
+    assert_eq!(c.database.url, "sqlite://hanarang.db");
+    assert_eq!(c.pipeline.max_attempts, 3);
+    assert_eq!(c.pipeline.max_review_rounds, 3);
+    assert_eq!(c.pipeline.backoff.initial.0, Duration::from_secs(5));
+    assert_eq!(c.pipeline.backoff.factor, 2.0);
+    assert_eq!(c.pipeline.backoff.max.0, Duration::from_secs(300));
+    assert_eq!(c.pipeline.branch_template, "feature/{sprint_lower}");
+    assert_eq!(c.pipeline.locale, Locale::Ko);
+    assert_eq!(c.agent.program, "openclaw");
+    assert_eq!(
+        c.agent.args.join(" "),
+        "spawn --role {role} --contract {contract} --workdir {workdir} --output structured-json"
+    );
+    assert_eq!(c.agent.max_output_bytes, 1024 * 1024);
+    assert_eq!(c.agent.kill_grace.0, Duration::from_secs(10));
+    let timeouts: Vec<u64> = Actor::ALL
+        .iter()
+        .map(|a| c.agent.spec(*a).timeout.as_secs() / 60)
+        .collect();
+    assert_eq!(
+        timeouts,
+        vec![30, 120, 30, 30],
+        "minutes for harang, narang, darang, erang"
+    );
+    assert!(c.discord.is_none());
+}
+
+#[test]
+fn a_sisters_table_overrides_agent_and_merges_env() {
+    let c = Config::parse(
+        r#"
+        [agent]
+        program = "claude"
+        env = { A = "1", B = "2" }
+        [agent.narang]
+        program = "codex"
+        timeout = "3h"
+        env = { B = "narang" }
+        stall_timeout = "5m"
+        "#,
+        Path::new("."),
+    )
+    .unwrap();
+    let narang = c.agent.spec(Actor::Narang);
+    assert_eq!(narang.program, "codex");
+    assert_eq!(narang.timeout, Duration::from_secs(3 * 3600));
+    assert_eq!(narang.stall_timeout, Some(Duration::from_secs(300)));
+    assert_eq!(narang.env.get("A").map(String::as_str), Some("1"));
+    assert_eq!(narang.env.get("B").map(String::as_str), Some("narang"));
+    let darang = c.agent.spec(Actor::Darang);
+    assert_eq!(darang.program, "claude");
+    assert_eq!(darang.env.get("B").map(String::as_str), Some("2"));
+    assert_eq!(darang.stall_timeout, None);
+}
+
+#[test]
+fn every_problem_is_reported_at_once_with_its_key() {
+    let dir = tempdir();
+    let text = format!(
+        r#"
+        [database]
+        url = "sqlite://x.db"
+        bogus = 1
+        [pipeline]
+        max_attempts = "three"
+        locale = "fr"
+        backoff = {{ factor = 0.5 }}
+        [agent]
+        args = ["--role", "{{rol}}"]
+        output_pointer = "structured_output"
+        [agent.narang]
+        timeout = "2 hourz"
+        [projects.gone]
+        workdir = "/definitely/not/here"
+        {}
+        [discord]
+        guild_id = 1
+        user_id = "abc"
+        "#,
+        project(dir.path())
+    );
+    let all = problems(&text);
+    let keys: Vec<&str> = all.iter().map(|p| p.key.as_str()).collect();
+    for key in [
+        "database.bogus",
+        "pipeline.max_attempts",
+        "pipeline.locale",
+        "pipeline.backoff.factor",
+        "agent.args[1]",
+        "agent.output_pointer",
+        "agent.narang.timeout",
+        "projects.gone.workdir",
+        "discord.user_id",
+        "discord.forum_channel_id",
+    ] {
+        assert!(keys.contains(&key), "{key} missing from {keys:?}");
+    }
+    assert!(
+        !keys.iter().any(|k| k.starts_with("projects.app")),
+        "{keys:?}"
+    );
+    assert!(
+        problem_for(&all, "agent.narang.timeout")
+            .message
+            .starts_with("invalid duration \"2 hourz\"")
+    );
+    assert!(
+        problem_for(&all, "agent.args[1]")
+            .message
+            .contains("unknown placeholder {rol}")
+    );
+    assert!(
+        problem_for(&all, "database.bogus")
+            .message
+            .starts_with("unknown key")
+    );
+    assert!(
+        problem_for(&all, "discord.forum_channel_id")
+            .message
+            .contains("required when [discord] is set")
+    );
+    assert!(
+        problem_for(&all, "projects.gone.workdir")
+            .message
+            .contains("/definitely/not/here does not exist")
+    );
+}
+
+#[test]
+fn unknown_keys_in_every_table_are_refused() {
+    assert_eq!(problem_keys("colour = 1"), vec!["colour"]);
+    assert_eq!(
+        problem_keys("[agent.narang]\ntimeot = \"1h\""),
+        vec!["agent.narang.timeot"]
+    );
+    assert_eq!(
+        problem_keys("[agent.sister5]\ntimeout = \"1h\""),
+        vec!["agent.sister5"]
+    );
+    assert_eq!(
+        problem_keys("[pipeline.backoff]\nmaximum = \"1m\""),
+        vec!["pipeline.backoff.maximum"]
+    );
+}
+
+#[test]
+fn the_discord_token_never_goes_to_a_sister() {
+    let all = problems(
+        r#"
+        [agent]
+        env = { DISCORD_TOKEN = "x", HANARANG_ROLE = "y" }
+        [agent.erang]
+        env = { MY_BOT = "z" }
+        [discord]
+        token_env = "MY_BOT"
+        guild_id = 1
+        forum_channel_id = 2
+        user_id = 3
+        "#,
+    );
+    let keys: Vec<&str> = all.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        vec!["agent.env.HANARANG_ROLE", "agent.erang.env.MY_BOT"]
+    );
+    // Without [discord], the default token variable is protected all the same.
+    assert_eq!(
+        problem_keys("[agent]\nenv = { DISCORD_TOKEN = \"x\" }"),
+        vec!["agent.env.DISCORD_TOKEN"]
+    );
+}
+
+#[test]
+fn placeholders_and_pointers_are_checked_per_sister() {
+    let all = problems(
+        r#"
+        pipeline.branch_template = "feat/{sprint_id}"
+        [agent.darang]
+        args = ["--schema", "{\"type\":\"object\"}", "{contract_path}"]
+        output_pointer = "final"
+        "#,
+    );
+    let keys: Vec<&str> = all.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        vec![
+            "pipeline.branch_template",
+            "agent.darang.args[2]",
+            "agent.darang.output_pointer"
+        ],
+        "inline JSON in an arg is not a placeholder: {all:?}"
+    );
+}
+
+#[test]
+fn syntax_errors_name_the_line() {
+    match Config::parse("[pipeline\nmax_attempts = 3", Path::new(".")) {
+        Err(ParseError::Syntax(message)) => assert!(message.contains("line 1"), "{message}"),
+        other => panic!("expected a syntax error, got {other:?}"),
+    }
+}
+
+#[test]
+fn relative_workdirs_start_at_the_config_files_folder() {
+    let dir = tempdir();
+    std::fs::create_dir(dir.path().join("repo")).unwrap();
+    let c = Config::parse("[projects.app]\nworkdir = \"repo\"", dir.path()).unwrap();
+    assert_eq!(
+        c.projects["app"].workdir,
+        std::fs::canonicalize(dir.path().join("repo")).unwrap()
+    );
+}
+
+#[test]
+fn the_example_config_is_valid_once_its_workdir_exists() {
+    let dir = tempdir();
+    let example =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.toml.example"))
+            .unwrap()
+            .replace("/srv/repos/my-app", &dir.path().display().to_string());
+    let example = Config::parse(&example, Path::new(".")).unwrap();
+    let defaults = Config::parse("", Path::new(".")).unwrap();
+    assert_eq!(
+        example.database, defaults.database,
+        "the example shows the defaults"
+    );
+    assert_eq!(
+        example.pipeline, defaults.pipeline,
+        "the example shows the defaults"
+    );
+    for actor in Actor::ALL {
+        assert_eq!(
+            example.agent.spec(actor),
+            defaults.agent.spec(actor),
+            "{actor}"
+        );
+    }
+    assert_eq!(example.projects.len(), 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// Through the binary.
+
+fn hanarang(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hanarang"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("HANARANG_CONFIG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn config_check_prints_the_resolved_config_or_every_problem_and_exits_2() {
+    let dir = tempdir();
+    std::fs::create_dir(dir.path().join("repo")).unwrap();
+    std::fs::write(
+        dir.path().join("config.toml"),
+        "[projects.app]\nworkdir = \"repo\"\n[discord]\nguild_id = 1\nforum_channel_id = 2\nuser_id = 3\n",
+    )
+    .unwrap();
+    let ok = hanarang(dir.path(), &["config", "check"]);
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert_eq!(ok.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("max_attempts = 3"), "{stdout}");
+    assert!(stdout.contains("token_env = \"DISCORD_TOKEN\""), "{stdout}");
+    assert!(stdout.contains("narang: openclaw spawn"), "{stdout}");
+
+    std::fs::write(
+        dir.path().join("bad.toml"),
+        "[agent.narang]\ntimeout = \"2 hourz\"\n[projects.x]\nworkdir = \"nope\"\n",
+    )
+    .unwrap();
+    let bad = hanarang(dir.path(), &["--config", "bad.toml", "config", "check"]);
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("bad.toml: invalid config (2 problems)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("agent.narang.timeout: invalid duration \"2 hourz\""),
+        "{stderr}"
+    );
+    assert!(stderr.contains("projects.x.workdir:"), "{stderr}");
+    assert!(bad.stdout.is_empty());
+}
+
+#[test]
+fn config_check_without_a_config_says_where_it_looked() {
+    let dir = tempdir();
+    let out = hanarang(dir.path(), &["config", "check"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.contains("no config file") && stderr.contains("HANARANG_CONFIG"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_token_is_never_printed() {
+    let dir = tempdir();
+    std::fs::write(
+        dir.path().join("config.toml"),
+        "[discord]\ntoken_env = \"HANARANG_TEST_TOKEN\"\nguild_id = 1\nforum_channel_id = 2\nuser_id = 3\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hanarang"))
+        .args(["config", "check"])
+        .current_dir(dir.path())
+        .env("HANARANG_TEST_TOKEN", "secret-token-value-123")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!all.contains("secret-token-value-123"));
+    assert!(all.contains("HANARANG_TEST_TOKEN"));
+}
+
+/// A fresh directory under the target dir, removed at the end of the test.
+fn tempdir() -> TempDir {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "hanarang-config-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&path);
+    std::fs::create_dir_all(&path).unwrap();
+    TempDir(path)
+}
+
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -1,0 +1,678 @@
+//! The pipeline's rules, state by state and event by event, and as properties over random
+//! event sequences. Everything here runs the pure `apply`: no process, no database.
+
+use std::collections::{HashSet, VecDeque};
+use std::time::Duration;
+
+use hanarang::handoff::message::{Actor, Verdict};
+use hanarang::pipeline::fsm::{Escalation, Note, ResumePoint};
+use hanarang::pipeline::{
+    Backoff, Event, Facts, Failure, FailureKind, Policy, Position, Stage, State, apply,
+};
+use proptest::prelude::*;
+
+const ID: &str = "SPRINT-007";
+
+fn policy() -> Policy {
+    Policy {
+        max_attempts: 3,
+        max_review_rounds: 3,
+        backoff: Backoff {
+            initial: Duration::from_secs(5),
+            factor: 2.0,
+            max: Duration::from_secs(300),
+        },
+    }
+}
+
+fn facts(sister_running: bool) -> Facts<'static> {
+    Facts {
+        sprint_id: ID,
+        sister_running,
+    }
+}
+
+fn reported(actor: Actor, verdict: Verdict) -> Event {
+    Event::Reported {
+        actor,
+        verdict,
+        sprint_id: None,
+        reason: Some("because".into()),
+    }
+}
+
+fn failed(kind: FailureKind) -> Event {
+    Event::Failed {
+        failure: Failure {
+            kind,
+            detail: "exit code 1".into(),
+        },
+    }
+}
+
+fn human(name: &str) -> Event {
+    let by = "cli".to_string();
+    match name {
+        "approve" => Event::Approve { by },
+        "request_changes" => Event::RequestChanges {
+            by,
+            note: "rename the flag".into(),
+        },
+        "resume" => Event::Resume {
+            by,
+            focus: Some("only the tests".into()),
+        },
+        "abort" => Event::Abort { by, reason: None },
+        "handoff" => Event::Handoff { by, focus: None },
+        other => panic!("no human event {other}"),
+    }
+}
+
+/// A sprint in `state`, as it would typically be found there.
+fn at(state: State) -> Position {
+    let (round, attempt, resume) = match state {
+        State::Queued => (0, 0, None),
+        State::Planning => (0, 1, None),
+        State::Escalated => (
+            3,
+            3,
+            Some(ResumePoint {
+                stage: Stage::Implementing,
+                round: 4,
+            }),
+        ),
+        _ => (1, 1, None),
+    };
+    Position {
+        state,
+        round,
+        attempt,
+        resume,
+    }
+}
+
+/// Every kind of event, with a column name for the table below.
+fn columns() -> Vec<(&'static str, Event, bool)> {
+    vec![
+        ("lock", Event::LockAcquired, false),
+        (
+            "h:PLAN_READY",
+            reported(Actor::Harang, Verdict::PlanReady),
+            true,
+        ),
+        ("h:ABORT", reported(Actor::Harang, Verdict::Abort), true),
+        (
+            "n:IMPL_DONE",
+            reported(Actor::Narang, Verdict::ImplDone),
+            true,
+        ),
+        ("n:ERROR", reported(Actor::Narang, Verdict::Error), true),
+        ("d:APPROVE", reported(Actor::Darang, Verdict::Approve), true),
+        (
+            "d:REQUEST_CHANGES",
+            reported(Actor::Darang, Verdict::RequestChanges),
+            true,
+        ),
+        ("d:ABORT", reported(Actor::Darang, Verdict::Abort), true),
+        (
+            "e:DEPLOY_DONE",
+            reported(Actor::Erang, Verdict::DeployDone),
+            true,
+        ),
+        (
+            "e:DEPLOY_FAILED",
+            reported(Actor::Erang, Verdict::DeployFailed),
+            true,
+        ),
+        ("failed", failed(FailureKind::BadOutput), true),
+        ("interrupted", failed(FailureKind::Interrupted), true),
+        ("approve", human("approve"), false),
+        ("request_changes", human("request_changes"), false),
+        ("resume", human("resume"), false),
+        ("abort", human("abort"), true),
+        ("handoff", human("handoff"), true),
+        ("handoff(idle)", human("handoff"), false),
+        (
+            "budget",
+            Event::BudgetExceeded {
+                spent_usd: 12.5,
+                limit_usd: 10.0,
+            },
+            true,
+        ),
+    ]
+}
+
+/// Every state × every event. `-` is a refusal; `X!` means "to X as a protocol
+/// violation"; `X+` means "the same stage again as a retry (attempt + 1)".
+const TABLE: &[(State, &[&str])] = &[
+    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget
+    (
+        State::Queued,
+        &[
+            "planning", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+            "aborted", "-", "-", "-",
+        ],
+    ),
+    (
+        State::Planning,
+        &[
+            "-",
+            "implementing",
+            "aborted",
+            "aborted!",
+            "aborted!",
+            "aborted!",
+            "aborted!",
+            "aborted!",
+            "aborted!",
+            "aborted!",
+            "planning+",
+            "planning+",
+            "-",
+            "-",
+            "-",
+            "aborted",
+            "planning",
+            "-",
+            "escalated",
+        ],
+    ),
+    (
+        State::Implementing,
+        &[
+            "-",
+            "aborted!",
+            "aborted!",
+            "reviewing",
+            "implementing+",
+            "aborted!",
+            "aborted!",
+            "aborted!",
+            "aborted!",
+            "aborted!",
+            "implementing+",
+            "implementing+",
+            "-",
+            "-",
+            "-",
+            "aborted",
+            "implementing",
+            "-",
+            "escalated",
+        ],
+    ),
+    (
+        State::Reviewing,
+        &[
+            "-",
+            "aborted!",
+            "aborted!",
+            "aborted!",
+            "aborted!",
+            "done",
+            "implementing",
+            "aborted",
+            "aborted!",
+            "aborted!",
+            "reviewing+",
+            "reviewing+",
+            "-",
+            "-",
+            "-",
+            "aborted",
+            "reviewing",
+            "-",
+            "escalated",
+        ],
+    ),
+    (
+        State::Done,
+        &[
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "deploying",
+            "implementing",
+            "-",
+            "aborted",
+            "-",
+            "-",
+            "-",
+        ],
+    ),
+    (
+        State::Deploying,
+        &[
+            "-",
+            "aborted!",
+            "aborted!",
+            "aborted!",
+            "aborted!",
+            "aborted!",
+            "aborted!",
+            "aborted!",
+            "deployed",
+            "deploying+",
+            "deploying+",
+            "escalated",
+            "-",
+            "-",
+            "-",
+            "aborted",
+            "deploying",
+            "-",
+            "escalated",
+        ],
+    ),
+    (
+        State::Deployed,
+        &[
+            "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+            "-", "-",
+        ],
+    ),
+    (
+        State::Escalated,
+        &[
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "implementing",
+            "aborted",
+            "-",
+            "-",
+            "-",
+        ],
+    ),
+    (
+        State::Aborted,
+        &[
+            "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+            "-", "-",
+        ],
+    ),
+];
+
+#[test]
+fn every_state_times_every_event() {
+    let columns = columns();
+    assert_eq!(TABLE.len(), State::ALL.len(), "one row per state");
+    let mut failures = Vec::new();
+    for (state, row) in TABLE {
+        assert_eq!(
+            row.len(),
+            columns.len(),
+            "row {state} has one cell per event"
+        );
+        for ((name, event, running), expected) in columns.iter().zip(row.iter()) {
+            let from = at(*state);
+            let got = match apply(from, event, facts(*running), &policy()) {
+                Err(refusal) => {
+                    assert!(
+                        refusal.reason.contains(ID),
+                        "a refusal names the sprint: {refusal}"
+                    );
+                    "-".to_string()
+                }
+                Ok(t) => {
+                    assert_eq!(t.from, from);
+                    let mut cell = t.to.state.to_string();
+                    match &t.note {
+                        Some(Note::ProtocolViolation { .. }) => cell.push('!'),
+                        Some(Note::Retry { .. }) => {
+                            assert_eq!(t.to.attempt, from.attempt + 1, "{state} × {name}");
+                            cell.push('+');
+                        }
+                        _ => {}
+                    }
+                    cell
+                }
+            };
+            if got != *expected {
+                failures.push(format!("{state} × {name}: expected {expected}, got {got}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+#[test]
+fn a_stage_fails_three_times_then_escalates_and_resume_starts_it_afresh() {
+    let mut pos = Position::enter_for_test(State::Implementing, 2);
+    let mut delays = Vec::new();
+    for _ in 0..2 {
+        let t = apply(pos, &failed(FailureKind::Timeout), facts(false), &policy()).unwrap();
+        assert_eq!(t.to.state, State::Implementing);
+        delays.push(t.retry_delay().unwrap());
+        pos = t.to;
+    }
+    assert_eq!(
+        delays,
+        vec![Duration::from_secs(5), Duration::from_secs(10)]
+    );
+    assert_eq!(pos.attempt, 3);
+    let t = apply(
+        pos,
+        &failed(FailureKind::ExitNonzero),
+        facts(false),
+        &policy(),
+    )
+    .unwrap();
+    assert_eq!(t.to.state, State::Escalated);
+    match &t.note {
+        Some(Note::Escalated {
+            escalation:
+                Escalation::AttemptsExhausted {
+                    stage,
+                    attempts,
+                    last,
+                },
+        }) => {
+            assert_eq!(*stage, Stage::Implementing);
+            assert_eq!(*attempts, 3);
+            assert_eq!(last.kind, FailureKind::ExitNonzero);
+        }
+        other => panic!("expected attempts exhausted, got {other:?}"),
+    }
+    let resumed = apply(t.to, &human("resume"), facts(false), &policy()).unwrap();
+    assert_eq!(resumed.to.state, State::Implementing);
+    assert_eq!(resumed.to.attempt, 1, "resume resets the attempts");
+    assert_eq!(resumed.to.round, 2, "resume keeps the round");
+}
+
+#[test]
+fn review_rounds_exhausted_escalates_and_resume_starts_the_next_round() {
+    let pos = Position::enter_for_test(State::Reviewing, 3);
+    let t = apply(
+        pos,
+        &reported(Actor::Darang, Verdict::RequestChanges),
+        facts(true),
+        &policy(),
+    )
+    .unwrap();
+    assert_eq!(t.to.state, State::Escalated);
+    assert!(matches!(
+        t.note,
+        Some(Note::Escalated {
+            escalation: Escalation::ReviewRoundsExhausted { rounds: 3 }
+        })
+    ));
+    let resumed = apply(t.to, &human("resume"), facts(false), &policy()).unwrap();
+    assert_eq!(
+        (resumed.to.state, resumed.to.round),
+        (State::Implementing, 4)
+    );
+}
+
+#[test]
+fn request_changes_below_the_limit_starts_the_next_round() {
+    let pos = Position::enter_for_test(State::Reviewing, 1);
+    let t = apply(
+        pos,
+        &reported(Actor::Darang, Verdict::RequestChanges),
+        facts(true),
+        &policy(),
+    )
+    .unwrap();
+    assert_eq!(
+        (t.to.state, t.to.round, t.to.attempt),
+        (State::Implementing, 2, 1)
+    );
+}
+
+#[test]
+fn a_plan_for_another_sprint_is_a_protocol_violation() {
+    let event = Event::Reported {
+        actor: Actor::Harang,
+        verdict: Verdict::PlanReady,
+        sprint_id: Some("SPRINT-999".into()),
+        reason: None,
+    };
+    let t = apply(at(State::Planning), &event, facts(true), &policy()).unwrap();
+    assert_eq!(t.to.state, State::Aborted);
+    match t.note {
+        Some(Note::ProtocolViolation { reason }) => {
+            assert!(
+                reason.contains("SPRINT-999") && reason.contains(ID),
+                "{reason}"
+            )
+        }
+        other => panic!("expected a protocol violation, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_interrupted_deploy_escalates_at_once_and_only_a_human_resumes_it() {
+    let t = apply(
+        at(State::Deploying),
+        &failed(FailureKind::Interrupted),
+        facts(false),
+        &policy(),
+    )
+    .unwrap();
+    assert_eq!(t.to.state, State::Escalated);
+    assert!(matches!(
+        t.note,
+        Some(Note::Escalated {
+            escalation: Escalation::DeployInterrupted { .. }
+        })
+    ));
+    let resumed = apply(t.to, &human("resume"), facts(false), &policy()).unwrap();
+    assert_eq!(resumed.to.state, State::Deploying);
+}
+
+#[test]
+fn refusals_say_why() {
+    let refusal = apply(
+        at(State::Implementing),
+        &human("approve"),
+        facts(true),
+        &policy(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        refusal.reason,
+        "SPRINT-007 is implementing, not done: only a sprint waiting for deploy approval can be approved"
+    );
+    let refusal = apply(
+        at(State::Deployed),
+        &human("abort"),
+        facts(false),
+        &policy(),
+    )
+    .unwrap_err();
+    assert!(refusal.reason.contains("deployed"), "{refusal}");
+    let empty_note = Event::RequestChanges {
+        by: "cli".into(),
+        note: "  ".into(),
+    };
+    let refusal = apply(at(State::Done), &empty_note, facts(false), &policy()).unwrap_err();
+    assert!(refusal.reason.contains("needs a note"), "{refusal}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Properties over random event sequences.
+
+trait EnterForTest {
+    fn enter_for_test(state: State, round: u32) -> Position;
+}
+
+impl EnterForTest for Position {
+    fn enter_for_test(state: State, round: u32) -> Position {
+        Position {
+            state,
+            round,
+            attempt: 1,
+            resume: None,
+        }
+    }
+}
+
+/// Every event the generator can pick from.
+fn all_events() -> Vec<Event> {
+    let mut events: Vec<Event> = columns().into_iter().map(|(_, e, _)| e).collect();
+    for kind in [
+        FailureKind::SpawnFailed,
+        FailureKind::ExitNonzero,
+        FailureKind::Timeout,
+    ] {
+        events.push(failed(kind));
+    }
+    events
+}
+
+/// One step of a random walk: which event, from which pool (mostly the events that move
+/// the sprint on without ending it, so walks get deep into the pipeline; sometimes any
+/// accepted event, or any event at all so refusals are exercised), and whether a sister
+/// is running.
+fn arb_step() -> impl Strategy<Value = (usize, u8, bool)> {
+    (any::<usize>(), 0u8..10, any::<bool>())
+}
+
+fn arb_policy() -> impl Strategy<Value = Policy> {
+    (1u32..5, 1u32..5).prop_map(|(max_attempts, max_review_rounds)| Policy {
+        max_attempts,
+        max_review_rounds,
+        ..policy()
+    })
+}
+
+fn is_failure(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::Failed { .. }
+            | Event::Reported {
+                verdict: Verdict::Error | Verdict::DeployFailed,
+                ..
+            }
+    )
+}
+
+/// Whether a resting state (terminal or escalated) can be reached from `start` without a
+/// user's abort: nothing can wander forever.
+fn can_come_to_rest(start: Position, policy: &Policy) -> bool {
+    let mut events: Vec<Event> = columns()
+        .into_iter()
+        .map(|(_, e, _)| e)
+        .filter(|e| !matches!(e, Event::Abort { .. }))
+        .collect();
+    events.push(failed(FailureKind::Timeout));
+    let mut seen = HashSet::new();
+    let mut queue = VecDeque::from([(start, 0)]);
+    while let Some((pos, depth)) = queue.pop_front() {
+        if pos.state.is_terminal() || pos.state == State::Escalated {
+            return true;
+        }
+        if depth > 12 || !seen.insert(format!("{pos:?}")) {
+            continue;
+        }
+        for event in &events {
+            if let Ok(t) = apply(pos, event, facts(false), policy) {
+                queue.push_back((t.to, depth + 1));
+            }
+        }
+    }
+    false
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_event_sequences_keep_the_invariants(
+        policy in arb_policy(),
+        steps in proptest::collection::vec(arb_step(), 1..60),
+    ) {
+        let all = all_events();
+        let mut pos = Position::QUEUED;
+        let mut approved = false;
+        for (pick, pool, running) in steps {
+            let accepted: Vec<&Event> = all
+                .iter()
+                .filter(|e| apply(pos, e, facts(running), &policy).is_ok())
+                .collect();
+            let onward: Vec<&Event> = accepted
+                .iter()
+                .copied()
+                .filter(|e| {
+                    apply(pos, e, facts(running), &policy)
+                        .is_ok_and(|t| t.to.state != State::Aborted)
+                })
+                .collect();
+            let event = match pool {
+                0..=7 if !onward.is_empty() => onward[pick % onward.len()].clone(),
+                8 if !accepted.is_empty() => accepted[pick % accepted.len()].clone(),
+                _ => all[pick % all.len()].clone(),
+            };
+            let result = apply(pos, &event, facts(running), &policy);
+            if pos.state.is_terminal() {
+                prop_assert!(result.is_err(), "{} accepted {:?}", pos.state, event);
+                continue;
+            }
+            let Ok(t) = result else { continue };
+            prop_assert_eq!(t.from, pos);
+            let to = t.to;
+
+            // Attempts never exceed the limit.
+            prop_assert!(to.attempt <= policy.max_attempts, "attempt {} > {}", to.attempt, policy.max_attempts);
+            if to.state.stage().is_some() {
+                prop_assert!(to.attempt >= 1);
+            }
+
+            // A sister's verdict never starts a round past the limit; only a human can.
+            if !event.is_human() && to.state == State::Implementing && pos.state != State::Implementing {
+                prop_assert!(to.round <= policy.max_review_rounds, "round {} > {}", to.round, policy.max_review_rounds);
+            }
+
+            // Every failure counts exactly once.
+            if is_failure(&event) && pos.state.stage().is_some() && !matches!(t.note, Some(Note::ProtocolViolation { .. })) {
+                if to.state == pos.state {
+                    prop_assert_eq!(to.attempt, pos.attempt + 1);
+                } else {
+                    prop_assert_eq!(to.state, State::Escalated);
+                }
+            }
+
+            // A deploy is only entered through a human's word: approval from done, or
+            // resuming an escalated deploy.
+            if to.state == State::Deploying && pos.state != State::Deploying {
+                let by_approval = matches!(event, Event::Approve { .. }) && pos.state == State::Done;
+                let by_resume = matches!(event, Event::Resume { .. })
+                    && pos.state == State::Escalated
+                    && pos.resume.map(|r| r.stage) == Some(Stage::Deploying);
+                prop_assert!(by_approval || by_resume, "deploying entered from {} by {:?}", pos.state, event);
+                prop_assert!(approved || by_approval, "a deploy before any approval");
+            }
+            if matches!(event, Event::Approve { .. }) {
+                approved = true;
+            }
+
+            // Escalated always knows where to resume.
+            prop_assert_eq!(to.state == State::Escalated, to.resume.is_some());
+
+            pos = to;
+            prop_assert!(can_come_to_rest(pos, &policy), "stuck at {:?}", pos);
+        }
+    }
+}
