@@ -9,3 +9,4 @@ pub mod handoff;
 pub mod logging;
 pub mod pipeline;
 pub mod placeholder;
+pub mod sister;

@@ -238,14 +238,20 @@ fn make_nullable(schema: &mut Value) {
 mod tests {
     use super::*;
 
+    /// Every schema object inside `v` (not the `properties` maps themselves).
     fn walk<'a>(v: &'a Value, out: &mut Vec<&'a Map<String, Value>>) {
-        match v {
-            Value::Object(o) => {
-                out.push(o);
-                o.values().for_each(|c| walk(c, out));
+        let Some(o) = v.as_object() else { return };
+        out.push(o);
+        if let Some(props) = o.get("properties").and_then(Value::as_object) {
+            props.values().for_each(|p| walk(p, out));
+        }
+        if let Some(items) = o.get("items") {
+            walk(items, out);
+        }
+        for key in ["anyOf", "oneOf"] {
+            if let Some(alts) = o.get(key).and_then(Value::as_array) {
+                alts.iter().for_each(|a| walk(a, out));
             }
-            Value::Array(a) => a.iter().for_each(|c| walk(c, out)),
-            _ => {}
         }
     }
 

@@ -68,7 +68,7 @@ pub fn parse_output(bytes: &[u8], max_bytes: usize) -> Result<Value, Problem> {
             e.valid_up_to()
         ))
     })?;
-    if text.trim().is_empty() {
+    if trim_json_ws(text).is_empty() {
         return Err(Problem::root(
             "output is empty: expected one JSON value on stdout",
         ));
@@ -81,8 +81,9 @@ pub fn parse_output(bytes: &[u8], max_bytes: usize) -> Result<Value, Problem> {
     };
     let end = values.byte_offset();
     let rest = &text[end..];
-    if !rest.trim().is_empty() {
-        let (line, column) = line_column(text, end + (rest.len() - rest.trim_start().len()));
+    if !trim_json_ws(rest).is_empty() {
+        let skipped = rest.len() - rest.trim_start_matches(is_json_ws).len();
+        let (line, column) = line_column(text, end + skipped);
         let what = match serde_json::Deserializer::from_str(rest)
             .into_iter::<Value>()
             .next()
@@ -95,6 +96,16 @@ pub fn parse_output(bytes: &[u8], max_bytes: usize) -> Result<Value, Problem> {
         )));
     }
     Ok(first)
+}
+
+/// JSON's own whitespace (space, tab, LF, CR); other Unicode spaces are not allowed
+/// around the value, as serde_json does not allow them before it.
+fn is_json_ws(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r')
+}
+
+fn trim_json_ws(text: &str) -> &str {
+    text.trim_matches(is_json_ws)
 }
 
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
@@ -110,6 +121,11 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 pub fn extract_message(envelope: Value, pointer: &str) -> Result<Value, Problem> {
     if pointer.is_empty() {
         return Ok(envelope);
+    }
+    if !pointer.starts_with('/') {
+        return Err(Problem::root(format!(
+            "output_pointer {pointer:?} is not a JSON Pointer: use \"\" for the whole output or start with '/' (e.g. \"/structured_output\")"
+        )));
     }
     let mut envelope = envelope;
     let found = envelope
@@ -137,30 +153,31 @@ pub fn extract_message(envelope: Value, pointer: &str) -> Result<Value, Problem>
 /// violation, since it is valid but wrong for the state).
 pub fn validate_value(value: Value, expected: Option<Actor>) -> Result<Validated, Vec<Problem>> {
     let mut problems = Vec::new();
+    // Checked on the raw value so it is reported even when the shape is wrong too.
+    if let Some(expected) = expected
+        && let Some(actor) = value.get("actor").and_then(Value::as_str)
+        && actor != expected.as_str()
+    {
+        problems.push(Problem::new(
+            "/actor",
+            format!("expected a message from {expected}, got one from {actor}"),
+        ));
+    }
+    let before_shape = problems.len();
     check_shape(&MESSAGE_SCHEMA, &value, &mut String::new(), &mut problems);
-    if !problems.is_empty() {
+    if problems.len() > before_shape {
         return Err(problems);
     }
-    let message: HandoffMessage = serde_json::from_value(value.clone()).map_err(|e| {
-        vec![Problem::root(format!(
-            "does not match the message types: {e}"
-        ))]
-    })?;
+    let message: HandoffMessage = match serde_json::from_value(value.clone()) {
+        Ok(m) => m,
+        Err(e) => {
+            problems.push(Problem::root(format!(
+                "does not match the message types: {e}"
+            )));
+            return Err(problems);
+        }
+    };
     problems.extend(consistency(&message));
-    if let Some(expected) = expected
-        && message.actor() != expected
-    {
-        problems.insert(
-            0,
-            Problem::new(
-                "/actor",
-                format!(
-                    "expected a message from {expected}, got one from {}",
-                    message.actor()
-                ),
-            ),
-        );
-    }
     if problems.is_empty() {
         Ok(Validated {
             message,
@@ -229,10 +246,16 @@ pub fn consistency(message: &HandoffMessage) -> Vec<Problem> {
             for (i, issue) in p.issues.iter().enumerate() {
                 non_empty(&format!("/payload/issues/{i}/message"), &issue.message);
             }
-            let failed = p.checklist_results.iter().position(|c| !c.passed);
+            let failed: Vec<usize> = p
+                .checklist_results
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| !c.passed)
+                .map(|(i, _)| i)
+                .collect();
             match m.verdict {
                 DarangVerdict::Approve => {
-                    if let Some(i) = failed {
+                    for i in failed {
                         problems.push(Problem::new(
                             format!("/payload/checklistResults/{i}/passed"),
                             "APPROVE with a failed checklist item",
@@ -248,7 +271,7 @@ pub fn consistency(message: &HandoffMessage) -> Vec<Problem> {
                     }
                 }
                 DarangVerdict::RequestChanges => {
-                    if failed.is_none() && p.issues.is_empty() {
+                    if failed.is_empty() && p.issues.is_empty() {
                         problems.push(Problem::new(
                             "/payload",
                             "REQUEST_CHANGES with no failed checklist item and no issue: nothing to change",
@@ -478,13 +501,15 @@ fn check_integer_range(format: &str, value: &Value, path: &str, problems: &mut V
         "uint64" | "uint" => u64::MAX,
         _ => return,
     };
-    let in_range = value.as_u64().is_some_and(|n| n <= max);
-    if !in_range && value.is_number() {
-        problems.push(Problem::new(
-            path,
-            format!("number out of range: expected an integer from 0 to {max}, got {value}"),
-        ));
-    }
+    let Some(n) = value.as_number() else { return };
+    let message = if n.is_f64() {
+        format!("expected an integer, got {n} (write whole numbers without a fraction or exponent)")
+    } else if n.as_u64().is_none_or(|n| n > max) {
+        format!("number out of range: expected an integer from 0 to {max}, got {n}")
+    } else {
+        return;
+    };
+    problems.push(Problem::new(path, message));
 }
 
 fn describe_types(types: &Value) -> String {

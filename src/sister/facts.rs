@@ -1,0 +1,118 @@
+//! Facts beat claims: when the workdir is a git repository, narang's `IMPL_DONE` is
+//! checked against it — the branch exists, and every listed commit resolves and is
+//! reachable from that branch.
+
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+use crate::handoff::message::ImplPayload;
+
+/// Every git call is bounded: a wedged repository must not hang the run.
+const GIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `Ok` when the claim holds or cannot be checked (no git repository, no git binary);
+/// `Err(reason)` when it does not hold.
+pub async fn check_impl_claim(workdir: &Path, payload: &ImplPayload) -> Result<(), String> {
+    match git(workdir, &["rev-parse", "--is-inside-work-tree"]).await {
+        Ok(out) if out.trim() == "true" => {}
+        Ok(_) | Err(GitError::Failed) => return Ok(()), // not a repository
+        Err(GitError::Unavailable(e)) => {
+            tracing::warn!(workdir = %workdir.display(), error = %e, "cannot run git: IMPL_DONE claims are not checked");
+            return Ok(());
+        }
+    }
+    let branch = payload.branch.trim();
+    if branch.starts_with('-')
+        || git(workdir, &["check-ref-format", "--branch", branch])
+            .await
+            .is_err()
+    {
+        return Err(format!(
+            "/payload/branch: {branch:?} is not a valid branch name"
+        ));
+    }
+    let branch_ref = format!("refs/heads/{branch}");
+    if git(
+        workdir,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{branch_ref}^{{commit}}"),
+        ],
+    )
+    .await
+    .is_err()
+    {
+        return Err(format!(
+            "/payload/branch: branch {branch:?} does not exist in {}",
+            workdir.display()
+        ));
+    }
+    for (i, commit) in payload.commits.iter().enumerate() {
+        let commit = commit.trim();
+        let looks_like_id =
+            (4..=64).contains(&commit.len()) && commit.chars().all(|c| c.is_ascii_hexdigit());
+        if !looks_like_id {
+            return Err(format!(
+                "/payload/commits/{i}: {commit:?} is not a commit id"
+            ));
+        }
+        if git(
+            workdir,
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("{commit}^{{commit}}"),
+            ],
+        )
+        .await
+        .is_err()
+        {
+            return Err(format!(
+                "/payload/commits/{i}: commit {commit} does not exist"
+            ));
+        }
+        if git(
+            workdir,
+            &["merge-base", "--is-ancestor", commit, &branch_ref],
+        )
+        .await
+        .is_err()
+        {
+            return Err(format!(
+                "/payload/commits/{i}: commit {commit} is not on branch {branch:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+enum GitError {
+    /// git ran and said no.
+    Failed,
+    /// git could not be run at all.
+    Unavailable(String),
+}
+
+async fn git(workdir: &Path, args: &[&str]) -> Result<String, GitError> {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
+        .arg(workdir)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(GIT_TIMEOUT, cmd.output())
+        .await
+        .map_err(|_| GitError::Unavailable(format!("git {} timed out", args.join(" "))))?
+        .map_err(|e| GitError::Unavailable(e.to_string()))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(GitError::Failed)
+    }
+}

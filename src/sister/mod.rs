@@ -1,0 +1,483 @@
+//! The sister runner: spawns one sister as the spawn contract says (`SPEC.md` §3) and turns
+//! whatever the process does into exactly one outcome.
+//!
+//! No shell ever runs: `program` + `args`, placeholders substituted as whole strings. The
+//! sister gets its contract file, its prompt on stdin and its environment (minus the
+//! Discord token). Its stdout is read with a cap, its stderr keeps only a tail, a timeout
+//! or a stop kills its whole process group, and its output is validated before anything
+//! believes it.
+
+pub mod contract;
+pub mod facts;
+pub mod process;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+use tokio::sync::{Notify, oneshot};
+use tokio::time::Instant;
+
+pub use contract::{ContractFile, render_prompt};
+
+use crate::config::SisterSpec;
+use crate::handoff::message::HandoffMessage;
+use crate::handoff::validate::{Problem, Validated, validate_output};
+use crate::pipeline::FailureKind;
+use crate::placeholder;
+use process::{Activity, SharedCapture};
+
+/// How much of each stream a run record keeps.
+pub const TAIL_BYTES: usize = 64 * 1024;
+
+/// How one run ended. Stored with the run; lower-case in JSON and the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunOutcome {
+    /// A valid HandoffMessage (which may still be ERROR or DEPLOY_FAILED).
+    Handoff,
+    SpawnFailed,
+    ExitNonzero,
+    BadOutput,
+    Timeout,
+    /// A user aborted the sprint.
+    Cancelled,
+    /// The orchestrator died while it ran (set at recovery, never by the runner).
+    Interrupted,
+    /// Valid, but wrong for the state (set by the orchestrator).
+    ProtocolViolation,
+    /// A user handed the work to a fresh session.
+    HandedOff,
+}
+
+impl RunOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Handoff => "handoff",
+            RunOutcome::SpawnFailed => "spawn_failed",
+            RunOutcome::ExitNonzero => "exit_nonzero",
+            RunOutcome::BadOutput => "bad_output",
+            RunOutcome::Timeout => "timeout",
+            RunOutcome::Cancelled => "cancelled",
+            RunOutcome::Interrupted => "interrupted",
+            RunOutcome::ProtocolViolation => "protocol_violation",
+            RunOutcome::HandedOff => "handed_off",
+        }
+    }
+
+    /// The failure this outcome counts as for the retry policy, if it is one.
+    pub fn failure_kind(self) -> Option<FailureKind> {
+        match self {
+            RunOutcome::SpawnFailed => Some(FailureKind::SpawnFailed),
+            RunOutcome::ExitNonzero => Some(FailureKind::ExitNonzero),
+            RunOutcome::BadOutput => Some(FailureKind::BadOutput),
+            RunOutcome::Timeout => Some(FailureKind::Timeout),
+            RunOutcome::Interrupted => Some(FailureKind::Interrupted),
+            RunOutcome::Handoff
+            | RunOutcome::Cancelled
+            | RunOutcome::ProtocolViolation
+            | RunOutcome::HandedOff => None,
+        }
+    }
+}
+
+impl fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a user stopped a running sister.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The sprint is aborted: outcome `cancelled`.
+    Abort,
+    /// A fresh session takes over: outcome `handed_off`.
+    Handoff,
+}
+
+/// Everything one run needs.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub spec: SisterSpec,
+    pub contract: ContractFile,
+    /// Where the contract file is written (its folder is created).
+    pub contract_path: PathBuf,
+    pub workdir: PathBuf,
+    /// The Discord token variable, removed from the sister's environment.
+    pub token_env: String,
+}
+
+/// How a run ended, with what the user needs to know.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub outcome: RunOutcome,
+    /// The exit code or signal, the first validation problem, the timeout that fired.
+    pub detail: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// The sister's process (and process group) id, when it was spawned.
+    pub pid: Option<u32>,
+    pub duration: Duration,
+    /// The last `TAIL_BYTES` of stdout and stderr, as text.
+    pub stdout_tail: String,
+    pub stderr_tail: String,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    /// Set when the outcome is `handoff`.
+    pub message: Option<Validated>,
+    /// Every problem when the outcome is `bad_output` because of the message.
+    pub problems: Vec<Problem>,
+}
+
+impl RunReport {
+    fn early(outcome: RunOutcome, detail: String) -> RunReport {
+        RunReport {
+            outcome,
+            detail,
+            exit_code: None,
+            signal: None,
+            pid: None,
+            duration: Duration::ZERO,
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            message: None,
+            problems: Vec::new(),
+        }
+    }
+}
+
+/// Why the wait for the child ended before it exited by itself.
+enum Interruption {
+    Stopped(Stop),
+    TimedOut,
+    Stalled,
+    OverCap,
+}
+
+/// How the caller steers a run while it goes.
+#[derive(Debug)]
+pub struct RunControl {
+    /// Stops the run; dropping the sender means it is never stopped.
+    pub stop: oneshot::Receiver<Stop>,
+    /// Told the process group id as soon as the sister is spawned (recorded so a restart
+    /// after a crash can kill what is left of it).
+    pub spawned: Option<oneshot::Sender<u32>>,
+}
+
+impl RunControl {
+    /// A run nobody will stop, and whose pid nobody needs.
+    pub fn unattended() -> RunControl {
+        let (_, stop) = oneshot::channel();
+        RunControl {
+            stop,
+            spawned: None,
+        }
+    }
+}
+
+/// Runs one sister to its end. Never panics on anything the child does; every path ends
+/// with the sister's whole process group gone.
+pub async fn run(req: &RunRequest, control: RunControl) -> RunReport {
+    let started = Instant::now();
+    let mut report = run_inner(req, control).await;
+    report.duration = started.elapsed();
+    report
+}
+
+async fn run_inner(req: &RunRequest, control: RunControl) -> RunReport {
+    let RunControl { mut stop, spawned } = control;
+    let spec = &req.spec;
+    let c = &req.contract;
+    let contract_file = req.contract_path.display().to_string();
+    let workdir = req.workdir.display().to_string();
+    let round = c.round.to_string();
+    let attempt = c.attempt.to_string();
+    let values = [
+        ("role", c.role.as_str()),
+        ("contract", c.contract_id.as_str()),
+        ("workdir", workdir.as_str()),
+        ("sprint", c.sprint_id.as_str()),
+        ("run", c.run_id.as_str()),
+        ("contract_file", contract_file.as_str()),
+        ("branch", c.branch.as_str()),
+        ("round", round.as_str()),
+        ("attempt", attempt.as_str()),
+    ];
+    let args: Vec<String> = spec
+        .args
+        .iter()
+        .map(|a| placeholder::substitute(a, &values))
+        .collect();
+
+    if !req.workdir.is_dir() {
+        return RunReport::early(
+            RunOutcome::SpawnFailed,
+            format!("the workdir {workdir} does not exist or is not a directory"),
+        );
+    }
+    if let Err(e) = write_contract(req) {
+        return RunReport::early(
+            RunOutcome::SpawnFailed,
+            format!("cannot write the contract file {contract_file}: {e}"),
+        );
+    }
+    let prompt = render_prompt(c, &contract_file);
+
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&args)
+        .current_dir(&req.workdir)
+        .env_remove(&req.token_env)
+        .envs(&spec.env)
+        .env("HANARANG_SPRINT_ID", &c.sprint_id)
+        .env("HANARANG_ROLE", c.role.as_str())
+        .env("HANARANG_RUN_ID", &c.run_id)
+        .env("HANARANG_CONTRACT_FILE", &contract_file)
+        .env("HANARANG_ROUND", &round)
+        .env("HANARANG_ATTEMPT", &attempt)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => return RunReport::early(RunOutcome::SpawnFailed, spawn_error(&spec.program, &e)),
+    };
+    let Some(pgid) = child.id() else {
+        // Already reaped: cannot happen before the first wait, but never trust it.
+        return RunReport::early(
+            RunOutcome::SpawnFailed,
+            "the sister vanished at spawn".into(),
+        );
+    };
+    tracing::debug!(pgid, program = %spec.program, "sister spawned");
+    if let Some(spawned) = spawned {
+        let _ = spawned.send(pgid);
+    }
+
+    let activity = Activity::new();
+    let over_cap = Arc::new(Notify::new());
+    let stdout: SharedCapture = Arc::new(Mutex::new(Default::default()));
+    let stderr: SharedCapture = Arc::new(Mutex::new(Default::default()));
+    let mut readers = tokio::task::JoinSet::new();
+    if let Some(pipe) = child.stdout.take() {
+        readers.spawn(process::read_head(
+            pipe,
+            spec.max_output_bytes,
+            stdout.clone(),
+            over_cap.clone(),
+            activity.clone(),
+        ));
+    }
+    if let Some(pipe) = child.stderr.take() {
+        readers.spawn(process::read_tail(
+            pipe,
+            spec.max_output_bytes,
+            stderr.clone(),
+            activity.clone(),
+        ));
+    }
+    // A sister that never reads its stdin, or closes it early, is normal: write errors
+    // are ignored, and the writer is dropped with the run.
+    let stdin_writer = child.stdin.take().map(|mut pipe| {
+        tokio::spawn(async move {
+            let _ = pipe.write_all(prompt.as_bytes()).await;
+            let _ = pipe.shutdown().await;
+        })
+    });
+
+    let timeout = tokio::time::sleep(spec.timeout);
+    tokio::pin!(timeout);
+    let stall_check = spec
+        .stall_timeout
+        .map(|s| (s / 4).clamp(Duration::from_millis(10), Duration::from_secs(1)));
+    let mut stop_open = true;
+    let (status, interruption) = loop {
+        tokio::select! {
+            status = child.wait() => break (Some(status), None),
+            () = &mut timeout => break (None, Some(Interruption::TimedOut)),
+            () = over_cap.notified() => break (None, Some(Interruption::OverCap)),
+            reason = &mut stop, if stop_open => match reason {
+                Ok(reason) => break (None, Some(Interruption::Stopped(reason))),
+                // The sender is gone: nobody can stop this run any more.
+                Err(_) => stop_open = false,
+            },
+            () = tick(stall_check) => {
+                if spec.stall_timeout.is_some_and(|s| activity.silent_for() >= s) {
+                    break (None, Some(Interruption::Stalled));
+                }
+            }
+        }
+    };
+
+    // Whatever happened, nothing of the sister's group outlives the run.
+    process::kill_group(pgid, spec.kill_grace).await;
+    let status = match status {
+        Some(status) => status,
+        None => child.wait().await,
+    };
+    if let Some(writer) = stdin_writer {
+        writer.abort();
+    }
+    // The pipes reach EOF once the group is gone. A daemon that escaped the group (setsid)
+    // could hold them open: wait a bounded time, then take what was read.
+    let _ = tokio::time::timeout(spec.kill_grace.max(Duration::from_secs(1)), async {
+        while readers.join_next().await.is_some() {}
+    })
+    .await;
+    readers.abort_all();
+
+    let (out, out_total, out_over) = process::take(&stdout);
+    let (err, err_total, _) = process::take(&stderr);
+    let mut report = RunReport {
+        outcome: RunOutcome::Handoff,
+        detail: String::new(),
+        exit_code: None,
+        signal: None,
+        pid: Some(pgid),
+        duration: Duration::ZERO,
+        stdout_tail: tail_text(&out),
+        stderr_tail: tail_text(&err),
+        stdout_bytes: out_total,
+        stderr_bytes: err_total,
+        message: None,
+        problems: Vec::new(),
+    };
+    match &status {
+        Ok(s) => {
+            use std::os::unix::process::ExitStatusExt;
+            report.exit_code = s.code();
+            report.signal = s.signal();
+        }
+        Err(e) => tracing::warn!(error = %e, "could not wait for the sister"),
+    }
+
+    let over_cap_seen = out_over || matches!(interruption, Some(Interruption::OverCap));
+    match interruption {
+        Some(Interruption::Stopped(Stop::Abort)) => {
+            report.outcome = RunOutcome::Cancelled;
+            report.detail = "stopped by a user's abort".into();
+        }
+        Some(Interruption::Stopped(Stop::Handoff)) => {
+            report.outcome = RunOutcome::HandedOff;
+            report.detail = "stopped by a user's handoff: a fresh session continues".into();
+        }
+        Some(Interruption::TimedOut) => {
+            report.outcome = RunOutcome::Timeout;
+            report.detail = format!(
+                "timed out after {} (agent.{}.timeout)",
+                humantime::format_duration(spec.timeout),
+                spec.actor
+            );
+        }
+        Some(Interruption::Stalled) => {
+            let stall = spec.stall_timeout.unwrap_or_default();
+            report.outcome = RunOutcome::Timeout;
+            report.detail = format!(
+                "stalled: nothing on stdout or stderr for {} (stall_timeout)",
+                humantime::format_duration(stall)
+            );
+        }
+        Some(Interruption::OverCap) | None if over_cap_seen => {
+            report.outcome = RunOutcome::BadOutput;
+            report.detail = format!(
+                "output too large: more than {} bytes on stdout (max_output_bytes); the sister was stopped",
+                spec.max_output_bytes
+            );
+        }
+        Some(Interruption::OverCap) | None => match (&status, report.exit_code, report.signal) {
+            (Err(e), _, _) => {
+                report.outcome = RunOutcome::ExitNonzero;
+                report.detail = format!("could not learn how the sister exited: {e}");
+            }
+            (Ok(_), Some(0), _) => classify_output(req, &out, &mut report).await,
+            (Ok(_), Some(code), _) => {
+                report.outcome = RunOutcome::ExitNonzero;
+                report.detail = format!("exited with code {code}");
+            }
+            (Ok(_), None, Some(signal)) => {
+                report.outcome = RunOutcome::ExitNonzero;
+                report.detail = format!("killed by {}", process::signal_name(signal));
+            }
+            (Ok(_), None, None) => {
+                report.outcome = RunOutcome::ExitNonzero;
+                report.detail = "exited without a code or a signal".into();
+            }
+        },
+    }
+    report
+}
+
+/// The output of a sister that exited 0: a valid message whose claims hold, or bad output.
+async fn classify_output(req: &RunRequest, stdout: &[u8], report: &mut RunReport) {
+    let spec = &req.spec;
+    match validate_output(stdout, spec.max_output_bytes, &spec.output_pointer, None) {
+        Ok(valid) => {
+            if let HandoffMessage::Narang(m) = &valid.message
+                && let Some(payload) = &m.payload
+                && let Err(reason) = facts::check_impl_claim(&req.workdir, payload).await
+            {
+                report.outcome = RunOutcome::BadOutput;
+                report.detail = format!("the IMPL_DONE claim does not hold: {reason}");
+                return;
+            }
+            report.outcome = RunOutcome::Handoff;
+            report.detail = format!("{} {}", valid.message.actor(), valid.message.verdict());
+            report.message = Some(valid);
+        }
+        Err(problems) => {
+            report.outcome = RunOutcome::BadOutput;
+            let first = problems
+                .first()
+                .map_or_else(|| "invalid output".to_string(), ToString::to_string);
+            report.detail = match problems.len() {
+                0 | 1 => first,
+                n => format!("{first} (and {} more)", n - 1),
+            };
+            report.problems = problems;
+        }
+    }
+}
+
+fn write_contract(req: &RunRequest) -> std::io::Result<()> {
+    if let Some(dir) = req.contract_path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let json = serde_json::to_vec_pretty(&req.contract).map_err(std::io::Error::other)?;
+    std::fs::write(&req.contract_path, json)
+}
+
+fn spawn_error(program: &str, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            format!("program not found: {program:?} (check agent.program and PATH)")
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            format!("program is not executable: {program:?} (permission denied)")
+        }
+        _ => format!("cannot start {program:?}: {e}"),
+    }
+}
+
+/// Sleeps `every` (the stall check's period), or forever when there is no stall check.
+async fn tick(every: Option<Duration>) {
+    match every {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The last `TAIL_BYTES` of a stream as text, cut on a character boundary.
+pub fn tail_text(bytes: &[u8]) -> String {
+    let start = bytes.len().saturating_sub(TAIL_BYTES);
+    let text = String::from_utf8_lossy(&bytes[start..]);
+    text.trim_start_matches('\u{FFFD}').to_string()
+}

@@ -1,0 +1,196 @@
+//! The process side of a run: bounded capture of stdout and stderr, and killing a
+//! sister's whole process group (SIGTERM, then SIGKILL after the grace period).
+//!
+//! Memory stays bounded whatever the child prints: stdout is kept up to its cap (past it
+//! the run is stopped), stderr keeps only its last bytes, and both are drained to the end
+//! so the child never blocks on a full pipe.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+const CHUNK: usize = 64 * 1024;
+
+/// What was read from one pipe so far. Shared with the run so a pipe held open by an
+/// escaped daemon cannot keep the result hostage.
+#[derive(Debug, Default)]
+pub struct Capture {
+    /// stdout: the first bytes up to the cap; stderr: the last bytes.
+    pub bytes: VecDeque<u8>,
+    /// Everything the child wrote, counted.
+    pub total: u64,
+    /// stdout only: the child wrote more than the cap.
+    pub over_cap: bool,
+}
+
+pub type SharedCapture = Arc<Mutex<Capture>>;
+
+/// The last time the sister wrote anything, in milliseconds since its run started.
+#[derive(Debug)]
+pub struct Activity {
+    start: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    pub fn new() -> Arc<Activity> {
+        Arc::new(Activity {
+            start: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        })
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// How long the sister has been silent.
+    pub fn silent_for(&self) -> Duration {
+        self.start
+            .elapsed()
+            .saturating_sub(Duration::from_millis(self.last_ms.load(Ordering::Relaxed)))
+    }
+}
+
+fn lock(capture: &SharedCapture) -> std::sync::MutexGuard<'_, Capture> {
+    capture
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Takes what was captured so far, as bytes, plus the total written.
+pub fn take(capture: &SharedCapture) -> (Vec<u8>, u64, bool) {
+    let c = std::mem::take(&mut *lock(capture));
+    (Vec::from(c.bytes), c.total, c.over_cap)
+}
+
+/// Reads stdout: keeps at most `cap` bytes, and wakes `over` the moment the child writes
+/// more. Keeps draining after that so the writer never blocks.
+pub async fn read_head(
+    mut pipe: impl AsyncRead + Unpin,
+    cap: usize,
+    into: SharedCapture,
+    over: Arc<Notify>,
+    activity: Arc<Activity>,
+) {
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        activity.touch();
+        let mut out = lock(&into);
+        out.total += n as u64;
+        let room = cap.saturating_sub(out.bytes.len());
+        out.bytes.extend(&buf[..n.min(room)]);
+        if n > room && !out.over_cap {
+            out.over_cap = true;
+            over.notify_one();
+        }
+    }
+}
+
+/// Reads stderr: keeps only the last `keep` bytes.
+pub async fn read_tail(
+    mut pipe: impl AsyncRead + Unpin,
+    keep: usize,
+    into: SharedCapture,
+    activity: Arc<Activity>,
+) {
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        activity.touch();
+        let mut out = lock(&into);
+        out.total += n as u64;
+        out.bytes.extend(&buf[..n]);
+        if out.bytes.len() > keep {
+            let cut = out.bytes.len() - keep;
+            out.bytes.drain(..cut);
+        }
+    }
+}
+
+/// Whether any live (non-zombie) process is in the group. Zombies are ignored: a
+/// grandchild orphaned to an init that does not reap is dead for every purpose here.
+pub fn group_alive(pgid: u32) -> bool {
+    match live_members(pgid) {
+        Some(members) => !members.is_empty(),
+        // No /proc: ask the kernel (counts zombies too).
+        None => killpg(Pid::from_raw(pgid as i32), None).is_ok(),
+    }
+}
+
+/// The live members of a process group, read from /proc; `None` where there is no /proc.
+pub fn live_members(pgid: u32) -> Option<Vec<u32>> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    let mut members = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|s| s.parse::<u32>().ok());
+        if pgrp == Some(pgid) && state != Some("Z") && state != Some("X") {
+            members.push(pid);
+        }
+    }
+    Some(members)
+}
+
+/// Stops every process in the group: SIGTERM, then SIGKILL for whatever is still alive
+/// after `grace`. Returns once the group is gone (or SIGKILL has been sent).
+pub async fn kill_group(pgid: u32, grace: Duration) {
+    if !group_alive(pgid) {
+        return;
+    }
+    let group = Pid::from_raw(pgid as i32);
+    let _ = killpg(group, Signal::SIGTERM);
+    // A stopped process cannot act on SIGTERM until it is continued.
+    let _ = killpg(group, Signal::SIGCONT);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if !group_alive(pgid) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = killpg(group, Signal::SIGKILL);
+    // SIGKILL cannot be ignored; give the kernel a moment to tear the processes down.
+    for _ in 0..50 {
+        if !group_alive(pgid) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tracing::warn!(pgid, "processes of the sister's group survived SIGKILL");
+}
+
+/// A signal's name for the user ("SIGKILL"), or its number.
+pub fn signal_name(signal: i32) -> String {
+    Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_string())
+}

@@ -1,0 +1,617 @@
+//! The sister runner against misbehaving agents: every row of the design's failure table
+//! and the ways real agent CLIs go wrong. Each scenario runs a real child process and
+//! checks the outcome, the detail the user sees, and that nothing of the sister's process
+//! group is left alive.
+
+mod support;
+
+use std::time::Duration;
+
+use hanarang::handoff::message::{Actor, Verdict};
+use hanarang::pipeline::{Event, Facts, Policy, State, apply};
+use hanarang::sister::process::live_members;
+use hanarang::sister::{RunControl, RunOutcome, RunReport, Stop, run};
+use support::{Fixture, TempDir, alive};
+use tokio::sync::oneshot;
+
+async fn run_fixture(fixture: &Fixture) -> RunReport {
+    let report = run(&fixture.request, RunControl::unattended()).await;
+    assert_group_gone(&report);
+    report
+}
+
+fn assert_group_gone(report: &RunReport) {
+    if let Some(pgid) = report.pid {
+        let members = live_members(pgid).unwrap_or_default();
+        assert!(
+            members.is_empty(),
+            "processes of the sister's group still alive: {members:?}"
+        );
+    }
+}
+
+fn assert_outcome(report: &RunReport, outcome: RunOutcome, detail: &str) {
+    assert_eq!(report.outcome, outcome, "detail: {}", report.detail);
+    assert!(
+        report.detail.contains(detail),
+        "expected the detail to mention {detail:?}, got {:?}",
+        report.detail
+    );
+}
+
+#[tokio::test]
+async fn a_well_behaved_sister_hands_off_a_validated_message() {
+    let report = run_fixture(&Fixture::new(Actor::Harang, "valid.sh")).await;
+    assert_outcome(&report, RunOutcome::Handoff, "harang PLAN_READY");
+    let message = report.message.expect("a message");
+    assert_eq!(message.message.claimed_sprint_id(), Some("SPRINT-001"));
+    assert_eq!(report.exit_code, Some(0));
+}
+
+// --- the design's failure table -------------------------------------------------------
+
+#[tokio::test]
+async fn spawn_failure_a_missing_program() {
+    let mut f = Fixture::new(Actor::Narang, "valid.sh");
+    f.request.spec.program = "hanarang-no-such-agent-cli".into();
+    let report = run_fixture(&f).await;
+    assert_outcome(
+        &report,
+        RunOutcome::SpawnFailed,
+        "program not found: \"hanarang-no-such-agent-cli\"",
+    );
+    assert_eq!(report.pid, None);
+}
+
+#[tokio::test]
+async fn spawn_failure_a_file_that_is_not_executable() {
+    let f = Fixture::new(Actor::Narang, "valid.sh");
+    let path = f.dir.path().join("agent.sh");
+    std::fs::write(&path, "#!/bin/sh\necho hi\n").unwrap();
+    let mut f = f;
+    f.request.spec.program = path.display().to_string();
+    let report = run_fixture(&f).await;
+    assert_outcome(&report, RunOutcome::SpawnFailed, "not executable");
+}
+
+#[tokio::test]
+async fn spawn_failure_a_workdir_that_is_gone() {
+    let mut f = Fixture::new(Actor::Narang, "valid.sh");
+    f.request.workdir = f.dir.path().join("deleted");
+    let report = run_fixture(&f).await;
+    assert_outcome(&report, RunOutcome::SpawnFailed, "does not exist");
+}
+
+#[tokio::test]
+async fn parse_failure_exit_0_with_empty_stdout() {
+    let report = run_fixture(&Fixture::new(Actor::Narang, "empty_stdout.sh")).await;
+    assert_outcome(&report, RunOutcome::BadOutput, "output is empty");
+}
+
+#[tokio::test]
+async fn parse_failure_json_only_on_stderr() {
+    let report = run_fixture(&Fixture::new(Actor::Narang, "json_on_stderr.sh")).await;
+    assert_outcome(&report, RunOutcome::BadOutput, "output is empty");
+    assert!(
+        report.stderr_tail.contains("IMPL_DONE"),
+        "stderr is kept as the sister's log"
+    );
+}
+
+#[tokio::test]
+async fn parse_failure_truncated_json() {
+    let report = run_fixture(&Fixture::new(Actor::Harang, "truncated_json.sh")).await;
+    assert_outcome(
+        &report,
+        RunOutcome::BadOutput,
+        "not valid JSON: EOF while parsing",
+    );
+}
+
+#[tokio::test]
+async fn parse_failure_non_utf8_bytes() {
+    let report = run_fixture(&Fixture::new(Actor::Harang, "non_utf8.sh")).await;
+    assert_outcome(&report, RunOutcome::BadOutput, "not UTF-8");
+}
+
+#[tokio::test]
+async fn parse_failure_two_json_objects() {
+    let report = run_fixture(&Fixture::new(Actor::Harang, "two_objects.sh")).await;
+    assert_outcome(&report, RunOutcome::BadOutput, "more than one JSON value");
+}
+
+#[tokio::test]
+async fn parse_failure_schema_violation_names_the_path() {
+    let f = Fixture::new(Actor::Narang, "error_verdict.sh");
+    let mut f = f;
+    // An ERROR without its reason: rewrite the fixture's answer through an envelope-free
+    // inline script.
+    f.request.spec.program = "/bin/sh".into();
+    f.request.spec.args = vec![
+        "-c".into(),
+        r#"cat >/dev/null; echo '{"actor":"narang","verdict":"ERROR","errorReason":"  "}'"#.into(),
+    ];
+    let report = run_fixture(&f).await;
+    assert_outcome(
+        &report,
+        RunOutcome::BadOutput,
+        "/errorReason: must not be empty",
+    );
+    assert_eq!(report.problems.len(), 1);
+}
+
+#[tokio::test]
+async fn timeout_a_hang_with_no_output() {
+    let mut f = Fixture::new(Actor::Darang, "hang.sh");
+    f.request.spec.timeout = Duration::from_millis(500);
+    let report = run_fixture(&f).await;
+    assert_outcome(
+        &report,
+        RunOutcome::Timeout,
+        "timed out after 500ms (agent.darang.timeout)",
+    );
+}
+
+#[tokio::test]
+async fn odd_verdict_a_valid_message_from_the_wrong_actor_aborts_the_sprint() {
+    let report = run_fixture(&Fixture::new(Actor::Narang, "wrong_actor.sh")).await;
+    // The runner vouches only for the message; the state machine judges it for the state.
+    assert_eq!(report.outcome, RunOutcome::Handoff);
+    let message = report.message.expect("a message").message;
+    assert_eq!(message.actor(), Actor::Darang);
+    let event = Event::Reported {
+        actor: message.actor(),
+        verdict: message.verdict(),
+        sprint_id: None,
+        reason: None,
+    };
+    let at = hanarang::pipeline::Position {
+        state: State::Implementing,
+        round: 1,
+        attempt: 1,
+        resume: None,
+    };
+    let facts = Facts {
+        sprint_id: "SPRINT-001",
+        sister_running: false,
+    };
+    let t = apply(at, &event, facts, &Policy::default()).expect("accepted as a violation");
+    assert_eq!(t.to.state, State::Aborted);
+}
+
+// --- how real agents misbehave --------------------------------------------------------
+
+#[tokio::test]
+async fn two_hundred_megabytes_of_stdout_is_stopped_at_the_cap() {
+    let report = run_fixture(&Fixture::new(Actor::Narang, "flood_stdout.sh")).await;
+    assert_outcome(
+        &report,
+        RunOutcome::BadOutput,
+        "output too large: more than 1048576 bytes",
+    );
+    assert!(report.stdout_tail.len() <= hanarang::sister::TAIL_BYTES);
+}
+
+#[tokio::test]
+async fn a_fifty_megabyte_line_without_newline_is_stopped_at_the_cap() {
+    let report = run_fixture(&Fixture::new(Actor::Narang, "long_line.sh")).await;
+    assert_outcome(&report, RunOutcome::BadOutput, "output too large");
+}
+
+#[tokio::test]
+async fn a_grandchild_daemon_that_ignores_sigterm_does_not_survive() {
+    let f = Fixture::new(Actor::Erang, "daemon_ignores_term.sh");
+    let pid_file = f.dir.path().join("daemon.pid");
+    let f = f.env("DAEMON_PID_FILE", pid_file.display().to_string());
+    let report = run_fixture(&f).await;
+    assert_outcome(&report, RunOutcome::Handoff, "erang DEPLOY_DONE");
+    let daemon: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(alive(&[daemon]), Vec::<u32>::new(), "the daemon was killed");
+}
+
+#[tokio::test]
+async fn a_hanging_sister_with_a_daemon_is_killed_whole_on_timeout() {
+    let f = Fixture::new(Actor::Narang, "hang_with_daemon.sh");
+    let pid_file = f.dir.path().join("daemon.pid");
+    let mut f = f.env("DAEMON_PID_FILE", pid_file.display().to_string());
+    f.request.spec.timeout = Duration::from_millis(400);
+    let report = run_fixture(&f).await;
+    assert_outcome(&report, RunOutcome::Timeout, "timed out");
+    assert_eq!(
+        report.signal,
+        Some(9),
+        "it ignored SIGTERM, so SIGKILL ended it"
+    );
+    let daemon: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(alive(&[daemon]), Vec::<u32>::new());
+}
+
+#[tokio::test]
+async fn exit_137_is_a_nonzero_exit_with_its_code() {
+    let report = run_fixture(&Fixture::new(Actor::Narang, "exit_137.sh")).await;
+    assert_outcome(&report, RunOutcome::ExitNonzero, "exited with code 137");
+    assert_eq!(report.exit_code, Some(137));
+}
+
+#[tokio::test]
+async fn a_sister_killed_by_a_signal_names_the_signal() {
+    let report = run_fixture(&Fixture::new(Actor::Narang, "killed_by_signal.sh")).await;
+    assert_outcome(&report, RunOutcome::ExitNonzero, "killed by SIGKILL");
+    assert_eq!(report.signal, Some(9));
+}
+
+#[tokio::test]
+async fn a_slow_but_valid_sister_is_fine() {
+    let report = run_fixture(&Fixture::new(Actor::Darang, "slow_valid.sh")).await;
+    assert_outcome(&report, RunOutcome::Handoff, "darang APPROVE");
+}
+
+#[tokio::test]
+async fn a_chatty_stderr_is_never_a_failure_and_only_its_tail_is_kept() {
+    let report = run_fixture(&Fixture::new(Actor::Harang, "chatty_stderr.sh")).await;
+    assert_outcome(&report, RunOutcome::Handoff, "PLAN_READY");
+    assert!(report.stderr_bytes > 5_000_000);
+    assert!(report.stderr_tail.len() <= hanarang::sister::TAIL_BYTES);
+    assert!(report.stderr_tail.ends_with("last log line\n"));
+}
+
+#[tokio::test]
+async fn a_sister_that_never_reads_a_large_prompt_is_normal() {
+    let mut f = Fixture::new(Actor::Harang, "ignores_stdin.sh");
+    // Far more than a pipe holds: a blocking writer would hang the run.
+    f.request.contract.goal = "x".repeat(1_000_000);
+    let report = run_fixture(&f).await;
+    assert_outcome(&report, RunOutcome::Handoff, "PLAN_READY");
+}
+
+#[tokio::test]
+async fn an_envelope_is_opened_with_output_pointer() {
+    let mut f = Fixture::new(Actor::Darang, "envelope_claude.sh");
+    let without = run_fixture(&f).await;
+    assert_outcome(&without, RunOutcome::BadOutput, "/actor: missing");
+    f.request.spec.output_pointer = "/structured_output".into();
+    let with = run_fixture(&f).await;
+    assert_outcome(&with, RunOutcome::Handoff, "darang APPROVE");
+}
+
+#[tokio::test]
+async fn an_error_verdict_is_a_valid_handoff_with_its_reason() {
+    let report = run_fixture(&Fixture::new(Actor::Narang, "error_verdict.sh")).await;
+    assert_outcome(&report, RunOutcome::Handoff, "narang ERROR");
+    let message = report.message.expect("a message").message;
+    assert_eq!(message.verdict(), Verdict::Error);
+    assert_eq!(
+        message.reason().as_deref(),
+        Some("the build needs a newer compiler")
+    );
+}
+
+// --- stopping a run -------------------------------------------------------------------
+
+async fn stopped(script: &str, stop_with: Stop) -> RunReport {
+    let f = Fixture::new(Actor::Narang, script);
+    let pid_file = f.dir.path().join("daemon.pid");
+    let f = f.env("DAEMON_PID_FILE", pid_file.display().to_string());
+    let (stop_tx, stop) = oneshot::channel();
+    let (spawned, pid) = oneshot::channel();
+    let control = RunControl {
+        stop,
+        spawned: Some(spawned),
+    };
+    let running = tokio::spawn({
+        let request = f.request.clone();
+        async move { run(&request, control).await }
+    });
+    let pgid = pid.await.expect("spawned");
+    // Stop it once it has started its daemon.
+    while !pid_file.exists() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop_tx.send(stop_with).expect("the run listens");
+    let report = running.await.expect("the run ends");
+    assert_eq!(report.pid, Some(pgid));
+    assert_group_gone(&report);
+    report
+}
+
+#[tokio::test]
+async fn an_abort_kills_the_whole_group_and_is_cancelled_not_failed() {
+    let report = stopped("hang_with_daemon.sh", Stop::Abort).await;
+    assert_outcome(&report, RunOutcome::Cancelled, "abort");
+    assert_eq!(
+        report.outcome.failure_kind(),
+        None,
+        "a cancellation is not a failure"
+    );
+}
+
+#[tokio::test]
+async fn a_handoff_stops_the_session_as_handed_off() {
+    let report = stopped("hang_with_daemon.sh", Stop::Handoff).await;
+    assert_outcome(&report, RunOutcome::HandedOff, "handoff");
+    assert_eq!(report.outcome.failure_kind(), None);
+}
+
+#[tokio::test]
+async fn failures_are_never_cancellations() {
+    for outcome in [
+        RunOutcome::SpawnFailed,
+        RunOutcome::ExitNonzero,
+        RunOutcome::BadOutput,
+        RunOutcome::Timeout,
+        RunOutcome::Interrupted,
+    ] {
+        assert!(
+            outcome.failure_kind().is_some(),
+            "{outcome} counts as a failure"
+        );
+    }
+}
+
+// --- stall detection --------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_silent_sister_is_stopped_as_stalled() {
+    let mut f = Fixture::new(Actor::Narang, "silent.sh");
+    f.request.spec.stall_timeout = Some(Duration::from_millis(300));
+    let report = run_fixture(&f).await;
+    assert_outcome(
+        &report,
+        RunOutcome::Timeout,
+        "stalled: nothing on stdout or stderr for 300ms",
+    );
+}
+
+#[tokio::test]
+async fn a_sister_that_keeps_logging_is_never_stalled() {
+    let mut f = Fixture::new(Actor::Narang, "steady_logger.sh");
+    // Each log line comes 50 ms after the last; the whole run takes far longer than this.
+    f.request.spec.stall_timeout = Some(Duration::from_millis(1000));
+    let report = run_fixture(&f).await;
+    assert_outcome(&report, RunOutcome::Handoff, "IMPL_DONE");
+}
+
+// --- what the sister is given ---------------------------------------------------------
+
+#[tokio::test]
+async fn inputs_reach_the_sister_unchanged_and_no_shell_runs() {
+    let nasty = "--rm -rf; $(touch pwned) `touch pwned2` \"quoted\" 'single' && echo hi";
+    let f = Fixture::new(Actor::Narang, "echo_inputs.sh");
+    let echo = f.dir.path().join("echo");
+    std::fs::create_dir_all(&echo).unwrap();
+    let mut f = f
+        .env("ECHO_DIR", echo.display().to_string())
+        .env("EXTRA", "from [agent].env");
+    f.request.spec.args = [
+        "--role",
+        "{role}",
+        "--branch={branch}",
+        "{sprint}",
+        "{round}/{attempt}",
+        "{contract_file}",
+        "{run}",
+        "{contract}",
+        "{workdir}",
+    ]
+    .map(String::from)
+    .to_vec();
+    f.request.contract.branch = nasty.into();
+    f.request.contract.goal = format!("goal {nasty}");
+    f.request.contract.focus = Some(format!("focus {nasty}"));
+    f.request.contract.round = 2;
+    f.request.contract.attempt = 3;
+    // Stand-in for the token: a variable this test process really has (setting one would
+    // need unsafe code), named as the token variable.
+    let secret = std::env::var("CARGO_PKG_NAME").expect("cargo sets CARGO_PKG_NAME for tests");
+    f.request.token_env = "CARGO_PKG_NAME".into();
+    let report = run_fixture(&f).await;
+    assert_outcome(&report, RunOutcome::Handoff, "IMPL_DONE");
+
+    let argv = std::fs::read(echo.join("argv")).unwrap();
+    let argv: Vec<String> = argv
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let workdir = f.request.workdir.display().to_string();
+    let contract_file = f.request.contract_path.display().to_string();
+    assert_eq!(
+        argv,
+        vec![
+            "--role".to_string(),
+            "narang".into(),
+            format!("--branch={nasty}"),
+            "SPRINT-001".into(),
+            "2/3".into(),
+            contract_file.clone(),
+            "R1".into(),
+            "C-SPRINT-001".into(),
+            workdir.clone(),
+        ]
+    );
+    assert!(
+        !f.request.workdir.join("pwned").exists() && !f.request.workdir.join("pwned2").exists()
+    );
+
+    let stdin = std::fs::read_to_string(echo.join("stdin")).unwrap();
+    assert!(stdin.contains(&format!("Goal: goal {nasty}")), "{stdin}");
+    assert!(
+        stdin.contains("<handoff-context>\n## Goal\nAdd a login page\n"),
+        "{stdin}"
+    );
+    assert!(
+        stdin.ends_with(&format!(
+            "</handoff-context>\n\nThe above is a handoff document from a previous session. Use this context to continue the work seamlessly.\n\nAdditional focus: focus {nasty}\n"
+        )),
+        "{stdin}"
+    );
+
+    let env = std::fs::read_to_string(echo.join("env")).unwrap();
+    for line in [
+        "HANARANG_SPRINT_ID=SPRINT-001",
+        "HANARANG_ROLE=narang",
+        "HANARANG_RUN_ID=R1",
+        &format!("HANARANG_CONTRACT_FILE={contract_file}"),
+        "HANARANG_ROUND=2",
+        "HANARANG_ATTEMPT=3",
+        "EXTRA=from [agent].env",
+    ] {
+        assert!(
+            env.lines().any(|l| l == line),
+            "{line} missing from the sister's env"
+        );
+    }
+    assert!(
+        !env.lines()
+            .any(|l| l.starts_with("CARGO_PKG_NAME=") || l.contains(&secret)),
+        "the token variable reached the sister"
+    );
+
+    let cwd = std::fs::read_to_string(echo.join("cwd")).unwrap();
+    assert_eq!(
+        cwd.trim(),
+        std::fs::canonicalize(&f.request.workdir)
+            .unwrap()
+            .display()
+            .to_string()
+    );
+
+    let contract: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(echo.join("contract.json")).unwrap())
+            .unwrap();
+    assert_eq!(contract["sprintId"], "SPRINT-001");
+    assert_eq!(contract["goal"], format!("goal {nasty}"));
+    assert_eq!(contract["role"], "narang");
+    assert_eq!(contract["round"], 2);
+    assert_eq!(contract["branch"], nasty);
+    assert_eq!(contract["handoff"]["goal"], "Add a login page");
+    assert_eq!(contract["schema"]["properties"]["actor"]["const"], "narang");
+}
+
+#[tokio::test]
+async fn after_bad_output_the_next_prompt_and_contract_say_why() {
+    let f = Fixture::new(Actor::Narang, "echo_inputs.sh");
+    let echo = f.dir.path().join("echo");
+    std::fs::create_dir_all(&echo).unwrap();
+    let mut f = f.env("ECHO_DIR", echo.display().to_string());
+    let reason = "/payload/branch: must not be empty";
+    f.request.contract.previous_rejection = Some(reason.into());
+    f.request.contract.attempt = 2;
+    let report = run_fixture(&f).await;
+    assert_eq!(report.outcome, RunOutcome::Handoff);
+    let stdin = std::fs::read_to_string(echo.join("stdin")).unwrap();
+    assert!(
+        stdin.contains(&format!("Your previous answer was rejected: {reason}")),
+        "{stdin}"
+    );
+    let contract: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(echo.join("contract.json")).unwrap())
+            .unwrap();
+    assert_eq!(contract["previousRejection"], reason);
+}
+
+// --- facts over claims ----------------------------------------------------------------
+
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A repository with `main` and `feature/login`, each one commit ahead of the root.
+fn repo(workdir: &std::path::Path) -> (String, String) {
+    git(workdir, &["init", "-q", "-b", "main"]);
+    git(workdir, &["commit", "-q", "--allow-empty", "-m", "root"]);
+    git(workdir, &["checkout", "-q", "-b", "feature/login"]);
+    git(
+        workdir,
+        &["commit", "-q", "--allow-empty", "-m", "login form"],
+    );
+    let on_feature = git(workdir, &["rev-parse", "HEAD"]);
+    git(workdir, &["checkout", "-q", "main"]);
+    git(
+        workdir,
+        &["commit", "-q", "--allow-empty", "-m", "elsewhere"],
+    );
+    let on_main = git(workdir, &["rev-parse", "HEAD"]);
+    (on_feature, on_main)
+}
+
+async fn claim(branch: &str, commit: &str) -> RunReport {
+    let f = Fixture::new(Actor::Narang, "impl_claim.sh");
+    let (on_feature, on_main) = repo(&f.request.workdir);
+    let commit = match commit {
+        "feature" => on_feature,
+        "main" => on_main,
+        other => other.to_string(),
+    };
+    let f = f.env("CLAIM_BRANCH", branch).env("CLAIM_COMMIT", commit);
+    run_fixture(&f).await
+}
+
+#[tokio::test]
+async fn an_impl_done_whose_claims_hold_is_accepted() {
+    let report = claim("feature/login", "feature").await;
+    assert_outcome(&report, RunOutcome::Handoff, "IMPL_DONE");
+}
+
+#[tokio::test]
+async fn an_impl_done_on_a_branch_that_does_not_exist_is_bad_output() {
+    let report = claim("feature/logn", "feature").await;
+    assert_outcome(
+        &report,
+        RunOutcome::BadOutput,
+        "branch \"feature/logn\" does not exist",
+    );
+}
+
+#[tokio::test]
+async fn an_impl_done_with_a_commit_that_does_not_resolve_is_bad_output() {
+    let report = claim("feature/login", "deadbeefdeadbeef").await;
+    assert_outcome(
+        &report,
+        RunOutcome::BadOutput,
+        "commit deadbeefdeadbeef does not exist",
+    );
+}
+
+#[tokio::test]
+async fn an_impl_done_with_a_commit_not_on_its_branch_is_bad_output() {
+    let report = claim("feature/login", "main").await;
+    assert_outcome(
+        &report,
+        RunOutcome::BadOutput,
+        "is not on branch \"feature/login\"",
+    );
+}
+
+#[tokio::test]
+async fn outside_a_git_repository_claims_are_taken_as_given() {
+    let f = Fixture::new(Actor::Narang, "impl_claim.sh")
+        .env("CLAIM_BRANCH", "feature/anything")
+        .env("CLAIM_COMMIT", "abcdef12");
+    let report = run_fixture(&f).await;
+    assert_outcome(&report, RunOutcome::Handoff, "IMPL_DONE");
+    let _ = TempDir::new("unused");
+}

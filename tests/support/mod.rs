@@ -1,0 +1,127 @@
+//! Shared fixtures for the integration tests: temporary folders, the fixture sisters, and
+//! run requests built the way the orchestrator builds them.
+#![allow(dead_code)] // each test binary uses its own part of this module
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use hanarang::config::{AgentConfig, SisterSpec};
+use hanarang::handoff::HandoffDocument;
+use hanarang::handoff::message::Actor;
+use hanarang::handoff::schema::{self, Dialect};
+use hanarang::sister::{ContractFile, RunRequest};
+
+/// A fresh folder under the system temp dir, removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "hanarang-test-{label}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create a temp dir");
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A fixture sister script in `tests/fixtures/sisters/`.
+pub fn sister_script(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sisters")
+        .join(name);
+    assert!(path.exists(), "no fixture sister {name}");
+    path.display().to_string()
+}
+
+/// A sister spec that runs `program` with `args`, short timeouts for tests.
+pub fn spec(actor: Actor, program: &str, args: &[&str]) -> SisterSpec {
+    let mut spec = AgentConfig::default().spec(actor);
+    spec.program = program.to_string();
+    spec.args = args.iter().map(|a| a.to_string()).collect();
+    spec.timeout = Duration::from_secs(60);
+    spec.kill_grace = Duration::from_millis(300);
+    spec.env = BTreeMap::new();
+    spec
+}
+
+/// A run request for a fixture sister, in a fresh workdir.
+pub struct Fixture {
+    pub dir: TempDir,
+    pub request: RunRequest,
+}
+
+impl Fixture {
+    pub fn new(actor: Actor, script: &str) -> Fixture {
+        let dir = TempDir::new("sister");
+        let workdir = dir.path().join("work");
+        std::fs::create_dir_all(&workdir).expect("create workdir");
+        let request = RunRequest {
+            spec: spec(actor, &sister_script(script), &[]),
+            contract: contract(actor, &workdir),
+            contract_path: dir.path().join("runs/R1/contract.json"),
+            workdir,
+            token_env: "DISCORD_TOKEN".into(),
+        };
+        Fixture { dir, request }
+    }
+
+    pub fn env(mut self, key: &str, value: impl Into<String>) -> Fixture {
+        self.request.spec.env.insert(key.into(), value.into());
+        self
+    }
+}
+
+pub fn contract(actor: Actor, workdir: &Path) -> ContractFile {
+    ContractFile {
+        sprint_id: "SPRINT-001".into(),
+        goal: "Add a login page".into(),
+        project: "app".into(),
+        role: actor,
+        round: 1,
+        attempt: 1,
+        branch: "feature/sprint-001".into(),
+        contract_id: "C-SPRINT-001".into(),
+        run_id: "R1".into(),
+        workdir: workdir.display().to_string(),
+        previous_message: None,
+        review_issues: Vec::new(),
+        handoff: HandoffDocument {
+            goal: "Add a login page".into(),
+            next_steps: vec!["write the plan".into()],
+            ..HandoffDocument::default()
+        },
+        handoff_synthesized: true,
+        focus: None,
+        previous_rejection: None,
+        schema: schema::schema(Some(actor), Dialect::Draft07).unwrap_or_default(),
+    }
+}
+
+/// Live (non-zombie) processes whose pid is listed.
+pub fn alive(pids: &[u32]) -> Vec<u32> {
+    pids.iter()
+        .copied()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().to_string()))
+                .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
+        })
+        .collect()
+}
