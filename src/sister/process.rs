@@ -126,11 +126,12 @@ pub async fn read_tail(
 /// Whether any live (non-zombie) process is in the group. Zombies are ignored: a
 /// grandchild orphaned to an init that does not reap is dead for every purpose here.
 pub fn group_alive(pgid: u32) -> bool {
-    match live_members(pgid) {
-        Some(members) => !members.is_empty(),
-        // No /proc: ask the kernel (counts zombies too).
-        None => killpg(Pid::from_raw(pgid as i32), None).is_ok(),
+    // The kernel's answer is cheap and final when the group is empty; when it says
+    // "alive", the members may all be zombies, which only /proc can tell.
+    if killpg(Pid::from_raw(pgid as i32), None).is_err() {
+        return false;
     }
+    live_members(pgid).is_none_or(|members| !members.is_empty())
 }
 
 /// The live members of a process group, read from /proc; `None` where there is no /proc.
