@@ -4,8 +4,10 @@
 //! config error, 3 escalated (`run`), 4 refused command.
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -13,6 +15,11 @@ use crate::config::{self, Config};
 use crate::handoff::message::Actor;
 use crate::handoff::schema::{self, Dialect};
 use crate::handoff::validate;
+use crate::notify::console::Console;
+use crate::orchestrator::client::{self, Answer};
+use crate::orchestrator::{Orchestrator, OrchestratorError, now_ms};
+use crate::pipeline::{Policy, State};
+use crate::store::{CommandKind, Store};
 
 /// The process exit codes of `SPEC.md` §6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +70,9 @@ pub enum Command {
     /// Configuration commands
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Act as a simulated sister (what `demo` runs)
+    #[command(hide = true)]
+    SimulateSister,
 }
 
 #[derive(Debug, Args)]
@@ -158,16 +168,408 @@ pub enum ConfigCommand {
     Check,
 }
 
+impl Command {
+    /// Whether the command runs the orchestrator (and so logs at info by default).
+    pub fn is_service(&self) -> bool {
+        matches!(self, Command::Serve | Command::Run(_))
+    }
+}
+
 /// Runs a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> Exit {
     match cli.command {
         Command::Schema(args) => print_schema(&args),
         Command::Validate(args) => validate_file(&args),
         Command::Config(ConfigCommand::Check) => config_check(cli.config.as_deref()),
-        Command::Serve | Command::Run(_) | Command::Demo | Command::Sprint(_) => {
-            eprintln!("hanarang: this command is not yet implemented");
+        Command::SimulateSister => match crate::demo::simulate_sister() {
+            0 => Exit::Success,
+            _ => Exit::Failure,
+        },
+        Command::Demo => block_on(demo()),
+        Command::Serve => with_config(cli.config.as_deref(), |c| block_on(serve(c))),
+        Command::Run(args) => with_config(cli.config.as_deref(), |c| {
+            block_on(run_sprint(c, args, RunMode::Foreground))
+        }),
+        Command::Sprint(command) => {
+            with_config(cli.config.as_deref(), |c| block_on(sprint(c, command)))
+        }
+    }
+}
+
+fn with_config(path: Option<&Path>, f: impl FnOnce(Arc<Config>) -> Exit) -> Exit {
+    match config::locate(path).and_then(|p| Config::load(&p)) {
+        Ok(config) => f(Arc::new(config)),
+        Err(e) => {
+            eprintln!("{e}");
+            Exit::Usage
+        }
+    }
+}
+
+fn block_on(f: impl std::future::Future<Output = Exit>) -> Exit {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(f),
+        Err(e) => {
+            eprintln!("hanarang: cannot start the async runtime: {e}");
             Exit::Failure
         }
+    }
+}
+
+async fn open_store(config: &Config) -> Result<Store, Exit> {
+    Store::open(&config.database.url).await.map_err(|e| {
+        eprintln!("hanarang: {e}");
+        Exit::Failure
+    })
+}
+
+async fn start_orchestrator(config: Arc<Config>, store: Store) -> Result<Orchestrator, Exit> {
+    Orchestrator::start(config, store).await.map_err(|e| {
+        eprintln!("hanarang: {e}");
+        Exit::Failure
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}
+
+async fn serve(config: Arc<Config>) -> Exit {
+    let Ok(store) = open_store(&config).await else {
+        return Exit::Failure;
+    };
+    let orchestrator = match start_orchestrator(config.clone(), store).await {
+        Ok(o) => o,
+        Err(exit) => return exit,
+    };
+    tracing::info!(database = %config.database.url, projects = config.projects.len(), "orchestrator started");
+    match orchestrator.run(shutdown_signal()).await {
+        Ok(()) => Exit::Success,
+        Err(e) => {
+            eprintln!("hanarang serve: {e}");
+            Exit::Failure
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RunMode {
+    Foreground,
+    Demo,
+}
+
+async fn demo() -> Exit {
+    let dir =
+        std::env::temp_dir().join(format!("hanarang-demo-{}-{}", std::process::id(), now_ms()));
+    let config = match crate::demo::config(&dir) {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            eprintln!("hanarang demo: cannot prepare {}: {e}", dir.display());
+            return Exit::Failure;
+        }
+    };
+    println!(
+        "hanarang demo: simulated sisters, throwaway database in {}\n",
+        dir.display()
+    );
+    let args = RunArgs {
+        goal: "Add a greeting page to the demo app".into(),
+        project: Some(crate::demo::PROJECT.into()),
+        focus: None,
+        auto_approve: true,
+    };
+    let exit = run_sprint(config, args, RunMode::Demo).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    exit
+}
+
+/// One sprint in the foreground: the orchestrator drives only it, the console prints its
+/// lines, and the terminal is asked for deploy approval unless `--auto-approve`.
+async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
+    let project = match config.project(args.project.as_deref()) {
+        Ok((name, _)) => name.to_string(),
+        Err(e) => {
+            eprintln!("hanarang run: {e}");
+            return Exit::Usage;
+        }
+    };
+    let Ok(store) = open_store(&config).await else {
+        return Exit::Failure;
+    };
+    let orchestrator = match start_orchestrator(config.clone(), store.clone()).await {
+        Ok(o) => o,
+        Err(exit) => return exit,
+    };
+    let sprint = match store
+        .create_sprint(
+            &project,
+            &args.goal,
+            args.focus.as_deref(),
+            &config.pipeline.branch_template,
+            now_ms(),
+        )
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("hanarang run: {e}");
+            return Exit::Failure;
+        }
+    };
+    println!("{} queued: {}", sprint.id, sprint.goal);
+    let orchestrator = orchestrator.only(&sprint.id);
+    let handle = orchestrator.handle();
+    let mut events = handle.subscribe();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let driver = tokio::spawn(orchestrator.run(async {
+        let _ = stop_rx.await;
+    }));
+    let mut console = Console::new(&sprint.id);
+    let exit = loop {
+        let current = tokio::select! {
+            s = console.next(&store, &mut events, &config) => s,
+            () = shutdown_signal() => break Exit::Failure,
+        };
+        let current = match current {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("hanarang run: {e}");
+                break Exit::Failure;
+            }
+        };
+        match current.state {
+            State::Deployed => break Exit::Success,
+            State::Aborted => break Exit::Failure,
+            State::Escalated => {
+                println!(
+                    "{} needs a human: resume it with `hanarang sprint resume {}` (under `hanarang serve`)",
+                    current.id, current.id
+                );
+                break Exit::Escalated;
+            }
+            State::Done => {
+                let decision = if args.auto_approve {
+                    Decision::Approve
+                } else {
+                    ask_deploy(&current.id).await
+                };
+                let by = if args.auto_approve {
+                    "cli:auto-approve"
+                } else {
+                    "cli"
+                };
+                let (kind, text) = match decision {
+                    Decision::Approve => (CommandKind::Approve, None),
+                    Decision::RequestChanges(note) => (CommandKind::RequestChanges, Some(note)),
+                    Decision::Abort => (
+                        CommandKind::Abort,
+                        Some("declined at the deploy prompt".to_string()),
+                    ),
+                    Decision::Later => {
+                        println!(
+                            "{} waits in done for deploy approval: `hanarang sprint approve {}` under `hanarang serve`",
+                            current.id, current.id
+                        );
+                        break Exit::Failure;
+                    }
+                };
+                if let Err(e) = store
+                    .submit_command(&current.id, kind, text.as_deref(), by, now_ms())
+                    .await
+                {
+                    eprintln!("hanarang run: {e}");
+                    break Exit::Failure;
+                }
+                handle.wake();
+            }
+            _ => {}
+        }
+    };
+    let _ = stop_tx.send(());
+    match driver.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            eprintln!("hanarang run: {e}");
+            return Exit::Failure;
+        }
+        Err(e) => {
+            eprintln!("hanarang run: the orchestrator task failed: {e}");
+            return Exit::Failure;
+        }
+    }
+    if mode == RunMode::Demo && exit == Exit::Success {
+        println!("\ndemo finished: the sprint went from planning to deployed.");
+    }
+    exit
+}
+
+enum Decision {
+    Approve,
+    RequestChanges(String),
+    Abort,
+    Later,
+}
+
+/// Asks on the terminal whether to deploy. End of input means "later".
+async fn ask_deploy(sprint_id: &str) -> Decision {
+    let sprint_id = sprint_id.to_string();
+    tokio::task::spawn_blocking(move || {
+        let read = || {
+            let mut line = String::new();
+            match std::io::stdin().read_line(&mut line) {
+                Ok(0) | Err(_) => None,
+                Ok(_) => Some(line.trim().to_string()),
+            }
+        };
+        loop {
+            print!(
+                "Deploy {sprint_id}? [y] approve / [n] request changes / [a] abort / [l] later: "
+            );
+            let _ = std::io::stdout().flush();
+            match read().as_deref() {
+                None | Some("l") => return Decision::Later,
+                Some("y") => return Decision::Approve,
+                Some("a") => return Decision::Abort,
+                Some("n") => {
+                    print!("What should change? ");
+                    let _ = std::io::stdout().flush();
+                    match read() {
+                        Some(note) if !note.is_empty() => return Decision::RequestChanges(note),
+                        Some(_) => println!("a request for changes needs a note"),
+                        None => return Decision::Later,
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+    })
+    .await
+    .unwrap_or(Decision::Later)
+}
+
+/// How long a CLI command waits for a running orchestrator's answer.
+const COMMAND_WAIT: Duration = Duration::from_secs(30);
+
+async fn sprint(config: Arc<Config>, command: SprintCommand) -> Exit {
+    let Ok(store) = open_store(&config).await else {
+        return Exit::Failure;
+    };
+    let policy = Policy::from(&config.pipeline);
+    let submit = |id: String, kind: CommandKind, text: Option<String>| {
+        let store = store.clone();
+        async move {
+            let answer = client::submit(
+                &store,
+                &policy,
+                &id,
+                kind,
+                text.as_deref(),
+                "cli",
+                COMMAND_WAIT,
+            )
+            .await;
+            report_answer(&id, answer)
+        }
+    };
+    match command {
+        SprintCommand::Start {
+            goal,
+            project,
+            focus,
+        } => {
+            let project = match config.project(project.as_deref()) {
+                Ok((name, _)) => name.to_string(),
+                Err(e) => {
+                    eprintln!("hanarang sprint start: {e}");
+                    return Exit::Usage;
+                }
+            };
+            if goal.trim().is_empty() {
+                eprintln!("hanarang sprint start: the goal must not be empty");
+                return Exit::Usage;
+            }
+            match store
+                .create_sprint(
+                    &project,
+                    &goal,
+                    focus.as_deref(),
+                    &config.pipeline.branch_template,
+                    now_ms(),
+                )
+                .await
+            {
+                Ok(s) => {
+                    println!("{}", s.id);
+                    Exit::Success
+                }
+                Err(e) => {
+                    eprintln!("hanarang sprint start: {e}");
+                    Exit::Failure
+                }
+            }
+        }
+        SprintCommand::Status { id, json } => {
+            crate::report::status(&store, id.as_deref(), json).await
+        }
+        SprintCommand::Log { id, json } => crate::report::log(&store, &config, &id, json).await,
+        SprintCommand::Approve { id } => submit(id, CommandKind::Approve, None).await,
+        SprintCommand::RequestChanges { id, note } => {
+            submit(id, CommandKind::RequestChanges, Some(note)).await
+        }
+        SprintCommand::Resume { id, focus } => submit(id, CommandKind::Resume, focus).await,
+        SprintCommand::Abort { id, reason } => submit(id, CommandKind::Abort, reason).await,
+        SprintCommand::Handoff { id, focus } => submit(id, CommandKind::Handoff, focus).await,
+    }
+}
+
+fn report_answer(id: &str, answer: Result<Answer, crate::store::StoreError>) -> Exit {
+    match answer {
+        Ok(Answer::Applied(what)) => {
+            println!("{what}");
+            Exit::Success
+        }
+        Ok(Answer::Refused(reason)) => {
+            eprintln!("refused: {reason}");
+            Exit::Refused
+        }
+        Ok(Answer::Queued(n)) => {
+            println!(
+                "{id}: recorded as command #{n}; no orchestrator is running, so it is applied when `hanarang serve` starts"
+            );
+            Exit::Success
+        }
+        Ok(Answer::Unanswered(n)) => {
+            eprintln!(
+                "{id}: recorded as command #{n}, but the orchestrator has not answered within {}s; see `hanarang sprint log {id}`",
+                COMMAND_WAIT.as_secs()
+            );
+            Exit::Failure
+        }
+        Err(e) => {
+            eprintln!("hanarang: {e}");
+            Exit::Failure
+        }
+    }
+}
+
+impl From<OrchestratorError> for Exit {
+    fn from(_: OrchestratorError) -> Exit {
+        Exit::Failure
     }
 }
 

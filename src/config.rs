@@ -324,8 +324,11 @@ pub const DEFAULT_TOKEN_ENV: &str = "DISCORD_TOKEN";
 fn default_token_env() -> String {
     DEFAULT_TOKEN_ENV.into()
 }
+/// What the bot calls the user: the design's "자기야".
+pub const DEFAULT_NICKNAME: &str = "자기야";
+
 fn default_nickname() -> String {
-    "자기야".into()
+    DEFAULT_NICKNAME.into()
 }
 
 /// A humantime duration (`"5s"`, `"2h 30m"`), printed back the same way.
@@ -678,6 +681,13 @@ impl Config {
         self.discord
             .as_ref()
             .map_or(DEFAULT_TOKEN_ENV, |d| d.token_env.as_str())
+    }
+
+    /// What the messages call the user.
+    pub fn nickname(&self) -> &str {
+        self.discord
+            .as_ref()
+            .map_or(DEFAULT_NICKNAME, |d| d.nickname.as_str())
     }
 
     fn project_names(&self) -> String {

@@ -5,8 +5,13 @@
 
 pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod handoff;
 pub mod logging;
+pub mod notify;
+pub mod orchestrator;
 pub mod pipeline;
 pub mod placeholder;
+pub mod report;
 pub mod sister;
+pub mod store;

@@ -1,8 +1,8 @@
-//! Logging setup: `tracing` to stderr, filtered by `RUST_LOG` (default: warnings).
+//! Logging setup: `tracing` to stderr, filtered by `RUST_LOG` (default: `default_level`).
 
-pub fn init() {
+pub fn init(default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -6,6 +6,10 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = hanarang::cli::Cli::parse();
-    hanarang::logging::init();
+    hanarang::logging::init(if cli.command.is_service() {
+        "info"
+    } else {
+        "warn"
+    });
     hanarang::cli::run(cli).into()
 }

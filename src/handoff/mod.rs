@@ -1,6 +1,7 @@
 //! The HandoffMessage a sister returns and the handoff document that carries context from
 //! one session to the next: types, validation, JSON Schema and rendering.
 
+pub mod compose;
 pub mod document;
 pub mod message;
 pub mod schema;

@@ -99,6 +99,8 @@ pub enum Stop {
     Abort,
     /// A fresh session takes over: outcome `handed_off`.
     Handoff,
+    /// The orchestrator shuts down: outcome `interrupted`, retried after a restart.
+    Shutdown,
 }
 
 /// Everything one run needs.
@@ -136,6 +138,11 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// A run that could not even be started.
+    pub fn spawn_failed(detail: String) -> RunReport {
+        RunReport::early(RunOutcome::SpawnFailed, detail)
+    }
+
     fn early(outcome: RunOutcome, detail: String) -> RunReport {
         RunReport {
             outcome,
@@ -369,6 +376,10 @@ async fn run_inner(req: &RunRequest, control: RunControl) -> RunReport {
         Some(Interruption::Stopped(Stop::Handoff)) => {
             report.outcome = RunOutcome::HandedOff;
             report.detail = "stopped by a user's handoff: a fresh session continues".into();
+        }
+        Some(Interruption::Stopped(Stop::Shutdown)) => {
+            report.outcome = RunOutcome::Interrupted;
+            report.detail = "the orchestrator shut down while it ran".into();
         }
         Some(Interruption::TimedOut) => {
             report.outcome = RunOutcome::Timeout;

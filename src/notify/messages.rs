@@ -1,0 +1,276 @@
+//! The words the user reads, one line per transition, in the design's style (`SPEC.md` §8):
+//! Korean by default, English by config. The console and the Discord bridge both print
+//! these lines; only the Discord bridge turns `mention` into a ping.
+
+use std::time::Duration;
+
+use crate::config::Locale;
+use crate::handoff::message::Actor;
+use crate::pipeline::fsm::{Escalation, Note};
+use crate::pipeline::{Event, Stage, State};
+use crate::store::TransitionRecord;
+
+/// One line for one transition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    pub text: String,
+    /// The user is mentioned: only on escalation and when the sprint is done.
+    pub mention: bool,
+}
+
+/// What a line needs to know about its sprint besides the transition.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    pub sprint_id: &'a str,
+    pub branch: &'a str,
+    pub locale: Locale,
+    pub nickname: &'a str,
+    pub max_attempts: u32,
+}
+
+fn stage_name(stage: Stage, locale: Locale) -> &'static str {
+    match (stage, locale) {
+        (Stage::Planning, Locale::Ko) => "기획",
+        (Stage::Implementing, Locale::Ko) => "구현",
+        (Stage::Reviewing, Locale::Ko) => "리뷰",
+        (Stage::Deploying, Locale::Ko) => "배포",
+        (Stage::Planning, Locale::En) => "planning",
+        (Stage::Implementing, Locale::En) => "implementing",
+        (Stage::Reviewing, Locale::En) => "reviewing",
+        (Stage::Deploying, Locale::En) => "deploying",
+    }
+}
+
+fn sister(actor: Actor, locale: Locale) -> String {
+    match locale {
+        Locale::Ko => actor.korean_name().to_string(),
+        Locale::En => {
+            let name = actor.as_str();
+            let mut chars = name.chars();
+            chars
+                .next()
+                .map(|c| c.to_uppercase().chain(chars).collect())
+                .unwrap_or_default()
+        }
+    }
+}
+
+/// "5s", "2m 30s": how long until the next try.
+fn short_duration(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs().max(if d.is_zero() {
+        0
+    } else {
+        1
+    })))
+    .to_string()
+}
+
+/// Renders the line for one transition.
+pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
+    let l = cx.locale;
+    let id = cx.sprint_id;
+    let plain = |text: String| Line {
+        text,
+        mention: false,
+    };
+    if let Some(Note::Retry { failure, delay_ms }) = &t.note {
+        let stage = t.to.stage().unwrap_or(Stage::Planning);
+        let who = sister(stage.actor(), l);
+        let previous = t.attempt.saturating_sub(1);
+        let wait = short_duration(Duration::from_millis(*delay_ms));
+        let reason = one_line(&failure.detail);
+        return plain(match l {
+            Locale::Ko => format!(
+                "⚠️ {who} 실패 (시도 {previous}/{}): {} — {reason}. {wait} 후 다시 시도",
+                cx.max_attempts,
+                failure.kind.as_str()
+            ),
+            Locale::En => format!(
+                "⚠️ {who} failed (attempt {previous}/{}): {} — {reason}. Retrying in {wait}",
+                cx.max_attempts,
+                failure.kind.as_str()
+            ),
+        });
+    }
+    if let Some(Note::Escalated { escalation }) = &t.note {
+        let what = match (escalation, l) {
+            (
+                Escalation::AttemptsExhausted {
+                    stage,
+                    attempts,
+                    last,
+                },
+                Locale::Ko,
+            ) => format!(
+                "{} 단계 {attempts}회 실패 (마지막: {} — {})",
+                stage_name(*stage, l),
+                last.kind.as_str(),
+                one_line(&last.detail)
+            ),
+            (
+                Escalation::AttemptsExhausted {
+                    stage,
+                    attempts,
+                    last,
+                },
+                Locale::En,
+            ) => format!(
+                "{} failed {attempts} times (last: {} — {})",
+                stage_name(*stage, l),
+                last.kind.as_str(),
+                one_line(&last.detail)
+            ),
+            (Escalation::ReviewRoundsExhausted { rounds }, Locale::Ko) => {
+                format!("리뷰 라운드 {rounds}회 소진 (다랑이가 또 변경 요청)")
+            }
+            (Escalation::ReviewRoundsExhausted { rounds }, Locale::En) => {
+                format!(
+                    "review rounds exhausted after {rounds} rounds (Darang asked for changes again)"
+                )
+            }
+            (Escalation::DeployInterrupted { detail }, Locale::Ko) => {
+                format!("배포 중 중단되어 결과를 알 수 없음 ({})", one_line(detail))
+            }
+            (Escalation::DeployInterrupted { detail }, Locale::En) => {
+                format!(
+                    "the deploy was interrupted and its outcome is unknown ({})",
+                    one_line(detail)
+                )
+            }
+            (
+                Escalation::BudgetExceeded {
+                    spent_usd,
+                    limit_usd,
+                },
+                Locale::Ko,
+            ) => {
+                format!("예산 초과 (${spent_usd:.2} / 한도 ${limit_usd:.2})")
+            }
+            (
+                Escalation::BudgetExceeded {
+                    spent_usd,
+                    limit_usd,
+                },
+                Locale::En,
+            ) => {
+                format!("over budget (${spent_usd:.2} of ${limit_usd:.2})")
+            }
+        };
+        return Line {
+            text: match l {
+                Locale::Ko => format!("🚨 {id} {what}. {} 확인 필요", cx.nickname),
+                Locale::En => format!("🚨 {id}: {what}. {}, please take a look", cx.nickname),
+            },
+            mention: true,
+        };
+    }
+    if let Some(Note::ProtocolViolation { reason }) = &t.note {
+        return plain(match l {
+            Locale::Ko => format!("🛑 {id} 중단: 규약 위반 — {}", one_line(reason)),
+            Locale::En => format!("🛑 {id} aborted: protocol violation — {}", one_line(reason)),
+        });
+    }
+
+    match (&t.detail, t.from, t.to) {
+        (Event::Handoff { by, .. }, _, to) => {
+            let who = to.stage().map(|s| sister(s.actor(), l)).unwrap_or_default();
+            plain(match l {
+                Locale::Ko => format!("🔄 {who} 새 세션으로 교대 (요청: {by})"),
+                Locale::En => format!("🔄 {who} handed off to a fresh session (asked by {by})"),
+            })
+        }
+        (_, _, State::Planning) => plain(match l {
+            Locale::Ko => format!("🦊 하랑이가 {id} 기획 시작"),
+            Locale::En => format!("🦊 Harang starts planning {id}"),
+        }),
+        (Event::Reported { .. }, State::Reviewing, State::Implementing) => plain(match l {
+            Locale::Ko => format!("🔁 다랑이 re-review 요청 (라운드 {})", t.round),
+            Locale::En => format!("🔁 Darang asks for changes (round {})", t.round),
+        }),
+        (Event::RequestChanges { by, note }, _, State::Implementing) => plain(match l {
+            Locale::Ko => format!("🔁 {by} 변경 요청 (라운드 {}): {}", t.round, one_line(note)),
+            Locale::En => format!(
+                "🔁 {by} asks for changes (round {}): {}",
+                t.round,
+                one_line(note)
+            ),
+        }),
+        (Event::Resume { by, .. }, _, to) => {
+            let stage = to.stage().unwrap_or(Stage::Planning);
+            plain(match l {
+                Locale::Ko => format!(
+                    "▶️ {by}님이 {id} 재개: {}가 {} 다시 시작",
+                    sister(stage.actor(), l),
+                    stage_name(stage, l)
+                ),
+                Locale::En => format!(
+                    "▶️ {by} resumed {id}: {} starts {} again",
+                    sister(stage.actor(), l),
+                    stage_name(stage, l)
+                ),
+            })
+        }
+        (_, _, State::Implementing) => plain(match l {
+            Locale::Ko => format!("⚙️ 나랑이가 구현 시작 ({})", cx.branch),
+            Locale::En => format!("⚙️ Narang starts implementing ({})", cx.branch),
+        }),
+        (_, _, State::Reviewing) => plain(match l {
+            Locale::Ko => format!("🔍 다랑이가 리뷰 시작 (라운드 {})", t.round),
+            Locale::En => format!("🔍 Darang starts reviewing (round {})", t.round),
+        }),
+        (_, _, State::Done) => Line {
+            text: match l {
+                Locale::Ko => format!("✅ {id} 완료. 배포 승인해주세요"),
+                Locale::En => format!("✅ {id} is done. Please approve the deploy"),
+            },
+            mention: true,
+        },
+        (Event::Approve { by }, _, State::Deploying) => plain(match l {
+            Locale::Ko => format!("🚀 {by}님 배포 승인: 이랑이가 배포 시작"),
+            Locale::En => format!("🚀 {by} approved the deploy: Erang starts deploying"),
+        }),
+        (_, _, State::Deploying) => plain(match l {
+            Locale::Ko => "🚀 이랑이가 배포 시작".to_string(),
+            Locale::En => "🚀 Erang starts deploying".to_string(),
+        }),
+        (_, _, State::Deployed) => plain(match l {
+            Locale::Ko => format!("🎉 {id} 배포 완료"),
+            Locale::En => format!("🎉 {id} deployed"),
+        }),
+        (event, from, State::Aborted) => {
+            let why = match event {
+                Event::Abort { by, reason } => match (reason, l) {
+                    (Some(r), Locale::Ko) => format!("{by}님이 중단 — {}", one_line(r)),
+                    (None, Locale::Ko) => format!("{by}님이 중단"),
+                    (Some(r), Locale::En) => format!("stopped by {by} — {}", one_line(r)),
+                    (None, Locale::En) => format!("stopped by {by}"),
+                },
+                Event::Reported { actor, reason, .. } => {
+                    let who = sister(*actor, l);
+                    let reason = reason.as_deref().map(one_line).unwrap_or_default();
+                    match l {
+                        Locale::Ko => format!("{who}가 중단 판정 — {reason}"),
+                        Locale::En => format!("{who} called it off — {reason}"),
+                    }
+                }
+                _ => from.to_string(),
+            };
+            plain(match l {
+                Locale::Ko => format!("🛑 {id} 중단: {why}"),
+                Locale::En => format!("🛑 {id} aborted: {why}"),
+            })
+        }
+        (_, from, to) => plain(format!("{id}: {from} → {to}")),
+    }
+}
+
+/// Sister-written text on one line, cut so a line stays readable (Discord's own limits are
+/// applied by the bridge).
+pub fn one_line(text: &str) -> String {
+    const MAX: usize = 300;
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &flat[..cut]),
+        None => flat,
+    }
+}

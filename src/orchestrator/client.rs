@@ -1,0 +1,75 @@
+//! Giving a command to the orchestrator from another place (the CLI, the Discord bridge):
+//! it is checked against the rules, written to the database, and answered by the
+//! orchestrator there. With no orchestrator running it waits in the database and is
+//! applied when one starts.
+
+use std::time::Duration;
+
+use super::lease::holder_alive;
+use super::now_ms;
+use crate::pipeline::{Facts, Policy, apply};
+use crate::store::{CommandKind, CommandStatus, Store, StoreError};
+
+/// What became of a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// The orchestrator applied it: what changed.
+    Applied(String),
+    /// Refused, with the reason; nothing changed.
+    Refused(String),
+    /// Written, but no orchestrator is running: it is applied when one starts.
+    Queued(i64),
+    /// Written, and an orchestrator runs, but it has not answered in time.
+    Unanswered(i64),
+}
+
+/// Checks a command against the sprint's current state, writes it, and waits up to
+/// `wait` for the orchestrator's answer.
+pub async fn submit(
+    store: &Store,
+    policy: &Policy,
+    sprint_id: &str,
+    kind: CommandKind,
+    text: Option<&str>,
+    by: &str,
+    wait: Duration,
+) -> Result<Answer, StoreError> {
+    let Some(sprint) = store.sprint(sprint_id).await? else {
+        return Ok(Answer::Refused(format!("no sprint {sprint_id}")));
+    };
+    // Refuse at once what the rules refuse now; the orchestrator checks again when it
+    // applies the command, so a race (two approvals) still yields one transition.
+    let running = store
+        .runs_in_flight()
+        .await?
+        .iter()
+        .any(|r| r.sprint_id == sprint.id);
+    let facts = Facts {
+        sprint_id: &sprint.id,
+        sister_running: running,
+    };
+    if let Err(refusal) = apply(sprint.position(), &kind.event(by, text), facts, policy) {
+        return Ok(Answer::Refused(refusal.reason));
+    }
+    let id = store
+        .submit_command(sprint_id, kind, text, by, now_ms())
+        .await?;
+    let orchestrator_alive = store.lease().await?.as_ref().is_some_and(holder_alive);
+    if !orchestrator_alive {
+        return Ok(Answer::Queued(id));
+    }
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        if let Some(c) = store.command(id).await? {
+            match c.status {
+                CommandStatus::Applied => return Ok(Answer::Applied(c.result.unwrap_or_default())),
+                CommandStatus::Refused => return Ok(Answer::Refused(c.result.unwrap_or_default())),
+                CommandStatus::Pending => {}
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(Answer::Unanswered(id));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,108 @@
+//! One orchestrator per database. The holder writes a heartbeat; a second `serve` or
+//! `run` is refused with the holder's pid and host. A holder that died (its pid is gone on
+//! this host, or its heartbeat is older than `STALE_AFTER`) does not block a restart.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
+
+use super::now_ms;
+use crate::store::{Lease, Store, StoreError};
+
+/// How often the holder renews its lease.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
+/// A lease not renewed for this long is taken over, whatever its pid.
+pub const STALE_AFTER: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error(
+        "another orchestrator already runs on this database: pid {} on host {}, started {}s ago, last heartbeat {}s ago. Stop it first (hanarang serve and hanarang run share one database)",
+        .0.pid, .0.host, secs_since(.0.started_at), secs_since(.0.heartbeat_at)
+    )]
+    Held(Lease),
+    #[error("this orchestrator lost its lease on the database to another one; it stops here")]
+    Lost,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn secs_since(at: i64) -> i64 {
+    (now_ms() - at).max(0) / 1000
+}
+
+/// The lease this process holds.
+#[derive(Debug)]
+pub struct LeaseGuard {
+    token: String,
+}
+
+fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown-host".into())
+}
+
+/// Whether the holder of a lease is still there.
+pub fn holder_alive(lease: &Lease) -> bool {
+    if now_ms() - lease.heartbeat_at > i64::try_from(STALE_AFTER.as_millis()).unwrap_or(i64::MAX) {
+        return false;
+    }
+    if lease.host != hostname() {
+        return true;
+    }
+    i32::try_from(lease.pid)
+        .is_ok_and(|pid| pid > 0 && kill(Pid::from_raw(pid), None).is_ok() && !is_zombie(pid))
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+impl LeaseGuard {
+    pub async fn acquire(store: &Store) -> Result<LeaseGuard, LeaseError> {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let now = now_ms();
+        let me = Lease {
+            token: format!(
+                "{}-{now}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ),
+            pid: i64::from(std::process::id()),
+            host: hostname(),
+            started_at: now,
+            heartbeat_at: now,
+        };
+        match store
+            .acquire_lease(&me, |holder| !holder_alive(holder))
+            .await?
+        {
+            Ok(()) => Ok(LeaseGuard { token: me.token }),
+            Err(holder) => Err(LeaseError::Held(holder)),
+        }
+    }
+
+    pub async fn renew(&self, store: &Store) -> Result<(), LeaseError> {
+        if store.heartbeat(&self.token, now_ms()).await? {
+            Ok(())
+        } else {
+            Err(LeaseError::Lost)
+        }
+    }
+
+    pub async fn release(&self, store: &Store) {
+        if let Err(e) = store.release_lease(&self.token).await {
+            tracing::warn!(error = %e, "could not release the database lease");
+        }
+    }
+}

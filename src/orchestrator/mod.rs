@@ -1,0 +1,487 @@
+//! The orchestrator: the one place that joins the state machine, the sister runner and the
+//! store. It queues sprints behind each project's pipeline lock, spawns the stage's sister,
+//! turns the run's outcome into an event, applies it through `fsm::apply`, commits the
+//! transition in one transaction and only then broadcasts it. Commands from the CLI and
+//! Discord arrive through the database and are answered there.
+
+pub mod client;
+mod lease;
+mod recovery;
+mod spawn;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{Notify, broadcast, mpsc, oneshot};
+use tracing::Instrument;
+
+pub use lease::{LeaseError, LeaseGuard};
+
+use crate::config::Config;
+use crate::handoff::message::HandoffMessage;
+use crate::pipeline::fsm::Note;
+use crate::pipeline::{Event, Facts, Failure, FailureKind, Policy, State, Transition, apply};
+use crate::sister::{RunOutcome, RunReport, Stop};
+use crate::store::{Command, CommandStatus, RunEnd, Sprint, Store, StoreError, TransitionRecord};
+
+/// How often the database is looked at for commands from another process (the CLI).
+const COMMAND_POLL: Duration = Duration::from_millis(200);
+
+/// How many transitions a slow subscriber may fall behind before it must catch up from
+/// the log.
+const BROADCAST_CAPACITY: usize = 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OrchestratorError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+}
+
+/// Milliseconds since the Unix epoch: the orchestrator's clock.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// What an in-process caller (the Discord bridge, `run`) needs: a way to wake the loop
+/// after writing a command, and the transition events.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    pub store: Store,
+    wake: Arc<Notify>,
+    events: broadcast::Sender<TransitionRecord>,
+}
+
+impl Handle {
+    /// Tells the orchestrator a command was written, so it need not wait for its poll.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Transition events, sent after each commit. A wake-up, not the record: a lagging
+    /// receiver catches up from the transitions log.
+    pub fn subscribe(&self) -> broadcast::Receiver<TransitionRecord> {
+        self.events.subscribe()
+    }
+}
+
+/// A sister run in progress.
+struct Running {
+    stop: Option<oneshot::Sender<Stop>>,
+    /// A user's command that waits for the run to end before it is committed.
+    waiting: Option<Command>,
+}
+
+/// A run that ended, sent back to the loop by its task.
+struct Finished {
+    sprint_id: String,
+    run_id: String,
+    report: RunReport,
+}
+
+pub struct Orchestrator {
+    config: Arc<Config>,
+    store: Store,
+    policy: Policy,
+    handle: Handle,
+    lease: LeaseGuard,
+    /// Only this sprint is driven (`hanarang run`); all open sprints otherwise.
+    only: Option<String>,
+    running: HashMap<String, Running>,
+    finished_tx: mpsc::UnboundedSender<Finished>,
+    finished_rx: mpsc::UnboundedReceiver<Finished>,
+}
+
+impl Orchestrator {
+    /// Takes the database's lease (refusing when another orchestrator holds it), then
+    /// recovers what a crash left behind.
+    pub async fn start(
+        config: Arc<Config>,
+        store: Store,
+    ) -> Result<Orchestrator, OrchestratorError> {
+        let lease = LeaseGuard::acquire(&store).await?;
+        let (finished_tx, finished_rx) = mpsc::unbounded_channel();
+        let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
+        let mut orchestrator = Orchestrator {
+            policy: Policy::from(&config.pipeline),
+            handle: Handle {
+                store: store.clone(),
+                wake: Arc::new(Notify::new()),
+                events,
+            },
+            config,
+            store,
+            lease,
+            only: None,
+            running: HashMap::new(),
+            finished_tx,
+            finished_rx,
+        };
+        orchestrator.recover().await?;
+        Ok(orchestrator)
+    }
+
+    /// Drive only this sprint (the foreground `run` command).
+    pub fn only(mut self, sprint_id: &str) -> Orchestrator {
+        self.only = Some(sprint_id.to_string());
+        self
+    }
+
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
+    }
+
+    /// Runs until `shutdown` resolves. Running sisters are then stopped, their runs
+    /// recorded as interrupted and the retry policy applied, and the lease released.
+    pub async fn run(
+        mut self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<(), OrchestratorError> {
+        tokio::pin!(shutdown);
+        let mut heartbeat = tokio::time::interval(lease::HEARTBEAT);
+        let result = loop {
+            if let Err(e) = self.step().await {
+                break Err(e);
+            }
+            let next_due = self.next_due_in().await;
+            tokio::select! {
+                () = &mut shutdown => break Ok(()),
+                Some(done) = self.finished_rx.recv() => {
+                    if let Err(e) = self.finish(done).await {
+                        break Err(e);
+                    }
+                }
+                () = self.handle.wake.notified() => {}
+                () = tokio::time::sleep(next_due.min(COMMAND_POLL)) => {}
+                _ = heartbeat.tick() => {
+                    if let Err(e) = self.lease.renew(&self.store).await {
+                        break Err(e.into());
+                    }
+                }
+            }
+        };
+        let stopped = self.stop_all().await;
+        self.lease.release(&self.store).await;
+        result.and(stopped)
+    }
+
+    /// One pass: answer commands, hand out pipeline locks, spawn due sisters.
+    async fn step(&mut self) -> Result<(), OrchestratorError> {
+        for command in self.store.pending_commands().await? {
+            if self.wants(&command.sprint_id) {
+                self.apply_command(command).await?;
+            }
+        }
+        let open: Vec<Sprint> = self
+            .store
+            .open_sprints()
+            .await?
+            .into_iter()
+            .filter(|s| self.wants(&s.id))
+            .collect();
+        self.take_locks(&open).await?;
+        let now = now_ms();
+        for sprint in self.store.open_sprints().await? {
+            let due = sprint.next_run_at.is_none_or(|at| at <= now);
+            if self.wants(&sprint.id)
+                && sprint.state.stage().is_some()
+                && due
+                && !self.running.contains_key(&sprint.id)
+            {
+                self.spawn(&sprint).await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn wants(&self, sprint_id: &str) -> bool {
+        self.only.as_deref().is_none_or(|only| only == sprint_id)
+    }
+
+    /// The design's single pipeline lock, per project: the oldest queued sprint starts
+    /// when no other sprint of its project is between planning and a terminal state. A
+    /// sprint waiting in `done` or `escalated` keeps the lock: the workdir holds its branch.
+    async fn take_locks(&mut self, open: &[Sprint]) -> Result<(), OrchestratorError> {
+        let mut busy: Vec<&str> = open
+            .iter()
+            .filter(|s| s.state != State::Queued)
+            .map(|s| s.project.as_str())
+            .collect();
+        let queued: Vec<&Sprint> = open.iter().filter(|s| s.state == State::Queued).collect();
+        for sprint in queued {
+            if busy.contains(&sprint.project.as_str()) {
+                continue;
+            }
+            busy.push(sprint.project.as_str());
+            self.transition(sprint, Event::LockAcquired, None, None)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Applies one event to a sprint and commits it; `Ok(None)` when the rules refuse it.
+    async fn transition(
+        &mut self,
+        sprint: &Sprint,
+        event: Event,
+        run: Option<&RunEnd>,
+        command: Option<&Command>,
+    ) -> Result<Option<TransitionRecord>, OrchestratorError> {
+        let facts = Facts {
+            sprint_id: &sprint.id,
+            sister_running: self.running.contains_key(&sprint.id),
+        };
+        let t = match apply(sprint.position(), &event, facts, &self.policy) {
+            Ok(t) => t,
+            Err(refusal) => {
+                if let Some(c) = command {
+                    self.store
+                        .resolve_command(c.id, CommandStatus::Refused, &refusal.reason, now_ms())
+                        .await?;
+                }
+                if let Some(run) = run {
+                    self.store.end_run(run).await?;
+                }
+                return Ok(None);
+            }
+        };
+        let after = self.next_sprint(sprint, &t, &event, run);
+        let at = now_ms();
+        let result = format!("{}: {} → {}", sprint.id, t.from.state, t.to.state);
+        let record = self
+            .store
+            .commit(crate::store::Commit {
+                before: sprint,
+                after: &after,
+                transition: &t,
+                event: &event,
+                run,
+                command: command.map(|c| (c.id, result.as_str())),
+                at,
+            })
+            .await?;
+        tracing::info!(sprint = %sprint.id, seq = record.seq, from = %t.from.state, to = %t.to.state, event = %record.event, "transition");
+        // After the commit, never before: a subscriber only ever hears of what is durable.
+        let _ = self.handle.events.send(record.clone());
+        Ok(Some(record))
+    }
+
+    /// The sprint after a transition: the new position, plus what the event tells.
+    fn next_sprint(
+        &self,
+        before: &Sprint,
+        t: &Transition,
+        event: &Event,
+        run: Option<&RunEnd>,
+    ) -> Sprint {
+        let mut after = before.clone();
+        after.state = t.to.state;
+        after.round = t.to.round;
+        after.attempt = t.to.attempt;
+        after.resume = t.to.resume;
+        after.next_run_at = t
+            .retry_delay()
+            .map(|d| now_ms().saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
+        let message: Option<HandoffMessage> = run
+            .and_then(|r| r.message.clone())
+            .and_then(|m| serde_json::from_value(m).ok());
+        if t.to.state != State::Aborted {
+            match &message {
+                Some(HandoffMessage::Harang(m)) => {
+                    if let Some(p) = &m.payload {
+                        after.contract_id = p.contract_id.clone();
+                    }
+                }
+                Some(HandoffMessage::Narang(m)) => {
+                    if let Some(p) = &m.payload {
+                        after.branch = p.branch.clone();
+                    }
+                }
+                _ => {}
+            }
+        }
+        match event {
+            Event::RequestChanges { by, note } => {
+                after.focus = Some(format!("Changes requested by {by}: {note}"));
+            }
+            Event::Resume { focus, .. } | Event::Handoff { focus, .. } => {
+                after.focus = focus.clone().or(after.focus);
+            }
+            _ => {}
+        }
+        after
+    }
+
+    /// A user's command, from the CLI or Discord.
+    async fn apply_command(&mut self, command: Command) -> Result<(), OrchestratorError> {
+        let span = tracing::info_span!("command", id = command.id, sprint = %command.sprint_id, kind = command.kind.as_str());
+        async {
+            let Some(sprint) = self.store.sprint(&command.sprint_id).await? else {
+                let reason = format!("no sprint {}", command.sprint_id);
+                self.store
+                    .resolve_command(command.id, CommandStatus::Refused, &reason, now_ms())
+                    .await?;
+                return Ok(());
+            };
+            let event = command.event();
+            if let Some(running) = self.running.get_mut(&sprint.id) {
+                if running.waiting.is_some() {
+                    // Another command is being carried out; this one waits its turn.
+                    return Ok(());
+                }
+                let stop = match &event {
+                    Event::Abort { .. } => Some(Stop::Abort),
+                    Event::Handoff { .. } => Some(Stop::Handoff),
+                    _ => None,
+                };
+                if let Some(stop) = stop {
+                    // The rules must accept it before the sister is stopped.
+                    let facts = Facts {
+                        sprint_id: &sprint.id,
+                        sister_running: true,
+                    };
+                    if let Err(refusal) = apply(sprint.position(), &event, facts, &self.policy) {
+                        self.store
+                            .resolve_command(
+                                command.id,
+                                CommandStatus::Refused,
+                                &refusal.reason,
+                                now_ms(),
+                            )
+                            .await?;
+                        return Ok(());
+                    }
+                    if let Some(tx) = running.stop.take() {
+                        let _ = tx.send(stop);
+                    }
+                    running.waiting = Some(command);
+                    return Ok(());
+                }
+            }
+            self.transition(&sprint, event, None, Some(&command))
+                .await?;
+            Ok(())
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// How long until the next retry is due (or a long while when none is).
+    async fn next_due_in(&self) -> Duration {
+        let Ok(open) = self.store.open_sprints().await else {
+            return COMMAND_POLL;
+        };
+        let now = now_ms();
+        open.iter()
+            .filter(|s| s.state.stage().is_some() && !self.running.contains_key(&s.id))
+            .filter_map(|s| s.next_run_at)
+            .map(|at| Duration::from_millis(u64::try_from(at.saturating_sub(now)).unwrap_or(0)))
+            .min()
+            .unwrap_or(Duration::from_secs(3600))
+    }
+
+    /// A run ended: record it and apply what it means, in one transaction.
+    async fn finish(&mut self, done: Finished) -> Result<(), OrchestratorError> {
+        let span = tracing::info_span!("finish", sprint = %done.sprint_id, run = %done.run_id);
+        async {
+            let waiting = self.running.remove(&done.sprint_id).and_then(|r| r.waiting);
+            let Some(sprint) = self.store.sprint(&done.sprint_id).await? else {
+                return Ok(());
+            };
+            let report = done.report;
+            let mut end = run_end(&done.run_id, &report);
+            tracing::info!(outcome = %report.outcome, detail = %report.detail, "run ended");
+
+            if let Some(command) = waiting {
+                // The user's abort (or handoff) is what happened, whatever the sister
+                // managed to print on its way out.
+                let event = command.event();
+                self.transition(&sprint, event, Some(&end), Some(&command))
+                    .await?;
+                return Ok(());
+            }
+            let event = match (&report.outcome, &report.message) {
+                (RunOutcome::Handoff, Some(valid)) => Event::Reported {
+                    actor: valid.message.actor(),
+                    verdict: valid.message.verdict(),
+                    sprint_id: valid.message.claimed_sprint_id().map(str::to_string),
+                    reason: valid.message.reason(),
+                },
+                (outcome, _) => Event::Failed {
+                    failure: Failure {
+                        kind: outcome.failure_kind().unwrap_or(FailureKind::Interrupted),
+                        detail: report.detail.clone(),
+                    },
+                },
+            };
+            let facts = Facts {
+                sprint_id: &sprint.id,
+                sister_running: false,
+            };
+            if let Ok(t) = apply(sprint.position(), &event, facts, &self.policy)
+                && let Some(Note::ProtocolViolation { reason }) = &t.note
+            {
+                tracing::warn!(%reason, raw = %report.stdout_tail, "protocol violation");
+                end.outcome = RunOutcome::ProtocolViolation;
+                end.detail = reason.clone();
+            }
+            self.transition(&sprint, event, Some(&end), None).await?;
+            Ok(())
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// At shutdown: stop every running sister, record it as interrupted and apply the
+    /// retry policy (an interrupted deploy escalates), so nothing is left in flight.
+    async fn stop_all(&mut self) -> Result<(), OrchestratorError> {
+        for running in self.running.values_mut() {
+            if let Some(tx) = running.stop.take() {
+                let _ = tx.send(Stop::Shutdown);
+            }
+        }
+        while !self.running.is_empty() {
+            let Some(done) = self.finished_rx.recv().await else {
+                break;
+            };
+            self.finish(done).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The record of a run's end, from the runner's report.
+fn run_end(run_id: &str, report: &RunReport) -> RunEnd {
+    let usage = report
+        .message
+        .as_ref()
+        .and_then(|m| m.message.common().usage.clone())
+        .unwrap_or_default();
+    RunEnd {
+        run_id: run_id.to_string(),
+        outcome: report.outcome,
+        detail: report.detail.clone(),
+        rejection: (!report.problems.is_empty()).then(|| {
+            report
+                .problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        }),
+        exit_code: report.exit_code,
+        signal: report.signal,
+        duration_ms: i64::try_from(report.duration.as_millis()).unwrap_or(i64::MAX),
+        stdout_tail: report.stdout_tail.clone(),
+        stderr_tail: report.stderr_tail.clone(),
+        message: report.message.as_ref().map(|m| m.raw.clone()),
+        input_tokens: usage.input_tokens.and_then(|n| i64::try_from(n).ok()),
+        output_tokens: usage.output_tokens.and_then(|n| i64::try_from(n).ok()),
+        cost_usd: usage.cost_usd,
+        ended_at: now_ms(),
+    }
+}

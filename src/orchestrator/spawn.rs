@@ -1,0 +1,181 @@
+//! Starting a stage's sister: the run is recorded first (so a crash while it runs is found
+//! at restart), its contract is assembled from the sprint's history, and it runs in its
+//! own task that reports back to the loop.
+
+use tokio::sync::oneshot;
+use tracing::Instrument;
+
+use super::{Finished, Orchestrator, OrchestratorError, Running, now_ms};
+use crate::handoff::compose::{Known, synthesize};
+use crate::handoff::message::{HandoffMessage, ReviewIssue, Severity};
+use crate::handoff::schema::{self, Dialect};
+use crate::sister::{self, ContractFile, RunControl, RunOutcome, RunRequest};
+use crate::store::{NewRun, Run, Sprint};
+
+impl Orchestrator {
+    pub(super) async fn spawn(&mut self, sprint: &Sprint) -> Result<(), OrchestratorError> {
+        let Some(stage) = sprint.state.stage() else {
+            return Ok(());
+        };
+        let actor = stage.actor();
+        let runs = self.store.runs(&sprint.id).await?;
+        // The chain of documents: the last run that handed off a valid message is this
+        // run's parent; its document (or one composed from its message) is this run's.
+        let parent = runs
+            .iter()
+            .rev()
+            .find(|r| r.outcome == Some(RunOutcome::Handoff));
+        let previous_message: Option<HandoffMessage> = parent
+            .and_then(|r| r.message.clone())
+            .and_then(|m| serde_json::from_value(m).ok());
+        let known = Known {
+            goal: &sprint.goal,
+            branch: &sprint.branch,
+            contract_id: &sprint.contract_id,
+            round: sprint.round,
+        };
+        let (handoff, synthesized) = match previous_message
+            .as_ref()
+            .and_then(|m| m.common().handoff.clone())
+        {
+            Some(doc) => (doc, false),
+            None => (synthesize(known, previous_message.as_ref(), stage), true),
+        };
+        let previous_rejection = previous_rejection(&runs, sprint);
+        let review_issues = match (&previous_message, stage) {
+            (Some(HandoffMessage::Darang(m)), crate::pipeline::Stage::Implementing) => {
+                review_issues(m)
+            }
+            _ => Vec::new(),
+        };
+        let focus = sprint.focus.clone();
+
+        let run = self
+            .store
+            .start_run(NewRun {
+                sprint_id: &sprint.id,
+                actor,
+                round: sprint.round,
+                attempt: sprint.attempt,
+                parent_run_id: parent.map(|r| r.run_id.as_str()),
+                handoff: &handoff,
+                synthesized,
+                focus: focus.as_deref(),
+                started_at: now_ms(),
+            })
+            .await?;
+        let project_workdir = self
+            .config
+            .projects
+            .get(&sprint.project)
+            .map(|p| p.workdir.clone());
+        let workdir = project_workdir.clone().unwrap_or_default();
+        let contract = ContractFile {
+            sprint_id: sprint.id.clone(),
+            goal: sprint.goal.clone(),
+            project: sprint.project.clone(),
+            role: actor,
+            round: sprint.round,
+            attempt: sprint.attempt,
+            branch: sprint.branch.clone(),
+            contract_id: sprint.contract_id.clone(),
+            run_id: run.run_id.clone(),
+            workdir: workdir.display().to_string(),
+            previous_message,
+            review_issues,
+            handoff,
+            handoff_synthesized: synthesized,
+            focus,
+            previous_rejection,
+            schema: schema::schema(Some(actor), Dialect::Draft07).unwrap_or_default(),
+        };
+        let request = RunRequest {
+            spec: self.config.agent.spec(actor),
+            contract,
+            contract_path: self.store.contract_path(&run.run_id),
+            workdir,
+            token_env: self.config.token_env().to_string(),
+        };
+        let (stop_tx, stop) = oneshot::channel();
+        let (spawned_tx, spawned) = oneshot::channel();
+        self.running.insert(
+            sprint.id.clone(),
+            Running {
+                stop: Some(stop_tx),
+                waiting: None,
+            },
+        );
+        let store = self.store.clone();
+        let finished = self.finished_tx.clone();
+        let sprint_id = sprint.id.clone();
+        let run_id = run.run_id.clone();
+        let span = tracing::info_span!("run", sprint = %sprint_id, run = %run_id, actor = %actor);
+        tracing::info!(parent: &span, round = sprint.round, attempt = sprint.attempt, "spawning sister");
+        let missing_project = project_workdir.is_none().then(|| sprint.project.clone());
+        tokio::spawn(
+            async move {
+                let pid_run_id = run_id.clone();
+                let record_pid = async move {
+                    if let Ok(pid) = spawned.await
+                        && let Err(e) = store.set_run_pid(&pid_run_id, pid).await
+                    {
+                        tracing::warn!(error = %e, "could not record the sister's pid");
+                    }
+                };
+                let control = RunControl {
+                    stop,
+                    spawned: Some(spawned_tx),
+                };
+                let report = match missing_project {
+                    // The project left the config since the sprint was queued.
+                    Some(project) => sister::RunReport::spawn_failed(format!(
+                        "project {project:?} is no longer configured ([projects.{project}])"
+                    )),
+                    None => {
+                        let (report, ()) = tokio::join!(sister::run(&request, control), record_pid);
+                        report
+                    }
+                };
+                let _ = finished.send(Finished {
+                    sprint_id,
+                    run_id,
+                    report,
+                });
+            }
+            .instrument(span),
+        );
+        Ok(())
+    }
+}
+
+/// After a bad output of this stage's sister, the next attempt is told exactly why.
+fn previous_rejection(runs: &[Run], sprint: &Sprint) -> Option<String> {
+    let last = runs.last()?;
+    let same_stage = sprint.state.stage().map(|s| s.actor()) == Some(last.actor)
+        && last.round == sprint.round
+        && sprint.attempt > last.attempt;
+    (same_stage && last.outcome == Some(RunOutcome::BadOutput)).then(|| {
+        last.rejection
+            .clone()
+            .or_else(|| last.detail.clone())
+            .unwrap_or_else(|| "the output was not a valid HandoffMessage".into())
+    })
+}
+
+/// What the reviewer wants fixed: its issues, plus each failed checklist item.
+fn review_issues(m: &crate::handoff::message::DarangMessage) -> Vec<ReviewIssue> {
+    let mut issues = m.payload.issues.clone();
+    for item in m.payload.checklist_results.iter().filter(|c| !c.passed) {
+        issues.push(ReviewIssue {
+            id: Some(item.id.clone()),
+            severity: Severity::Major,
+            file: None,
+            line: None,
+            message: match &item.note {
+                Some(note) => format!("checklist item {:?} failed: {note}", item.id),
+                None => format!("checklist item {:?} failed", item.id),
+            },
+        });
+    }
+    issues
+}

@@ -1,0 +1,165 @@
+//! `sprint status` and `sprint log`: what the database says about sprints, as text for
+//! people and as stable JSON for programs (fields documented in README).
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde_json::json;
+
+use crate::cli::Exit;
+use crate::config::Config;
+use crate::notify::messages::{Context, render};
+use crate::store::{Sprint, Store};
+
+fn time(ms: i64) -> String {
+    let t = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+fn print_json(value: &serde_json::Value) -> Exit {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => {
+            println!("{text}");
+            Exit::Success
+        }
+        Err(e) => {
+            eprintln!("hanarang: {e}");
+            Exit::Failure
+        }
+    }
+}
+
+fn no_sprint(id: &str) -> Exit {
+    eprintln!("no sprint {id}");
+    Exit::Failure
+}
+
+pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
+    let sprints = match id {
+        Some(id) => match store.sprint(id).await {
+            Ok(Some(s)) => vec![s],
+            Ok(None) => return no_sprint(id),
+            Err(e) => return failed(&e),
+        },
+        None => match store.sprints().await {
+            Ok(all) => all,
+            Err(e) => return failed(&e),
+        },
+    };
+    if as_json {
+        let value = match (id, sprints.first()) {
+            (Some(_), Some(one)) => serde_json::to_value(one),
+            _ => serde_json::to_value(&sprints),
+        };
+        return match value {
+            Ok(v) => print_json(&v),
+            Err(e) => {
+                eprintln!("hanarang: {e}");
+                Exit::Failure
+            }
+        };
+    }
+    if sprints.is_empty() {
+        println!("no sprints yet: start one with `hanarang sprint start \"<goal>\"`");
+    }
+    for s in &sprints {
+        println!("{}", status_line(s));
+    }
+    Exit::Success
+}
+
+fn status_line(s: &Sprint) -> String {
+    format!(
+        "{:<11} {:<13} {:<12} round {:<2} attempt {:<2} {}",
+        s.id, s.state, s.project, s.round, s.attempt, s.goal
+    )
+}
+
+pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exit {
+    let sprint = match store.sprint(id).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return no_sprint(id),
+        Err(e) => return failed(&e),
+    };
+    let (transitions, runs) = match (store.transitions(id).await, store.runs(id).await) {
+        (Ok(t), Ok(r)) => (t, r),
+        (Err(e), _) | (_, Err(e)) => return failed(&e),
+    };
+    if as_json {
+        return print_json(&json!({
+            "id": sprint.id,
+            "state": sprint.state,
+            "project": sprint.project,
+            "goal": sprint.goal,
+            "round": sprint.round,
+            "attempt": sprint.attempt,
+            "branch": sprint.branch,
+            "transitions": transitions,
+            "runs": runs,
+        }));
+    }
+    println!("{} · {}", sprint.id, sprint.goal);
+    println!(
+        "{} (round {}, attempt {}), project {}, branch {}\n",
+        sprint.state, sprint.round, sprint.attempt, sprint.project, sprint.branch
+    );
+    println!("Transitions:");
+    let cx = Context {
+        sprint_id: &sprint.id,
+        branch: &sprint.branch,
+        locale: config.pipeline.locale,
+        nickname: config.nickname(),
+        max_attempts: config.pipeline.max_attempts,
+    };
+    for t in &transitions {
+        println!(
+            "  #{:<3} {}  {:>12} → {:<12} {}",
+            t.seq,
+            time(t.at),
+            t.from.as_str(),
+            t.to.as_str(),
+            render(t, &cx).text
+        );
+    }
+    println!("\nRuns (each given the document of its parent):");
+    for r in &runs {
+        let outcome = r.outcome.map_or("running", |o| o.as_str());
+        let took = r
+            .duration_ms
+            .map(|ms| {
+                humantime::format_duration(Duration::from_millis(
+                    u64::try_from(ms).unwrap_or(0) / 100 * 100,
+                ))
+                .to_string()
+            })
+            .unwrap_or_default();
+        let parent = r
+            .parent_run_id
+            .as_deref()
+            .map_or_else(|| "(start)".to_string(), |p| format!("← {p}"));
+        let document = if r.synthesized {
+            "composed"
+        } else {
+            "from sister"
+        };
+        println!(
+            "  {:<16} {:<7} round {} attempt {}  {:<18} {:<8} {parent} (document {document})",
+            r.run_id,
+            r.actor.as_str(),
+            r.round,
+            r.attempt,
+            outcome,
+            took
+        );
+        if let Some(detail) = &r.detail
+            && r.outcome != Some(crate::sister::RunOutcome::Handoff)
+        {
+            println!("      {}", crate::notify::messages::one_line(detail));
+        }
+    }
+    Exit::Success
+}
+
+fn failed(e: &crate::store::StoreError) -> Exit {
+    eprintln!("hanarang: {e}");
+    Exit::Failure
+}

@@ -1,0 +1,652 @@
+//! The durable record, in SQLite through sqlx: sprints, their append-only transitions
+//! log, every sister run, durable commands, the single-orchestrator lease and delivery
+//! cursors. Only this module writes SQL.
+//!
+//! Every transition is one database transaction that writes the sprint's new state,
+//! appends to its log (contiguous `seq`), closes the run that caused it and answers the
+//! command that asked for it. The SQL is kept portable (a PostgreSQL backend is planned);
+//! SQLite specifics are confined to `open` and `begin_write`.
+
+pub mod rows;
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, SqlitePool, Transaction};
+
+pub use rows::{Command, CommandKind, CommandStatus, Lease, Run, Sprint, TransitionRecord};
+
+use crate::handoff::HandoffDocument;
+use crate::handoff::message::Actor;
+use crate::pipeline::{Event, Transition};
+use crate::placeholder;
+use crate::sister::RunOutcome;
+use rows::{CommandRaw, RunRaw, SprintRaw, TransitionRaw};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database {url}: {source}")]
+    Open { url: String, source: sqlx::Error },
+    #[error("database {url}: migrations failed: {source}")]
+    Migrate {
+        url: String,
+        source: sqlx::migrate::MigrateError,
+    },
+    #[error("database error: {0}")]
+    Sql(#[from] sqlx::Error),
+    #[error("the database holds bad data in {table} {key}: {what}")]
+    Corrupt {
+        table: &'static str,
+        key: String,
+        what: String,
+    },
+    #[error("no sprint {0}")]
+    NoSprint(String),
+    #[error("{0} changed while this transition was prepared; it was not applied")]
+    Conflict(String),
+    #[error("cannot encode {0} as JSON: {1}")]
+    Encode(&'static str, serde_json::Error),
+}
+
+impl StoreError {
+    pub(crate) fn corrupt(table: &'static str, key: &str, what: &str) -> StoreError {
+        StoreError::Corrupt {
+            table,
+            key: key.to_string(),
+            what: what.to_string(),
+        }
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// A handle on the database; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: SqlitePool,
+    /// Where run contract files go: beside the database file.
+    runs_dir: PathBuf,
+}
+
+/// The new state of a sprint after a transition, and what else the same transaction
+/// records.
+#[derive(Debug)]
+pub struct Commit<'a> {
+    /// The sprint as it was read before the transition (its `last_seq` guards the write).
+    pub before: &'a Sprint,
+    /// The sprint as it is after (state, round, attempt, resume, contract, branch, due
+    /// time, focus).
+    pub after: &'a Sprint,
+    pub transition: &'a Transition,
+    pub event: &'a Event,
+    /// The run whose result caused the transition.
+    pub run: Option<&'a RunEnd>,
+    /// The command that asked for it, answered in the same transaction.
+    pub command: Option<(i64, &'a str)>,
+    pub at: i64,
+}
+
+/// How a run ended, as recorded.
+#[derive(Debug, Clone)]
+pub struct RunEnd {
+    pub run_id: String,
+    pub outcome: RunOutcome,
+    pub detail: String,
+    pub rejection: Option<String>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub duration_ms: i64,
+    pub stdout_tail: String,
+    pub stderr_tail: String,
+    pub message: Option<serde_json::Value>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub cost_usd: Option<f64>,
+    pub ended_at: i64,
+}
+
+/// A run about to be spawned.
+#[derive(Debug, Clone)]
+pub struct NewRun<'a> {
+    pub sprint_id: &'a str,
+    pub actor: Actor,
+    pub round: u32,
+    pub attempt: u32,
+    pub parent_run_id: Option<&'a str>,
+    pub handoff: &'a HandoffDocument,
+    pub synthesized: bool,
+    pub focus: Option<&'a str>,
+    pub started_at: i64,
+}
+
+impl Store {
+    /// Opens (creating if missing) the database, in WAL mode with a busy timeout, and
+    /// applies the embedded migrations.
+    pub async fn open(url: &str) -> Result<Store> {
+        let open_err = |source| StoreError::Open {
+            url: url.to_string(),
+            source,
+        };
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(open_err)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // FULL: a committed transition survives a power cut, not just a crash.
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let filename = options.get_filename().to_path_buf();
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .map_err(open_err)?;
+        MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|source| StoreError::Migrate {
+                url: url.to_string(),
+                source,
+            })?;
+        let runs_dir = if filename.as_os_str().is_empty() || filename.as_os_str() == ":memory:" {
+            std::env::temp_dir().join(format!("hanarang-runs-{}", std::process::id()))
+        } else {
+            let mut dir = filename.into_os_string();
+            dir.push(".runs");
+            PathBuf::from(dir)
+        };
+        Ok(Store { pool, runs_dir })
+    }
+
+    /// Where a run's contract file is written.
+    pub fn contract_path(&self, run_id: &str) -> PathBuf {
+        self.runs_dir.join(run_id).join("contract.json")
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// A write transaction that takes SQLite's write lock at once, so it never fails
+    /// half-way because another connection wrote first.
+    async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    // --- sprints ---------------------------------------------------------------------
+
+    /// Queues a new sprint; its id is the next `SPRINT-NNN`.
+    pub async fn create_sprint(
+        &self,
+        project: &str,
+        goal: &str,
+        focus: Option<&str>,
+        branch_template: &str,
+        at: i64,
+    ) -> Result<Sprint> {
+        let mut tx = self.begin_write().await?;
+        let number: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(number), 0) + 1 FROM sprints")
+            .fetch_one(&mut *tx)
+            .await?;
+        let id = sprint_id(number);
+        let lower = id.to_lowercase();
+        let branch = placeholder::substitute(
+            branch_template,
+            &[
+                ("sprint", &id),
+                ("sprint_lower", &lower),
+                ("project", project),
+            ],
+        );
+        sqlx::query(
+            "INSERT INTO sprints (id, number, project, goal, state, round, attempt, contract_id, branch, focus, created_at, updated_at)
+             VALUES (?, ?, ?, ?, 'queued', 0, 0, ?, ?, ?, ?, ?)",
+        )
+        .bind(&id)
+        .bind(number)
+        .bind(project)
+        .bind(goal)
+        .bind(&id)
+        .bind(&branch)
+        .bind(focus)
+        .bind(at)
+        .bind(at)
+        .execute(&mut *tx)
+        .await?;
+        let sprint = fetch_sprint(&mut tx, &id).await?;
+        tx.commit().await?;
+        Ok(sprint)
+    }
+
+    pub async fn sprint(&self, id: &str) -> Result<Option<Sprint>> {
+        let raw: Option<SprintRaw> = sqlx::query_as("SELECT * FROM sprints WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        raw.map(Sprint::try_from).transpose()
+    }
+
+    /// Every sprint, oldest first.
+    pub async fn sprints(&self) -> Result<Vec<Sprint>> {
+        let raws: Vec<SprintRaw> = sqlx::query_as("SELECT * FROM sprints ORDER BY number")
+            .fetch_all(&self.pool)
+            .await?;
+        raws.into_iter().map(Sprint::try_from).collect()
+    }
+
+    /// Sprints that are not deployed or aborted, oldest first.
+    pub async fn open_sprints(&self) -> Result<Vec<Sprint>> {
+        let raws: Vec<SprintRaw> = sqlx::query_as(
+            "SELECT * FROM sprints WHERE state NOT IN ('deployed', 'aborted') ORDER BY number",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        raws.into_iter().map(Sprint::try_from).collect()
+    }
+
+    /// Records a transition and everything that goes with it, in one transaction.
+    /// Returns the log entry to broadcast (only after this returns: after the commit).
+    pub async fn commit(&self, c: Commit<'_>) -> Result<TransitionRecord> {
+        let event_json =
+            serde_json::to_string(c.event).map_err(|e| StoreError::Encode("event", e))?;
+        let note_json = c
+            .transition
+            .note
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::Encode("note", e))?;
+        let seq = c.before.last_seq + 1;
+        let after = c.after;
+        let mut tx = self.begin_write().await?;
+        let updated = sqlx::query(
+            "UPDATE sprints SET state = ?, round = ?, attempt = ?, resume_stage = ?, resume_round = ?,
+                 contract_id = ?, branch = ?, next_run_at = ?, focus = ?, last_seq = ?, updated_at = ?
+             WHERE id = ? AND last_seq = ?",
+        )
+        .bind(after.state.as_str())
+        .bind(i64::from(after.round))
+        .bind(i64::from(after.attempt))
+        .bind(after.resume.map(|r| r.stage.state().as_str()))
+        .bind(after.resume.map(|r| i64::from(r.round)))
+        .bind(&after.contract_id)
+        .bind(&after.branch)
+        .bind(after.next_run_at)
+        .bind(&after.focus)
+        .bind(seq)
+        .bind(c.at)
+        .bind(&c.before.id)
+        .bind(c.before.last_seq)
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() != 1 {
+            return Err(StoreError::Conflict(c.before.id.clone()));
+        }
+        let run_id = c.run.map(|r| r.run_id.as_str());
+        sqlx::query(
+            "INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&c.before.id)
+        .bind(seq)
+        .bind(c.transition.from.state.as_str())
+        .bind(c.transition.to.state.as_str())
+        .bind(c.event.name())
+        .bind(&event_json)
+        .bind(&note_json)
+        .bind(i64::from(c.transition.to.round))
+        .bind(i64::from(c.transition.to.attempt))
+        .bind(run_id)
+        .bind(c.at)
+        .execute(&mut *tx)
+        .await?;
+        if let Some(run) = c.run {
+            end_run(&mut tx, run).await?;
+        }
+        if let Some((id, result)) = c.command {
+            resolve_command(&mut tx, id, CommandStatus::Applied, result, c.at).await?;
+        }
+        let raw: TransitionRaw =
+            sqlx::query_as("SELECT * FROM transitions WHERE sprint_id = ? AND seq = ?")
+                .bind(&c.before.id)
+                .bind(seq)
+                .fetch_one(&mut *tx)
+                .await?;
+        tx.commit().await?;
+        TransitionRecord::try_from(raw)
+    }
+
+    // --- the transitions log -------------------------------------------------------------
+
+    pub async fn transitions(&self, sprint_id: &str) -> Result<Vec<TransitionRecord>> {
+        let raws: Vec<TransitionRaw> =
+            sqlx::query_as("SELECT * FROM transitions WHERE sprint_id = ? ORDER BY seq")
+                .bind(sprint_id)
+                .fetch_all(&self.pool)
+                .await?;
+        raws.into_iter().map(TransitionRecord::try_from).collect()
+    }
+
+    /// Log entries after `global_seq`, in order, at most `limit`.
+    pub async fn transitions_after(
+        &self,
+        global_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<TransitionRecord>> {
+        let raws: Vec<TransitionRaw> = sqlx::query_as(
+            "SELECT * FROM transitions WHERE global_seq > ? ORDER BY global_seq LIMIT ?",
+        )
+        .bind(global_seq)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        raws.into_iter().map(TransitionRecord::try_from).collect()
+    }
+
+    pub async fn last_global_seq(&self) -> Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(MAX(global_seq), 0) FROM transitions")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    // --- runs ----------------------------------------------------------------------------
+
+    /// Records a run before it is spawned, so a crash while it runs is found at restart.
+    pub async fn start_run(&self, new: NewRun<'_>) -> Result<Run> {
+        let handoff_json =
+            serde_json::to_string(new.handoff).map_err(|e| StoreError::Encode("handoff", e))?;
+        let mut tx = self.begin_write().await?;
+        let number: i64 =
+            sqlx::query_scalar("SELECT COALESCE(MAX(number), 0) + 1 FROM runs WHERE sprint_id = ?")
+                .bind(new.sprint_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        let id = format!("{}-R{number:02}", new.sprint_id);
+        sqlx::query(
+            "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, started_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&id)
+        .bind(new.sprint_id)
+        .bind(number)
+        .bind(new.actor.as_str())
+        .bind(i64::from(new.round))
+        .bind(i64::from(new.attempt))
+        .bind(new.parent_run_id)
+        .bind(&handoff_json)
+        .bind(i64::from(new.synthesized))
+        .bind(new.focus)
+        .bind(new.started_at)
+        .execute(&mut *tx)
+        .await?;
+        // The focus goes with this run; the next one does not get it again.
+        sqlx::query("UPDATE sprints SET focus = NULL WHERE id = ?")
+            .bind(new.sprint_id)
+            .execute(&mut *tx)
+            .await?;
+        let raw: RunRaw = sqlx::query_as("SELECT * FROM runs WHERE id = ?")
+            .bind(&id)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Run::try_from(raw)
+    }
+
+    pub async fn set_run_pid(&self, run_id: &str, pid: u32) -> Result<()> {
+        sqlx::query("UPDATE runs SET pid = ? WHERE id = ?")
+            .bind(i64::from(pid))
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Closes a run that caused no transition.
+    pub async fn end_run(&self, run: &RunEnd) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        end_run(&mut tx, run).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn runs(&self, sprint_id: &str) -> Result<Vec<Run>> {
+        let raws: Vec<RunRaw> =
+            sqlx::query_as("SELECT * FROM runs WHERE sprint_id = ? ORDER BY number")
+                .bind(sprint_id)
+                .fetch_all(&self.pool)
+                .await?;
+        raws.into_iter().map(Run::try_from).collect()
+    }
+
+    /// Runs that were spawned and never recorded an end.
+    pub async fn runs_in_flight(&self) -> Result<Vec<Run>> {
+        let raws: Vec<RunRaw> =
+            sqlx::query_as("SELECT * FROM runs WHERE outcome IS NULL ORDER BY sprint_id, number")
+                .fetch_all(&self.pool)
+                .await?;
+        raws.into_iter().map(Run::try_from).collect()
+    }
+
+    // --- commands --------------------------------------------------------------------
+
+    /// Records a user's command; the orchestrator applies it and writes the answer.
+    pub async fn submit_command(
+        &self,
+        sprint_id: &str,
+        kind: CommandKind,
+        text: Option<&str>,
+        by: &str,
+        at: i64,
+    ) -> Result<i64> {
+        let id = sqlx::query(
+            "INSERT INTO commands (sprint_id, kind, text, by, created_at) VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(sprint_id)
+        .bind(kind.as_str())
+        .bind(text)
+        .bind(by)
+        .bind(at)
+        .execute(&self.pool)
+        .await?
+        .last_insert_rowid();
+        Ok(id)
+    }
+
+    pub async fn pending_commands(&self) -> Result<Vec<Command>> {
+        let raws: Vec<CommandRaw> =
+            sqlx::query_as("SELECT * FROM commands WHERE status = 'pending' ORDER BY id")
+                .fetch_all(&self.pool)
+                .await?;
+        raws.into_iter().map(Command::try_from).collect()
+    }
+
+    pub async fn command(&self, id: i64) -> Result<Option<Command>> {
+        let raw: Option<CommandRaw> = sqlx::query_as("SELECT * FROM commands WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        raw.map(Command::try_from).transpose()
+    }
+
+    /// Answers a command that caused no transition (a refusal, or nothing to do).
+    pub async fn resolve_command(
+        &self,
+        id: i64,
+        status: CommandStatus,
+        result: &str,
+        at: i64,
+    ) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        resolve_command(&mut tx, id, status, result, at).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    // --- the single-orchestrator lease ------------------------------------------------
+
+    pub async fn lease(&self) -> Result<Option<Lease>> {
+        Ok(sqlx::query_as("SELECT * FROM instance_lease WHERE id = 1")
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    /// Takes the lease if nobody holds it, or if its holder is gone (`is_gone` says so,
+    /// e.g. a dead pid on this host or a heartbeat too old). Returns the holder that keeps
+    /// it otherwise.
+    pub async fn acquire_lease(
+        &self,
+        me: &Lease,
+        is_gone: impl Fn(&Lease) -> bool,
+    ) -> Result<Result<(), Lease>> {
+        let mut tx = self.begin_write().await?;
+        let current: Option<Lease> = sqlx::query_as("SELECT * FROM instance_lease WHERE id = 1")
+            .fetch_optional(&mut *tx)
+            .await?;
+        match current {
+            Some(holder) if holder.token != me.token && !is_gone(&holder) => {
+                tx.rollback().await?;
+                return Ok(Err(holder));
+            }
+            Some(_) => {
+                sqlx::query(
+                    "UPDATE instance_lease SET token = ?, pid = ?, host = ?, started_at = ?, heartbeat_at = ? WHERE id = 1",
+                )
+                .bind(&me.token)
+                .bind(me.pid)
+                .bind(&me.host)
+                .bind(me.started_at)
+                .bind(me.heartbeat_at)
+                .execute(&mut *tx)
+                .await?;
+            }
+            None => {
+                sqlx::query(
+                    "INSERT INTO instance_lease (id, token, pid, host, started_at, heartbeat_at) VALUES (1, ?, ?, ?, ?, ?)",
+                )
+                .bind(&me.token)
+                .bind(me.pid)
+                .bind(&me.host)
+                .bind(me.started_at)
+                .bind(me.heartbeat_at)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(Ok(()))
+    }
+
+    /// Renews the lease; `false` when someone else took it.
+    pub async fn heartbeat(&self, token: &str, at: i64) -> Result<bool> {
+        let done =
+            sqlx::query("UPDATE instance_lease SET heartbeat_at = ? WHERE id = 1 AND token = ?")
+                .bind(at)
+                .bind(token)
+                .execute(&self.pool)
+                .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub async fn release_lease(&self, token: &str) -> Result<()> {
+        sqlx::query("DELETE FROM instance_lease WHERE id = 1 AND token = ?")
+            .bind(token)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    // --- delivery cursors --------------------------------------------------------------
+
+    pub async fn cursor(&self, consumer: &str) -> Result<i64> {
+        let seq: Option<i64> =
+            sqlx::query_scalar("SELECT global_seq FROM delivery_cursors WHERE consumer = ?")
+                .bind(consumer)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(seq.unwrap_or(0))
+    }
+
+    pub async fn set_cursor(&self, consumer: &str, global_seq: i64) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO delivery_cursors (consumer, global_seq) VALUES (?, ?)
+             ON CONFLICT (consumer) DO UPDATE SET global_seq = excluded.global_seq",
+        )
+        .bind(consumer)
+        .bind(global_seq)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+}
+
+/// `SPRINT-001`, ..., `SPRINT-999`, `SPRINT-1000`.
+pub fn sprint_id(number: i64) -> String {
+    format!("SPRINT-{number:03}")
+}
+
+async fn fetch_sprint(tx: &mut Transaction<'static, Sqlite>, id: &str) -> Result<Sprint> {
+    let raw: Option<SprintRaw> = sqlx::query_as("SELECT * FROM sprints WHERE id = ?")
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    raw.map(Sprint::try_from)
+        .transpose()?
+        .ok_or_else(|| StoreError::NoSprint(id.to_string()))
+}
+
+async fn end_run(tx: &mut Transaction<'static, Sqlite>, run: &RunEnd) -> Result<()> {
+    let message_json = run
+        .message
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::Encode("message", e))?;
+    sqlx::query(
+        "UPDATE runs SET outcome = ?, detail = ?, rejection = ?, exit_code = ?, signal = ?, duration_ms = ?,
+             stdout_tail = ?, stderr_tail = ?, message_json = ?, input_tokens = ?, output_tokens = ?,
+             cost_usd = ?, ended_at = ?
+         WHERE id = ?",
+    )
+    .bind(run.outcome.as_str())
+    .bind(&run.detail)
+    .bind(&run.rejection)
+    .bind(run.exit_code)
+    .bind(run.signal)
+    .bind(run.duration_ms)
+    .bind(&run.stdout_tail)
+    .bind(&run.stderr_tail)
+    .bind(&message_json)
+    .bind(run.input_tokens)
+    .bind(run.output_tokens)
+    .bind(run.cost_usd)
+    .bind(run.ended_at)
+    .bind(&run.run_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn resolve_command(
+    tx: &mut Transaction<'static, Sqlite>,
+    id: i64,
+    status: CommandStatus,
+    result: &str,
+    at: i64,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending'",
+    )
+    .bind(status.as_str())
+    .bind(result)
+    .bind(at)
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}

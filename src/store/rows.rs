@@ -1,0 +1,432 @@
+//! What the store hands out: typed records of sprints, transitions, runs and commands.
+//! Everything read from the database is parsed here, and bad data is an error that
+//! names the table and the row, never a panic.
+
+use serde::Serialize;
+
+use super::StoreError;
+use crate::handoff::HandoffDocument;
+use crate::handoff::message::Actor;
+use crate::pipeline::fsm::{Note, ResumePoint};
+use crate::pipeline::{Event, Position, Stage, State};
+use crate::sister::RunOutcome;
+
+/// A sprint as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Sprint {
+    pub id: String,
+    #[serde(skip)]
+    pub number: i64,
+    pub project: String,
+    pub goal: String,
+    pub state: State,
+    pub round: u32,
+    pub attempt: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resume: Option<ResumePoint>,
+    pub contract_id: String,
+    pub branch: String,
+    /// When the stage's sister may next be spawned (unix ms), after a failure's backoff.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_run_at: Option<i64>,
+    /// Focus instructions waiting for the next run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub focus: Option<String>,
+    #[serde(skip)]
+    pub last_seq: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Sprint {
+    pub fn position(&self) -> Position {
+        Position {
+            state: self.state,
+            round: self.round,
+            attempt: self.attempt,
+            resume: self.resume,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct SprintRaw {
+    id: String,
+    number: i64,
+    project: String,
+    goal: String,
+    state: String,
+    round: i64,
+    attempt: i64,
+    resume_stage: Option<String>,
+    resume_round: Option<i64>,
+    contract_id: String,
+    branch: String,
+    next_run_at: Option<i64>,
+    focus: Option<String>,
+    last_seq: i64,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl TryFrom<SprintRaw> for Sprint {
+    type Error = StoreError;
+
+    fn try_from(r: SprintRaw) -> Result<Self, StoreError> {
+        let bad = |what: &str| StoreError::corrupt("sprints", &r.id, what);
+        let state = r.state.parse::<State>().map_err(|e| bad(&e))?;
+        let resume = match (&r.resume_stage, r.resume_round) {
+            (Some(stage), Some(round)) => Some(ResumePoint {
+                stage: parse_stage(stage).ok_or_else(|| bad("resume_stage"))?,
+                round: u32::try_from(round).map_err(|_| bad("resume_round"))?,
+            }),
+            _ => None,
+        };
+        Ok(Sprint {
+            number: r.number,
+            project: r.project,
+            goal: r.goal,
+            state,
+            round: u32::try_from(r.round).map_err(|_| bad("round"))?,
+            attempt: u32::try_from(r.attempt).map_err(|_| bad("attempt"))?,
+            resume,
+            contract_id: r.contract_id,
+            branch: r.branch,
+            next_run_at: r.next_run_at,
+            focus: r.focus,
+            last_seq: r.last_seq,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            id: r.id,
+        })
+    }
+}
+
+pub(super) fn parse_stage(s: &str) -> Option<Stage> {
+    Stage::ALL.into_iter().find(|st| st.state().as_str() == s)
+}
+
+/// One entry of a sprint's append-only transitions log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TransitionRecord {
+    /// Order across all sprints: what delivery cursors count.
+    pub global_seq: i64,
+    pub sprint_id: String,
+    /// Contiguous per sprint, from 1.
+    pub seq: i64,
+    pub from: State,
+    pub to: State,
+    /// Short name of the event (`darang:APPROVE`, `failed:timeout`, `approve`, ...).
+    pub event: String,
+    pub round: u32,
+    pub attempt: u32,
+    pub at: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The whole event, with who gave it and what they said.
+    pub detail: Event,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<Note>,
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct TransitionRaw {
+    global_seq: i64,
+    sprint_id: String,
+    seq: i64,
+    from_state: String,
+    to_state: String,
+    event: String,
+    event_json: String,
+    note_json: Option<String>,
+    round: i64,
+    attempt: i64,
+    run_id: Option<String>,
+    at: i64,
+}
+
+impl TryFrom<TransitionRaw> for TransitionRecord {
+    type Error = StoreError;
+
+    fn try_from(r: TransitionRaw) -> Result<Self, StoreError> {
+        let key = format!("{}#{}", r.sprint_id, r.seq);
+        let bad = |what: &str| StoreError::corrupt("transitions", &key, what);
+        Ok(TransitionRecord {
+            global_seq: r.global_seq,
+            seq: r.seq,
+            from: r.from_state.parse().map_err(|e: String| bad(&e))?,
+            to: r.to_state.parse().map_err(|e: String| bad(&e))?,
+            event: r.event,
+            round: u32::try_from(r.round).map_err(|_| bad("round"))?,
+            attempt: u32::try_from(r.attempt).map_err(|_| bad("attempt"))?,
+            at: r.at,
+            run_id: r.run_id,
+            detail: serde_json::from_str(&r.event_json)
+                .map_err(|e| bad(&format!("event_json: {e}")))?,
+            note: match r.note_json {
+                Some(n) => {
+                    Some(serde_json::from_str(&n).map_err(|e| bad(&format!("note_json: {e}")))?)
+                }
+                None => None,
+            },
+            sprint_id: r.sprint_id,
+        })
+    }
+}
+
+/// One sister run: in flight while `outcome` is `None`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Run {
+    pub run_id: String,
+    pub sprint_id: String,
+    #[serde(skip)]
+    pub number: i64,
+    pub actor: Actor,
+    pub round: u32,
+    pub attempt: u32,
+    pub parent_run_id: Option<String>,
+    pub handoff: HandoffDocument,
+    pub synthesized: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub focus: Option<String>,
+    #[serde(skip)]
+    pub pid: Option<u32>,
+    pub started_at: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<i64>,
+    pub outcome: Option<RunOutcome>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    #[serde(skip)]
+    pub rejection: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<i64>,
+    #[serde(skip)]
+    pub stdout_tail: Option<String>,
+    #[serde(skip)]
+    pub stderr_tail: Option<String>,
+    /// The validated message as the sister sent it (unknown fields kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct RunRaw {
+    id: String,
+    sprint_id: String,
+    number: i64,
+    actor: String,
+    round: i64,
+    attempt: i64,
+    parent_run_id: Option<String>,
+    handoff_json: String,
+    synthesized: i64,
+    focus: Option<String>,
+    pid: Option<i64>,
+    started_at: i64,
+    ended_at: Option<i64>,
+    outcome: Option<String>,
+    detail: Option<String>,
+    rejection: Option<String>,
+    exit_code: Option<i64>,
+    signal: Option<i64>,
+    duration_ms: Option<i64>,
+    stdout_tail: Option<String>,
+    stderr_tail: Option<String>,
+    message_json: Option<String>,
+    input_tokens: Option<i64>,
+    output_tokens: Option<i64>,
+    cost_usd: Option<f64>,
+}
+
+impl TryFrom<RunRaw> for Run {
+    type Error = StoreError;
+
+    fn try_from(r: RunRaw) -> Result<Self, StoreError> {
+        let bad = |what: &str| StoreError::corrupt("runs", &r.id, what);
+        let outcome = match &r.outcome {
+            Some(o) => Some(
+                serde_json::from_value::<RunOutcome>(serde_json::Value::String(o.clone()))
+                    .map_err(|_| bad("outcome"))?,
+            ),
+            None => None,
+        };
+        Ok(Run {
+            sprint_id: r.sprint_id,
+            number: r.number,
+            actor: r.actor.parse().map_err(|e: String| bad(&e))?,
+            round: u32::try_from(r.round).map_err(|_| bad("round"))?,
+            attempt: u32::try_from(r.attempt).map_err(|_| bad("attempt"))?,
+            parent_run_id: r.parent_run_id,
+            handoff: serde_json::from_str(&r.handoff_json)
+                .map_err(|e| bad(&format!("handoff_json: {e}")))?,
+            synthesized: r.synthesized != 0,
+            focus: r.focus,
+            pid: r.pid.and_then(|p| u32::try_from(p).ok()),
+            started_at: r.started_at,
+            ended_at: r.ended_at,
+            outcome,
+            detail: r.detail,
+            rejection: r.rejection,
+            exit_code: r.exit_code.and_then(|c| i32::try_from(c).ok()),
+            signal: r.signal.and_then(|s| i32::try_from(s).ok()),
+            duration_ms: r.duration_ms,
+            stdout_tail: r.stdout_tail,
+            stderr_tail: r.stderr_tail,
+            message: match r.message_json {
+                Some(m) => {
+                    Some(serde_json::from_str(&m).map_err(|e| bad(&format!("message_json: {e}")))?)
+                }
+                None => None,
+            },
+            input_tokens: r.input_tokens,
+            output_tokens: r.output_tokens,
+            cost_usd: r.cost_usd,
+            run_id: r.id,
+        })
+    }
+}
+
+/// What a user asked for, durable until the orchestrator answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandKind {
+    Approve,
+    RequestChanges,
+    Resume,
+    Abort,
+    Handoff,
+}
+
+impl CommandKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandKind::Approve => "approve",
+            CommandKind::RequestChanges => "request_changes",
+            CommandKind::Resume => "resume",
+            CommandKind::Abort => "abort",
+            CommandKind::Handoff => "handoff",
+        }
+    }
+
+    fn parse(s: &str) -> Option<CommandKind> {
+        [
+            CommandKind::Approve,
+            CommandKind::RequestChanges,
+            CommandKind::Resume,
+            CommandKind::Abort,
+            CommandKind::Handoff,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+
+    /// The state-machine event this command asks for.
+    pub fn event(self, by: &str, text: Option<&str>) -> Event {
+        let by = by.to_string();
+        let text = text.map(str::to_string);
+        match self {
+            CommandKind::Approve => Event::Approve { by },
+            CommandKind::RequestChanges => Event::RequestChanges {
+                by,
+                note: text.unwrap_or_default(),
+            },
+            CommandKind::Resume => Event::Resume { by, focus: text },
+            CommandKind::Abort => Event::Abort { by, reason: text },
+            CommandKind::Handoff => Event::Handoff { by, focus: text },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandStatus {
+    Pending,
+    Applied,
+    Refused,
+}
+
+impl CommandStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandStatus::Pending => "pending",
+            CommandStatus::Applied => "applied",
+            CommandStatus::Refused => "refused",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Command {
+    pub id: i64,
+    pub sprint_id: String,
+    pub kind: CommandKind,
+    pub text: Option<String>,
+    pub by: String,
+    pub created_at: i64,
+    pub status: CommandStatus,
+    pub result: Option<String>,
+}
+
+impl Command {
+    pub fn event(&self) -> Event {
+        self.kind.event(&self.by, self.text.as_deref())
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct CommandRaw {
+    id: i64,
+    sprint_id: String,
+    kind: String,
+    text: Option<String>,
+    by: String,
+    created_at: i64,
+    status: String,
+    result: Option<String>,
+}
+
+impl TryFrom<CommandRaw> for Command {
+    type Error = StoreError;
+
+    fn try_from(r: CommandRaw) -> Result<Self, StoreError> {
+        let key = r.id.to_string();
+        let bad = |what: &str| StoreError::corrupt("commands", &key, what);
+        let status = match r.status.as_str() {
+            "pending" => CommandStatus::Pending,
+            "applied" => CommandStatus::Applied,
+            "refused" => CommandStatus::Refused,
+            _ => return Err(bad("status")),
+        };
+        Ok(Command {
+            id: r.id,
+            kind: CommandKind::parse(&r.kind).ok_or_else(|| bad("kind"))?,
+            sprint_id: r.sprint_id,
+            text: r.text,
+            by: r.by,
+            created_at: r.created_at,
+            status,
+            result: r.result,
+        })
+    }
+}
+
+/// Who holds the database.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Lease {
+    pub token: String,
+    pub pid: i64,
+    pub host: String,
+    pub started_at: i64,
+    pub heartbeat_at: i64,
+}
