@@ -1,0 +1,479 @@
+//! Every transition of the pipeline driven end to end: a real orchestrator, a real SQLite
+//! database and real sister processes (the scripted fixture sister) misbehaving on cue.
+
+mod support;
+
+use hanarang::handoff::message::Actor;
+use hanarang::orchestrator::client::Answer;
+use hanarang::orchestrator::{LeaseError, Orchestrator, OrchestratorError};
+use hanarang::pipeline::State;
+use hanarang::pipeline::fsm::{Escalation, Note};
+use hanarang::sister::RunOutcome;
+use hanarang::store::CommandKind;
+use support::alive;
+use support::pipeline::{Files, Pipeline, Setup, assert_log_is_whole, path};
+
+fn outcomes(runs: &[hanarang::store::Run]) -> Vec<String> {
+    runs.iter()
+        .map(|r| {
+            format!(
+                "{}:{}",
+                r.actor,
+                r.outcome.map_or("running", |o| o.as_str())
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn happy_path_from_queued_to_deployed_with_a_human_approval() {
+    let p = Pipeline::start(Setup::default()).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    assert_eq!(s.id, "SPRINT-001");
+    p.wait_for(&s.id, State::Done).await;
+    assert_eq!(
+        p.command(&s.id, CommandKind::Approve, None).await,
+        Answer::Applied("SPRINT-001: done → deploying".into())
+    );
+    p.wait_for(&s.id, State::Deployed).await;
+
+    let log = p.transitions(&s.id).await;
+    assert_log_is_whole(&log);
+    assert_eq!(
+        path(&log),
+        [
+            "queued",
+            "planning",
+            "implementing",
+            "reviewing",
+            "done",
+            "deploying",
+            "deployed"
+        ]
+    );
+    let runs = p.runs(&s.id).await;
+    assert_eq!(
+        outcomes(&runs),
+        [
+            "harang:handoff",
+            "narang:handoff",
+            "darang:handoff",
+            "erang:handoff"
+        ]
+    );
+    // The lineage: each run was given the document of the one before.
+    let parents: Vec<Option<&str>> = runs.iter().map(|r| r.parent_run_id.as_deref()).collect();
+    assert_eq!(
+        parents,
+        [
+            None,
+            Some("SPRINT-001-R01"),
+            Some("SPRINT-001-R02"),
+            Some("SPRINT-001-R03")
+        ]
+    );
+    // The planner's contract id is what the later sisters work against.
+    let sprint = p.store.sprint(&s.id).await.unwrap().unwrap();
+    assert_eq!(sprint.contract_id, "C-SPRINT-001");
+    let narang = p.files.contract_of("SPRINT-001-R02");
+    assert_eq!(narang["contractId"], "C-SPRINT-001");
+    assert_eq!(narang["previousMessage"]["actor"], "harang");
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn request_changes_then_approve_sends_the_issues_to_the_implementer() {
+    let p = Pipeline::start(Setup {
+        darang: "changes-until 2",
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    let done = p.wait_for(&s.id, State::Done).await;
+    assert_eq!(done.round, 2);
+    let log = p.transitions(&s.id).await;
+    assert_eq!(
+        path(&log),
+        [
+            "queued",
+            "planning",
+            "implementing",
+            "reviewing",
+            "implementing",
+            "reviewing",
+            "done"
+        ]
+    );
+    // Round 2's implementer got the reviewer's issues and the failed checklist item.
+    let runs = p.runs(&s.id).await;
+    let second = runs
+        .iter()
+        .find(|r| r.actor == Actor::Narang && r.round == 2)
+        .unwrap();
+    let contract = p.files.contract_of(&second.run_id);
+    let issues = contract["reviewIssues"].as_array().unwrap();
+    assert_eq!(issues.len(), 2, "{contract:#}");
+    assert_eq!(issues[0]["message"], "validate the password length");
+    assert!(
+        issues[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no test for the empty form")
+    );
+    let stdin = p.files.stdin_of(&second.run_id);
+    assert!(
+        stdin.contains("- [major] src/login.rs:12 validate the password length"),
+        "{stdin}"
+    );
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_failures_escalate_and_resume_with_focus_reaches_the_sister() {
+    let p = Pipeline::start(Setup {
+        narang: "fail-first 3",
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    let escalated = p.wait_for(&s.id, State::Escalated).await;
+    assert_eq!(escalated.attempt, 3);
+    let log = p.transitions(&s.id).await;
+    let last = log.last().unwrap();
+    match &last.note {
+        Some(Note::Escalated {
+            escalation:
+                Escalation::AttemptsExhausted {
+                    attempts: 3, last, ..
+                },
+        }) => assert_eq!(last.detail, "exited with code 1"),
+        other => panic!("expected attempts exhausted, got {other:?}"),
+    }
+    let retries = log
+        .iter()
+        .filter(|t| matches!(t.note, Some(Note::Retry { .. })))
+        .count();
+    assert_eq!(retries, 2, "two retries between the three tries");
+
+    let answer = p
+        .command(&s.id, CommandKind::Resume, Some("try the simpler fix"))
+        .await;
+    assert_eq!(
+        answer,
+        Answer::Applied("SPRINT-001: escalated → implementing".into())
+    );
+    p.wait_for(&s.id, State::Done).await;
+    let runs = p.runs(&s.id).await;
+    let resumed = runs
+        .iter()
+        .filter(|r| r.actor == Actor::Narang)
+        .nth(3)
+        .unwrap();
+    assert_eq!(resumed.attempt, 1, "resume resets the attempts");
+    assert!(
+        p.files
+            .stdin_of(&resumed.run_id)
+            .ends_with("Additional focus: try the simpler fix\n"),
+        "{}",
+        p.files.stdin_of(&resumed.run_id)
+    );
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn review_rounds_exhausted_escalates() {
+    let p = Pipeline::start(Setup {
+        darang: "changes-until 99",
+        max_review_rounds: 2,
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    let escalated = p.wait_for(&s.id, State::Escalated).await;
+    assert_eq!(escalated.round, 2);
+    let last = p.transitions(&s.id).await.pop().unwrap();
+    assert!(matches!(
+        last.note,
+        Some(Note::Escalated {
+            escalation: Escalation::ReviewRoundsExhausted { rounds: 2 }
+        })
+    ));
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn harang_abort_ends_the_sprint() {
+    let p = Pipeline::start(Setup {
+        harang: "abort",
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Aborted).await;
+    assert_eq!(
+        path(&p.transitions(&s.id).await),
+        ["queued", "planning", "aborted"]
+    );
+    assert_eq!(
+        p.command(&s.id, CommandKind::Resume, None).await,
+        Answer::Refused("SPRINT-001 is aborted: a finished sprint accepts no more commands".into())
+    );
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn darang_abort_ends_the_sprint() {
+    let p = Pipeline::start(Setup {
+        darang: "abort",
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Aborted).await;
+    let log = p.transitions(&s.id).await;
+    assert_eq!(
+        path(&log),
+        ["queued", "planning", "implementing", "reviewing", "aborted"]
+    );
+    assert_eq!(log.last().unwrap().event, "darang:ABORT");
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_from_the_wrong_sister_is_a_protocol_violation() {
+    let p = Pipeline::start(Setup {
+        narang: "wrong-actor",
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Aborted).await;
+    let runs = p.runs(&s.id).await;
+    let last = runs.last().unwrap();
+    assert_eq!(last.outcome, Some(RunOutcome::ProtocolViolation));
+    assert!(
+        last.detail
+            .as_deref()
+            .unwrap()
+            .contains("the message is from erang")
+    );
+    assert!(
+        last.stdout_tail.as_deref().unwrap().contains("DEPLOY_DONE"),
+        "the raw output is kept"
+    );
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_for_another_sprint_is_a_protocol_violation() {
+    let p = Pipeline::start(Setup {
+        harang: "wrong-sprint",
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Aborted).await;
+    let runs = p.runs(&s.id).await;
+    assert_eq!(runs[0].outcome, Some(RunOutcome::ProtocolViolation));
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_user_abort_kills_the_running_sister_and_records_cancelled() {
+    let p = Pipeline::start(Setup {
+        narang: "hang",
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Implementing).await;
+    let pid = loop {
+        if let Some(pid) = p.files.hanging_pid(Actor::Narang) {
+            break pid;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let answer = p
+        .command(&s.id, CommandKind::Abort, Some("wrong approach"))
+        .await;
+    assert_eq!(
+        answer,
+        Answer::Applied("SPRINT-001: implementing → aborted".into())
+    );
+    assert_eq!(alive(&[pid]), Vec::<u32>::new(), "the sister was killed");
+    let runs = p.runs(&s.id).await;
+    assert_eq!(runs.last().unwrap().outcome, Some(RunOutcome::Cancelled));
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_approvals_make_one_transition_and_approve_after_abort_is_refused() {
+    let p = Pipeline::start(Setup::default()).await;
+    let s = p.start_sprint("app", "one", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    // Both recorded before the orchestrator looks: exactly one may win.
+    let now = hanarang::orchestrator::now_ms();
+    let a = p
+        .store
+        .submit_command(&s.id, CommandKind::Approve, None, "discord:1", now)
+        .await
+        .unwrap();
+    let b = p
+        .store
+        .submit_command(&s.id, CommandKind::Approve, None, "cli", now)
+        .await
+        .unwrap();
+    p.handle.wake();
+    p.wait_for(&s.id, State::Deployed).await;
+    let (a, b) = (
+        p.store.command(a).await.unwrap().unwrap(),
+        p.store.command(b).await.unwrap().unwrap(),
+    );
+    let statuses = [a.status.as_str(), b.status.as_str()];
+    assert_eq!(statuses, ["applied", "refused"]);
+    assert!(b.result.unwrap().contains("not done"));
+    let approvals = p
+        .transitions(&s.id)
+        .await
+        .iter()
+        .filter(|t| t.event == "approve")
+        .count();
+    assert_eq!(approvals, 1);
+
+    let t = p.start_sprint("app", "two", None).await;
+    p.wait_for(&t.id, State::Done).await;
+    assert_eq!(
+        p.command(&t.id, CommandKind::Abort, None).await,
+        Answer::Applied("SPRINT-002: done → aborted".into())
+    );
+    assert_eq!(
+        p.command(&t.id, CommandKind::Approve, None).await,
+        Answer::Refused("SPRINT-002 is aborted: a finished sprint accepts no more commands".into())
+    );
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_projects_run_at_once_and_one_projects_sprints_run_one_after_the_other() {
+    let files = Files::new(&Setup {
+        harang: "wait-for RELEASE",
+        projects: &["app", "web"],
+        ..Setup::default()
+    });
+    // The planner waits for a file the test creates: both projects' planners must be
+    // running at the same time before it does.
+    let release = files.state_dir.join("release");
+    let config = std::fs::read_to_string(&files.config_path)
+        .unwrap()
+        .replace(
+            "\"RELEASE\"",
+            &format!("{:?}", release.display().to_string()),
+        );
+    std::fs::write(&files.config_path, config).unwrap();
+    let p = Pipeline::start_with(files).await;
+    let a1 = p.start_sprint("app", "app first", None).await;
+    let a2 = p.start_sprint("app", "app second", None).await;
+    let w1 = p.start_sprint("web", "web first", None).await;
+    let running_both = async {
+        loop {
+            let in_flight = p.store.runs_in_flight().await.unwrap();
+            let sprints: Vec<&str> = in_flight.iter().map(|r| r.sprint_id.as_str()).collect();
+            if sprints.contains(&a1.id.as_str()) && sprints.contains(&w1.id.as_str()) {
+                return sprints.len();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    assert_eq!(
+        running_both.await,
+        2,
+        "app's second sprint waits for the pipeline lock"
+    );
+    assert_eq!(
+        p.store.sprint(&a2.id).await.unwrap().unwrap().state,
+        State::Queued
+    );
+    std::fs::write(&release, "").unwrap();
+
+    for id in [&a1.id, &w1.id] {
+        p.wait_for(id, State::Done).await;
+        p.command(id, CommandKind::Approve, None).await;
+    }
+    // The first app sprint holds the lock until it is deployed.
+    p.wait_for(&a1.id, State::Deployed).await;
+    p.wait_for(&a2.id, State::Done).await;
+    let first_done = p.transitions(&a1.id).await.last().unwrap().global_seq;
+    let second_starts = p.transitions(&a2.id).await.first().unwrap().global_seq;
+    assert!(
+        second_starts > first_done,
+        "app's second sprint started only after the first was deployed"
+    );
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_orchestrator_on_the_same_database_is_refused() {
+    let p = Pipeline::start(Setup::default()).await;
+    let second = Orchestrator::start(p.config.clone(), p.store.clone()).await;
+    match second {
+        Err(OrchestratorError::Lease(LeaseError::Held(holder))) => {
+            assert_eq!(holder.pid, i64::from(std::process::id()));
+        }
+        Err(e) => panic!("expected the lease to be held, got {e}"),
+        Ok(_) => panic!("a second orchestrator started"),
+    }
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_given_while_no_orchestrator_runs_is_applied_when_one_starts() {
+    let p = Pipeline::start(Setup::default()).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    let files = p.stop().await;
+
+    let out = files.hanarang(&["sprint", "approve", "SPRINT-001"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout
+            .contains("no orchestrator is running, so it is applied when `hanarang serve` starts"),
+        "{stdout}"
+    );
+
+    let p = Pipeline::start_with(files).await;
+    p.wait_for("SPRINT-001", State::Deployed).await;
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approve_on_a_sprint_not_in_done_is_refused_with_exit_4() {
+    let p = Pipeline::start(Setup {
+        narang: "hang",
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Implementing).await;
+    let out = p.files.hanarang(&["sprint", "approve", &s.id]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "refused: SPRINT-001 is implementing, not done: only a sprint waiting for deploy approval can be approved"
+    );
+    let unknown = p.files.hanarang(&["sprint", "approve", "SPRINT-404"]);
+    assert_eq!(unknown.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no sprint SPRINT-404"));
+    assert_eq!(
+        p.store.sprint(&s.id).await.unwrap().unwrap().state,
+        State::Implementing,
+        "nothing changed"
+    );
+    p.stop().await;
+}
