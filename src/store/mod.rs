@@ -140,11 +140,25 @@ impl Store {
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
         let filename = options.get_filename().to_path_buf();
+        let in_memory = filename.as_os_str().is_empty() || filename.as_os_str() == ":memory:";
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options)
             .await
             .map_err(open_err)?;
+        // sqlx does not lock SQLite migrations across processes: `serve` and a CLI command
+        // opening a fresh database at once would both create the tables. A file lock
+        // beside the database makes one wait for the other.
+        let migration_lock = if in_memory {
+            None
+        } else {
+            let mut path = filename.clone().into_os_string();
+            path.push("-migrate.lock");
+            Some(lock_file(PathBuf::from(path)).await.map_err(|e| StoreError::Open {
+                url: url.to_string(),
+                source: sqlx::Error::Io(e),
+            })?)
+        };
         MIGRATOR
             .run(&pool)
             .await
@@ -152,7 +166,8 @@ impl Store {
                 url: url.to_string(),
                 source,
             })?;
-        let runs_dir = if filename.as_os_str().is_empty() || filename.as_os_str() == ":memory:" {
+        drop(migration_lock);
+        let runs_dir = if in_memory {
             std::env::temp_dir().join(format!("hanarang-runs-{}", std::process::id()))
         } else {
             let mut dir = filename.into_os_string();
@@ -583,6 +598,21 @@ impl Store {
         .await?;
         Ok(())
     }
+}
+
+/// Takes an exclusive lock on `path` (created if missing), waiting for it.
+async fn lock_file(path: PathBuf) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
+    tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, errno)| std::io::Error::from(errno))
+    })
+    .await
+    .map_err(std::io::Error::other)?
 }
 
 /// `SPRINT-001`, ..., `SPRINT-999`, `SPRINT-1000`.

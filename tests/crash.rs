@@ -1,0 +1,238 @@
+//! `kill -9` of a real `hanarang serve` in the middle of a stage, then a restart: the
+//! in-flight run is recorded as interrupted, its sister's process group is killed, and the
+//! sprint goes on — re-run for planning and reviewing, escalated for a deploy. The
+//! transitions log has no gap and no duplicate.
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use hanarang::handoff::message::Actor;
+use hanarang::pipeline::State;
+use hanarang::pipeline::fsm::{Escalation, Note};
+use hanarang::sister::RunOutcome;
+use hanarang::store::Store;
+use support::alive;
+use support::pipeline::{Files, PATIENCE, Setup, assert_log_is_whole, wait_for};
+
+struct Serve {
+    child: Child,
+}
+
+impl Serve {
+    fn start(files: &Files, log: &str) -> Serve {
+        let log = std::fs::File::create(files.dir.path().join(log)).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_hanarang"))
+            .arg("--config")
+            .arg(&files.config_path)
+            .arg("serve")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start hanarang serve");
+        Serve { child }
+    }
+
+    /// SIGKILL: no cleanup of any kind.
+    fn kill_9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, and the exit code.
+    fn stop(mut self) -> Option<i32> {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        self.child.wait().ok().and_then(|s| s.code())
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until the sister of `actor` hangs, with its pid recorded in the database.
+async fn hanging(files: &Files, store: &Store, actor: Actor) -> u32 {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let recorded = store
+            .runs_in_flight()
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.actor == actor && r.pid.is_some());
+        if recorded && let Some(pid) = files.hanging_pid(actor) {
+            return pid;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{actor} never started hanging; serve said:\n{}\nruns: {:#?}",
+            std::fs::read_to_string(files.dir.path().join("serve-1.log")).unwrap_or_default(),
+            store.runs("SPRINT-001").await.unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn cli(files: &Files, args: &[&str]) -> String {
+    let out = files.hanarang(args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Kills serve while `actor` runs, restarts it, and returns the store and the sister's pid.
+async fn crash_during(files: &Files, actor: Actor, approve_first: bool) -> (Store, u32) {
+    let serve = Serve::start(files, "serve-1.log");
+    let store = Store::open(&files.config().database.url).await.unwrap();
+    let id = cli(files, &["sprint", "start", "Add a login page"]);
+    assert_eq!(id, "SPRINT-001");
+    if approve_first {
+        wait_for(&store, &id, |s| s.state == State::Done, "done").await;
+        assert!(cli(files, &["sprint", "approve", &id]).contains("done → deploying"));
+    }
+    let pid = hanging(files, &store, actor).await;
+    serve.kill_9();
+    assert_eq!(
+        alive(&[pid]),
+        vec![pid],
+        "the sister outlives the killed orchestrator"
+    );
+    (store, pid)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_while_planning_reruns_the_planner() {
+    let files = Files::new(&Setup {
+        harang: "hang-first 1",
+        ..Setup::default()
+    });
+    let (store, pid) = crash_during(&files, Actor::Harang, false).await;
+    let serve = Serve::start(&files, "serve-2.log");
+    wait_for(&store, "SPRINT-001", |s| s.state == State::Done, "done").await;
+    assert_eq!(
+        alive(&[pid]),
+        Vec::<u32>::new(),
+        "the restart killed the orphaned sister"
+    );
+    let runs = store.runs("SPRINT-001").await.unwrap();
+    assert_eq!(runs[0].outcome, Some(RunOutcome::Interrupted));
+    assert_eq!(
+        (runs[1].actor, runs[1].attempt),
+        (Actor::Harang, 2),
+        "planning re-ran as a new attempt"
+    );
+    let log = store.transitions("SPRINT-001").await.unwrap();
+    assert_log_is_whole(&log);
+    assert_eq!(
+        log.iter()
+            .filter(|t| t.event == "failed:interrupted")
+            .count(),
+        1
+    );
+    assert_eq!(serve.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_while_reviewing_reruns_the_reviewer() {
+    let files = Files::new(&Setup {
+        darang: "hang-first 1",
+        ..Setup::default()
+    });
+    let (store, pid) = crash_during(&files, Actor::Darang, false).await;
+    let serve = Serve::start(&files, "serve-2.log");
+    wait_for(&store, "SPRINT-001", |s| s.state == State::Done, "done").await;
+    assert_eq!(alive(&[pid]), Vec::<u32>::new());
+    let runs = store.runs("SPRINT-001").await.unwrap();
+    let reviews: Vec<_> = runs.iter().filter(|r| r.actor == Actor::Darang).collect();
+    assert_eq!(reviews.len(), 2);
+    assert_eq!(reviews[0].outcome, Some(RunOutcome::Interrupted));
+    assert_eq!(reviews[1].outcome, Some(RunOutcome::Handoff));
+    assert_log_is_whole(&store.transitions("SPRINT-001").await.unwrap());
+    assert_eq!(serve.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_while_deploying_escalates_and_never_redeploys_without_a_human() {
+    let files = Files::new(&Setup {
+        erang: "hang-first 1",
+        ..Setup::default()
+    });
+    let (store, pid) = crash_during(&files, Actor::Erang, true).await;
+    let serve = Serve::start(&files, "serve-2.log");
+    let escalated = wait_for(
+        &store,
+        "SPRINT-001",
+        |s| s.state == State::Escalated,
+        "escalated",
+    )
+    .await;
+    assert_eq!(alive(&[pid]), Vec::<u32>::new());
+    let log = store.transitions("SPRINT-001").await.unwrap();
+    assert_log_is_whole(&log);
+    assert!(matches!(
+        log.last().unwrap().note,
+        Some(Note::Escalated {
+            escalation: Escalation::DeployInterrupted { .. }
+        })
+    ));
+    let deploys =
+        |runs: &[hanarang::store::Run]| runs.iter().filter(|r| r.actor == Actor::Erang).count();
+    assert_eq!(
+        deploys(&store.runs("SPRINT-001").await.unwrap()),
+        1,
+        "no second deploy on its own"
+    );
+    assert_eq!(
+        escalated.resume.map(|r| r.stage.to_string()),
+        Some("deploying".into())
+    );
+
+    // A human's word re-runs it.
+    assert!(cli(&files, &["sprint", "resume", "SPRINT-001"]).contains("escalated → deploying"));
+    wait_for(
+        &store,
+        "SPRINT-001",
+        |s| s.state == State::Deployed,
+        "deployed",
+    )
+    .await;
+    assert_eq!(deploys(&store.runs("SPRINT-001").await.unwrap()), 2);
+    assert_log_is_whole(&store.transitions("SPRINT-001").await.unwrap());
+    assert_eq!(serve.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_serve_is_refused_with_the_holders_pid() {
+    let files = Files::new(&Setup::default());
+    let first = Serve::start(&files, "serve-1.log");
+    let store = Store::open(&files.config().database.url).await.unwrap();
+    // Wait until the first holds the lease.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while store.lease().await.unwrap().is_none() {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let second = files.hanarang(&["serve"]);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "another orchestrator already runs on this database: pid {}",
+            first.child.id()
+        )),
+        "{stderr}"
+    );
+    assert_eq!(first.stop(), Some(0));
+}
