@@ -154,10 +154,14 @@ impl Store {
         } else {
             let mut path = filename.clone().into_os_string();
             path.push("-migrate.lock");
-            Some(lock_file(PathBuf::from(path)).await.map_err(|e| StoreError::Open {
-                url: url.to_string(),
-                source: sqlx::Error::Io(e),
-            })?)
+            Some(
+                lock_file(PathBuf::from(path))
+                    .await
+                    .map_err(|e| StoreError::Open {
+                        url: url.to_string(),
+                        source: sqlx::Error::Io(e),
+                    })?,
+            )
         };
         MIGRATOR
             .run(&pool)
