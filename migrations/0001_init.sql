@@ -21,6 +21,7 @@ CREATE TABLE sprints (
     updated_at    INTEGER NOT NULL
 );
 CREATE INDEX sprints_by_project_state ON sprints (project, state, number);
+CREATE INDEX sprints_by_state ON sprints (state, number);
 
 CREATE TABLE transitions (
     global_seq  INTEGER PRIMARY KEY AUTOINCREMENT, -- order across sprints (delivery cursors)

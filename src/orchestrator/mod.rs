@@ -28,6 +28,9 @@ use crate::store::{Command, CommandStatus, RunEnd, Sprint, Store, StoreError, Tr
 /// How often the database is looked at for commands from another process (the CLI).
 const COMMAND_POLL: Duration = Duration::from_millis(200);
 
+/// How long the loop sleeps when nothing is due (commands still wake it).
+const IDLE: Duration = Duration::from_secs(3600);
+
 /// How many transitions a slow subscriber may fall behind before it must catch up from
 /// the log.
 const BROADCAST_CAPACITY: usize = 1024;
@@ -144,10 +147,10 @@ impl Orchestrator {
         tokio::pin!(shutdown);
         let mut heartbeat = tokio::time::interval(lease::HEARTBEAT);
         let result = loop {
-            if let Err(e) = self.step().await {
-                break Err(e);
-            }
-            let next_due = self.next_due_in().await;
+            let next_due = match self.step().await {
+                Ok(d) => d,
+                Err(e) => break Err(e),
+            };
             tokio::select! {
                 () = &mut shutdown => break Ok(()),
                 Some(done) = self.finished_rx.recv() => {
@@ -169,58 +172,43 @@ impl Orchestrator {
         result.and(stopped)
     }
 
-    /// One pass: answer commands, hand out pipeline locks, spawn due sisters.
-    async fn step(&mut self) -> Result<(), OrchestratorError> {
+    /// One pass: answer commands, hand out pipeline locks, spawn due sisters. Returns how
+    /// long until the next retry is due.
+    async fn step(&mut self) -> Result<Duration, OrchestratorError> {
         for command in self.store.pending_commands().await? {
             if self.wants(&command.sprint_id) {
                 self.apply_command(command).await?;
             }
         }
-        let open: Vec<Sprint> = self
-            .store
-            .open_sprints()
-            .await?
-            .into_iter()
-            .filter(|s| self.wants(&s.id))
-            .collect();
-        self.take_locks(&open).await?;
-        let now = now_ms();
-        for sprint in self.store.open_sprints().await? {
-            let due = sprint.next_run_at.is_none_or(|at| at <= now);
-            if self.wants(&sprint.id)
-                && sprint.state.stage().is_some()
-                && due
-                && !self.running.contains_key(&sprint.id)
-            {
-                self.spawn(&sprint).await?;
+        // The design's single pipeline lock, per project: the oldest queued sprint starts
+        // when no other sprint of its project is between planning and a terminal state. A
+        // sprint waiting in `done` or `escalated` keeps the lock: the workdir holds its
+        // branch.
+        for sprint in self.store.next_in_queues().await? {
+            if self.wants(&sprint.id) {
+                self.transition(&sprint, Event::LockAcquired, None, None)
+                    .await?;
             }
         }
-        Ok(())
+        let now = now_ms();
+        let mut next_due = IDLE;
+        for sprint in self.store.sprints_in_stages().await? {
+            if !self.wants(&sprint.id) || self.running.contains_key(&sprint.id) {
+                continue;
+            }
+            match sprint.next_run_at {
+                Some(at) if at > now => {
+                    let wait = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
+                    next_due = next_due.min(wait);
+                }
+                _ => self.spawn(&sprint).await?,
+            }
+        }
+        Ok(next_due)
     }
 
     fn wants(&self, sprint_id: &str) -> bool {
         self.only.as_deref().is_none_or(|only| only == sprint_id)
-    }
-
-    /// The design's single pipeline lock, per project: the oldest queued sprint starts
-    /// when no other sprint of its project is between planning and a terminal state. A
-    /// sprint waiting in `done` or `escalated` keeps the lock: the workdir holds its branch.
-    async fn take_locks(&mut self, open: &[Sprint]) -> Result<(), OrchestratorError> {
-        let mut busy: Vec<&str> = open
-            .iter()
-            .filter(|s| s.state != State::Queued)
-            .map(|s| s.project.as_str())
-            .collect();
-        let queued: Vec<&Sprint> = open.iter().filter(|s| s.state == State::Queued).collect();
-        for sprint in queued {
-            if busy.contains(&sprint.project.as_str()) {
-                continue;
-            }
-            busy.push(sprint.project.as_str());
-            self.transition(sprint, Event::LockAcquired, None, None)
-                .await?;
-        }
-        Ok(())
     }
 
     /// Applies one event to a sprint and commits it; `Ok(None)` when the rules refuse it.
@@ -368,20 +356,6 @@ impl Orchestrator {
         }
         .instrument(span)
         .await
-    }
-
-    /// How long until the next retry is due (or a long while when none is).
-    async fn next_due_in(&self) -> Duration {
-        let Ok(open) = self.store.open_sprints().await else {
-            return COMMAND_POLL;
-        };
-        let now = now_ms();
-        open.iter()
-            .filter(|s| s.state.stage().is_some() && !self.running.contains_key(&s.id))
-            .filter_map(|s| s.next_run_at)
-            .map(|at| Duration::from_millis(u64::try_from(at.saturating_sub(now)).unwrap_or(0)))
-            .min()
-            .unwrap_or(Duration::from_secs(3600))
     }
 
     /// A run ended: record it and apply what it means, in one transaction.

@@ -257,10 +257,27 @@ impl Store {
         raws.into_iter().map(Sprint::try_from).collect()
     }
 
-    /// Sprints that are not deployed or aborted, oldest first.
-    pub async fn open_sprints(&self) -> Result<Vec<Sprint>> {
+    /// Sprints whose stage has a sister to run (planning, implementing, reviewing,
+    /// deploying), oldest first.
+    pub async fn sprints_in_stages(&self) -> Result<Vec<Sprint>> {
         let raws: Vec<SprintRaw> = sqlx::query_as(
-            "SELECT * FROM sprints WHERE state NOT IN ('deployed', 'aborted') ORDER BY number",
+            "SELECT * FROM sprints WHERE state IN ('planning', 'implementing', 'reviewing', 'deploying') ORDER BY number",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        raws.into_iter().map(Sprint::try_from).collect()
+    }
+
+    /// For each project whose pipeline lock is free (no sprint between planning and a
+    /// terminal state), its oldest queued sprint.
+    pub async fn next_in_queues(&self) -> Result<Vec<Sprint>> {
+        let raws: Vec<SprintRaw> = sqlx::query_as(
+            "SELECT * FROM sprints s
+             WHERE s.state = 'queued'
+               AND s.number = (SELECT MIN(q.number) FROM sprints q WHERE q.project = s.project AND q.state = 'queued')
+               AND NOT EXISTS (SELECT 1 FROM sprints b WHERE b.project = s.project
+                               AND b.state NOT IN ('queued', 'deployed', 'aborted'))
+             ORDER BY s.number",
         )
         .fetch_all(&self.pool)
         .await?;
