@@ -473,16 +473,13 @@ async fn sprint(config: Arc<Config>, command: SprintCommand) -> Exit {
     let submit = |id: String, kind: CommandKind, text: Option<String>| {
         let store = store.clone();
         async move {
-            let answer = client::submit(
-                &store,
-                &policy,
-                &id,
+            let request = client::Request {
+                sprint_id: &id,
                 kind,
-                text.as_deref(),
-                "cli",
-                COMMAND_WAIT,
-            )
-            .await;
+                text: text.as_deref(),
+                by: "cli",
+            };
+            let answer = client::submit(&store, &policy, request, None, COMMAND_WAIT).await;
             report_answer(&id, answer)
         }
     };

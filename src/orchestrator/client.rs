@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::lease::holder_alive;
-use super::now_ms;
+use super::{Handle, now_ms};
 use crate::pipeline::{Facts, Policy, apply};
 use crate::store::{CommandKind, CommandStatus, Store, StoreError};
 
@@ -23,17 +23,33 @@ pub enum Answer {
     Unanswered(i64),
 }
 
+/// A command to give.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    pub sprint_id: &'a str,
+    pub kind: CommandKind,
+    /// The note, focus or reason.
+    pub text: Option<&'a str>,
+    /// Who gives it: `cli`, `discord:<user id>`.
+    pub by: &'a str,
+}
+
 /// Checks a command against the sprint's current state, writes it, and waits up to
-/// `wait` for the orchestrator's answer.
+/// `wait` for the orchestrator's answer. An in-process caller passes the orchestrator's
+/// `Handle` so it wakes at once instead of at its next poll.
 pub async fn submit(
     store: &Store,
     policy: &Policy,
-    sprint_id: &str,
-    kind: CommandKind,
-    text: Option<&str>,
-    by: &str,
+    request: Request<'_>,
+    wake: Option<&Handle>,
     wait: Duration,
 ) -> Result<Answer, StoreError> {
+    let Request {
+        sprint_id,
+        kind,
+        text,
+        by,
+    } = request;
     let Some(sprint) = store.sprint(sprint_id).await? else {
         return Ok(Answer::Refused(format!("no sprint {sprint_id}")));
     };
@@ -54,6 +70,9 @@ pub async fn submit(
     let id = store
         .submit_command(sprint_id, kind, text, by, now_ms())
         .await?;
+    if let Some(handle) = wake {
+        handle.wake();
+    }
     let orchestrator_alive = store.lease().await?.as_ref().is_some_and(holder_alive);
     if !orchestrator_alive {
         return Ok(Answer::Queued(id));
@@ -62,8 +81,12 @@ pub async fn submit(
     loop {
         if let Some(c) = store.command(id).await? {
             match c.status {
-                CommandStatus::Applied => return Ok(Answer::Applied(c.result.unwrap_or_default())),
-                CommandStatus::Refused => return Ok(Answer::Refused(c.result.unwrap_or_default())),
+                CommandStatus::Applied => {
+                    return Ok(Answer::Applied(c.result.unwrap_or_default()));
+                }
+                CommandStatus::Refused => {
+                    return Ok(Answer::Refused(c.result.unwrap_or_default()));
+                }
                 CommandStatus::Pending => {}
             }
         }

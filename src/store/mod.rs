@@ -16,7 +16,9 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
-pub use rows::{Command, CommandKind, CommandStatus, Lease, Run, Sprint, TransitionRecord};
+pub use rows::{
+    Command, CommandKind, CommandStatus, ForumPost, Lease, Run, Sprint, TransitionRecord,
+};
 
 use crate::handoff::HandoffDocument;
 use crate::handoff::message::Actor;
@@ -594,6 +596,32 @@ impl Store {
             .bind(token)
             .execute(&self.pool)
             .await?;
+        Ok(())
+    }
+
+    // --- Discord forum posts --------------------------------------------------------------
+
+    pub async fn forum_post(&self, sprint_id: &str) -> Result<Option<ForumPost>> {
+        Ok(
+            sqlx::query_as("SELECT * FROM discord_threads WHERE sprint_id = ?")
+                .bind(sprint_id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    pub async fn save_forum_post(&self, post: &ForumPost) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO discord_threads (sprint_id, thread_id, board_message_id, done_message_id) VALUES (?, ?, ?, ?)
+             ON CONFLICT (sprint_id) DO UPDATE SET thread_id = excluded.thread_id,
+                 board_message_id = excluded.board_message_id, done_message_id = excluded.done_message_id",
+        )
+        .bind(&post.sprint_id)
+        .bind(post.thread_id)
+        .bind(post.board_message_id)
+        .bind(post.done_message_id)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 

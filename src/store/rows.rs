@@ -421,6 +421,16 @@ impl TryFrom<CommandRaw> for Command {
     }
 }
 
+/// A sprint's forum post in Discord. Ids are Discord snowflakes (they fit in i64).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ForumPost {
+    pub sprint_id: String,
+    pub thread_id: i64,
+    pub board_message_id: i64,
+    /// The `done` line with the approval buttons, while it has them.
+    pub done_message_id: Option<i64>,
+}
+
 /// Who holds the database.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Lease {

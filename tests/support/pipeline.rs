@@ -226,9 +226,15 @@ impl Pipeline {
 
     pub async fn command(&self, id: &str, kind: CommandKind, text: Option<&str>) -> Answer {
         let policy = Policy::from(&self.config.pipeline);
-        let answer = client::submit(&self.store, &policy, id, kind, text, "cli", PATIENCE).await;
-        self.handle.wake();
-        answer.expect("the command is recorded")
+        let request = client::Request {
+            sprint_id: id,
+            kind,
+            text,
+            by: "cli",
+        };
+        client::submit(&self.store, &policy, request, Some(&self.handle), PATIENCE)
+            .await
+            .expect("the command is recorded")
     }
 
     pub async fn wait_for(&self, id: &str, state: State) -> Sprint {

@@ -1,0 +1,124 @@
+//! What the bot writes in Discord, as pure functions: the forum post's title, the status
+//! board, and text cut to Discord's limits on a character boundary.
+
+use std::time::Duration;
+
+use crate::config::Locale;
+use crate::pipeline::State;
+use crate::store::Sprint;
+
+/// Discord's limits (counted here in UTF-16 code units, the stricter reading).
+pub const MAX_CONTENT: usize = 2000;
+pub const MAX_THREAD_NAME: usize = 100;
+pub const MAX_EPHEMERAL: usize = 2000;
+
+/// `text` cut to at most `max` UTF-16 code units, on a character boundary, with `…` when
+/// something was cut.
+pub fn cut(text: &str, max: usize) -> String {
+    if text.encode_utf16().count() <= max {
+        return text.to_string();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = c.len_utf16();
+        if used + w > max.saturating_sub(1) {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out.push('…');
+    out
+}
+
+/// `SPRINT-001 · <goal>`, cut to Discord's 100 characters.
+pub fn thread_title(sprint_id: &str, goal: &str) -> String {
+    let goal: String = goal.split_whitespace().collect::<Vec<_>>().join(" ");
+    cut(&format!("{sprint_id} · {goal}"), MAX_THREAD_NAME)
+}
+
+fn state_label(state: State, locale: Locale) -> &'static str {
+    match (state, locale) {
+        (State::Queued, Locale::Ko) => "대기",
+        (State::Planning, Locale::Ko) => "🦊 기획",
+        (State::Implementing, Locale::Ko) => "⚙️ 구현",
+        (State::Reviewing, Locale::Ko) => "🔍 리뷰",
+        (State::Done, Locale::Ko) => "✅ 완료 (배포 승인 대기)",
+        (State::Deploying, Locale::Ko) => "🚀 배포",
+        (State::Deployed, Locale::Ko) => "🎉 배포 완료",
+        (State::Escalated, Locale::Ko) => "🚨 확인 필요",
+        (State::Aborted, Locale::Ko) => "🛑 중단",
+        (State::Queued, Locale::En) => "queued",
+        (State::Planning, Locale::En) => "🦊 planning",
+        (State::Implementing, Locale::En) => "⚙️ implementing",
+        (State::Reviewing, Locale::En) => "🔍 reviewing",
+        (State::Done, Locale::En) => "✅ done (waiting for deploy approval)",
+        (State::Deploying, Locale::En) => "🚀 deploying",
+        (State::Deployed, Locale::En) => "🎉 deployed",
+        (State::Escalated, Locale::En) => "🚨 needs a human",
+        (State::Aborted, Locale::En) => "🛑 aborted",
+    }
+}
+
+/// The status board: the forum post's first message, edited in place.
+pub fn board(
+    sprint: &Sprint,
+    last_verdict: Option<&str>,
+    locale: Locale,
+    max_attempts: u32,
+    now_ms: i64,
+) -> String {
+    let elapsed = Duration::from_secs(u64::try_from((now_ms - sprint.created_at).max(0) / 1000).unwrap_or(0));
+    let elapsed = humantime::format_duration(elapsed).to_string();
+    let verdict = last_verdict.unwrap_or("—");
+    let text = match locale {
+        Locale::Ko => format!(
+            "**{} · {}**\n단계: {} ({})\n라운드: {} · 시도: {}/{}\n브랜치: `{}`\n경과: {elapsed}\n마지막 판정: {verdict}",
+            sprint.id,
+            sprint.goal.trim(),
+            state_label(sprint.state, locale),
+            sprint.state,
+            sprint.round,
+            sprint.attempt,
+            max_attempts,
+            sprint.branch,
+        ),
+        Locale::En => format!(
+            "**{} · {}**\nStage: {} ({})\nRound: {} · Attempt: {}/{}\nBranch: `{}`\nElapsed: {elapsed}\nLast verdict: {verdict}",
+            sprint.id,
+            sprint.goal.trim(),
+            state_label(sprint.state, locale),
+            sprint.state,
+            sprint.round,
+            sprint.attempt,
+            max_attempts,
+            sprint.branch,
+        ),
+    };
+    cut(&text, MAX_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_on_a_character_boundary_within_the_limit() {
+        let goal = "가".repeat(150);
+        let title = thread_title("SPRINT-001", &goal);
+        assert!(title.encode_utf16().count() <= MAX_THREAD_NAME);
+        assert!(title.starts_with("SPRINT-001 · 가가"));
+        assert!(title.ends_with('…'));
+        let emoji = "🚀".repeat(1500);
+        let cut_text = cut(&emoji, MAX_CONTENT);
+        assert!(cut_text.encode_utf16().count() <= MAX_CONTENT);
+        assert!(cut_text.chars().rev().skip(1).all(|c| c == '🚀'));
+        assert_eq!(cut("short", 10), "short");
+    }
+
+    #[test]
+    fn a_title_is_one_line() {
+        assert_eq!(thread_title("SPRINT-002", "fix\nthe   login"), "SPRINT-002 · fix the login");
+    }
+}
