@@ -250,6 +250,21 @@ async fn shutdown_signal() {
 }
 
 async fn serve(config: Arc<Config>) -> Exit {
+    // The token is checked before anything starts: a missing or refused token is the
+    // operator's to fix (exit 2), not something to find out later.
+    let discord = match &config.discord {
+        None => None,
+        Some(d) => {
+            let http = match crate::discord::read_token(d) {
+                Ok(token) => crate::discord::http(d, &token),
+                Err(e) => return discord_failed(&e),
+            };
+            if let Err(e) = crate::discord::check_token(d, &http).await {
+                return discord_failed(&e);
+            }
+            Some((d.clone(), http))
+        }
+    };
     let Ok(store) = open_store(&config).await else {
         return Exit::Failure;
     };
@@ -257,13 +272,79 @@ async fn serve(config: Arc<Config>) -> Exit {
         Ok(o) => o,
         Err(exit) => return exit,
     };
-    tracing::info!(database = %config.database.url, projects = config.projects.len(), "orchestrator started");
-    match orchestrator.run(shutdown_signal()).await {
-        Ok(()) => Exit::Success,
-        Err(e) => {
+    tracing::info!(database = %config.database.url, projects = config.projects.len(), discord = discord.is_some(), "orchestrator started");
+    let (stop, _) = tokio::sync::broadcast::channel::<()>(1);
+    let stopped = |stop: &tokio::sync::broadcast::Sender<()>| {
+        let mut rx = stop.subscribe();
+        async move {
+            let _ = rx.recv().await;
+        }
+    };
+    let has_bot = discord.is_some();
+    let bot = discord.map(|(d, http)| {
+        tokio::spawn(crate::discord::run(
+            config.clone(),
+            d,
+            orchestrator.handle(),
+            http,
+            stopped(&stop),
+        ))
+    });
+    let bot = async move {
+        match bot {
+            Some(task) => task.await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(bot);
+    let mut driver = tokio::spawn(orchestrator.run(stopped(&stop)));
+    // Until a signal, or until the orchestrator or the bot stops on its own (an error).
+    let (mut bot_result, mut driver_result) = (None, None);
+    tokio::select! {
+        () = shutdown_signal() => {}
+        r = &mut driver => driver_result = Some(r),
+        r = &mut bot => bot_result = Some(r),
+    }
+    tracing::info!("shutting down");
+    let _ = stop.send(());
+    if has_bot && bot_result.is_none() {
+        bot_result = Some(bot.await);
+    }
+    let driver_result = match driver_result {
+        Some(r) => r,
+        None => driver.await,
+    };
+    let mut exit = Exit::Success;
+    match bot_result {
+        None | Some(Ok(Ok(()))) => {}
+        Some(Ok(Err(e))) => {
+            eprintln!("hanarang serve: {e}");
+            exit = Exit::Failure;
+        }
+        Some(Err(e)) => {
+            eprintln!("hanarang serve: the Discord bridge failed: {e}");
+            exit = Exit::Failure;
+        }
+    }
+    match driver_result {
+        Ok(Ok(())) => exit,
+        Ok(Err(e)) => {
             eprintln!("hanarang serve: {e}");
             Exit::Failure
         }
+        Err(e) => {
+            eprintln!("hanarang serve: the orchestrator failed: {e}");
+            Exit::Failure
+        }
+    }
+}
+
+fn discord_failed(e: &crate::discord::StartError) -> Exit {
+    eprintln!("hanarang serve: {e}");
+    if e.is_config() {
+        Exit::Usage
+    } else {
+        Exit::Failure
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod discord;
 pub mod handoff;
 pub mod logging;
 pub mod notify;

@@ -69,7 +69,8 @@ pub fn board(
     max_attempts: u32,
     now_ms: i64,
 ) -> String {
-    let elapsed = Duration::from_secs(u64::try_from((now_ms - sprint.created_at).max(0) / 1000).unwrap_or(0));
+    let elapsed =
+        Duration::from_secs(u64::try_from((now_ms - sprint.created_at).max(0) / 1000).unwrap_or(0));
     let elapsed = humantime::format_duration(elapsed).to_string();
     let verdict = last_verdict.unwrap_or("—");
     let text = match locale {
@@ -119,6 +120,9 @@ mod tests {
 
     #[test]
     fn a_title_is_one_line() {
-        assert_eq!(thread_title("SPRINT-002", "fix\nthe   login"), "SPRINT-002 · fix the login");
+        assert_eq!(
+            thread_title("SPRINT-002", "fix\nthe   login"),
+            "SPRINT-002 · fix the login"
+        );
     }
 }

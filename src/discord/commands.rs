@@ -1,0 +1,465 @@
+//! `/sprint …` slash commands and the buttons/modal of the `done` line. Every interaction
+//! is acknowledged first (deferred, or refused at once), then answered from the database:
+//! Discord's 3-second deadline holds even when the database is busy. Steering needs an
+//! approver; anyone in the guild may start a sprint or look at one.
+
+use std::time::Duration;
+
+use poise::CreateReply;
+use poise::serenity_prelude as serenity;
+use serenity::{
+    ActionRowComponent, ComponentInteraction, CreateActionRow, CreateAllowedMentions, CreateButton,
+    CreateInputText, CreateInteractionResponse, CreateInteractionResponseFollowup,
+    CreateInteractionResponseMessage, CreateModal, InputTextStyle, ModalInteraction,
+};
+
+use super::checks::may_steer;
+use super::render::{MAX_EPHEMERAL, cut};
+use super::{Context, Data, Error};
+use crate::config::Locale;
+use crate::orchestrator::client::{self, Answer, Request};
+use crate::orchestrator::now_ms;
+use crate::store::CommandKind;
+
+/// How long an interaction waits for the orchestrator's answer before saying so.
+const ANSWER_WAIT: Duration = Duration::from_secs(10);
+
+/// The slash commands, for poise.
+pub fn all() -> Vec<poise::Command<Data, Error>> {
+    vec![sprint()]
+}
+
+/// Start, inspect and steer sprints
+#[poise::command(
+    slash_command,
+    guild_only,
+    subcommands(
+        "start",
+        "status",
+        "log",
+        "approve",
+        "request_changes",
+        "resume",
+        "abort",
+        "handoff"
+    ),
+    subcommand_required
+)]
+pub async fn sprint(_ctx: Context<'_>) -> Result<(), Error> {
+    Ok(())
+}
+
+/// Queue a new sprint
+#[poise::command(slash_command, guild_only)]
+async fn start(
+    ctx: Context<'_>,
+    #[description = "What the sprint should achieve"] goal: String,
+    #[description = "The configured project (optional with one project)"] project: Option<String>,
+    #[description = "Extra instructions for the first sister"] focus: Option<String>,
+) -> Result<(), Error> {
+    ctx.defer_ephemeral().await?;
+    let data = ctx.data();
+    let project = match data.config.project(project.as_deref()) {
+        Ok((name, _)) => name.to_string(),
+        Err(e) => return reply(ctx, &e).await,
+    };
+    if goal.trim().is_empty() {
+        return reply(ctx, "the goal must not be empty").await;
+    }
+    let sprint = data
+        .handle
+        .store
+        .create_sprint(
+            &project,
+            goal.trim(),
+            focus.as_deref(),
+            &data.config.pipeline.branch_template,
+            now_ms(),
+        )
+        .await?;
+    data.handle.wake();
+    let text = match data.config.pipeline.locale {
+        Locale::Ko => format!("{} 대기열에 추가: {}", sprint.id, sprint.goal),
+        Locale::En => format!("{} queued: {}", sprint.id, sprint.goal),
+    };
+    reply(ctx, &text).await
+}
+
+/// Show a sprint, or every sprint that is not finished
+#[poise::command(slash_command, guild_only)]
+async fn status(
+    ctx: Context<'_>,
+    #[description = "Sprint id, e.g. SPRINT-001"] id: Option<String>,
+) -> Result<(), Error> {
+    ctx.defer_ephemeral().await?;
+    let store = &ctx.data().handle.store;
+    let sprints = match id {
+        Some(id) => store.sprint(&sprint_id(&id)).await?.into_iter().collect(),
+        None => store
+            .sprints()
+            .await?
+            .into_iter()
+            .filter(|s| !s.state.is_terminal())
+            .collect::<Vec<_>>(),
+    };
+    let text = if sprints.is_empty() {
+        "no such sprint".to_string()
+    } else {
+        sprints
+            .iter()
+            .map(|s| {
+                format!(
+                    "`{}` **{}** round {} attempt {} — {}",
+                    s.id, s.state, s.round, s.attempt, s.goal
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    reply(ctx, &text).await
+}
+
+/// The transitions of a sprint
+#[poise::command(slash_command, guild_only)]
+async fn log(
+    ctx: Context<'_>,
+    #[description = "Sprint id, e.g. SPRINT-001"] id: String,
+) -> Result<(), Error> {
+    ctx.defer_ephemeral().await?;
+    let data = ctx.data();
+    let id = sprint_id(&id);
+    let Some(sprint) = data.handle.store.sprint(&id).await? else {
+        return reply(ctx, &format!("no sprint {id}")).await;
+    };
+    let cx = data.line_context(&sprint);
+    let lines: Vec<String> = data
+        .handle
+        .store
+        .transitions(&id)
+        .await?
+        .iter()
+        .map(|t| format!("`#{}` {}", t.seq, crate::notify::render(t, &cx).text))
+        .collect();
+    // The newest lines matter most when the log is longer than a message.
+    let mut text = String::new();
+    for line in lines.iter().rev() {
+        if text.len() + line.len() + 1 > MAX_EPHEMERAL - 50 {
+            text.insert_str(0, "…\n");
+            break;
+        }
+        text.insert_str(0, &format!("{line}\n"));
+    }
+    reply(ctx, &format!("**{} · {}**\n{text}", sprint.id, sprint.goal)).await
+}
+
+/// Approve the deploy of a sprint waiting in done
+#[poise::command(slash_command, guild_only)]
+async fn approve(
+    ctx: Context<'_>,
+    #[description = "Sprint id, e.g. SPRINT-001"] id: String,
+) -> Result<(), Error> {
+    steer(ctx, &id, CommandKind::Approve, None).await
+}
+
+/// Send a sprint in done back to the implementer
+#[poise::command(slash_command, guild_only, rename = "request-changes")]
+async fn request_changes(
+    ctx: Context<'_>,
+    #[description = "Sprint id, e.g. SPRINT-001"] id: String,
+    #[description = "What should change"] note: String,
+) -> Result<(), Error> {
+    steer(ctx, &id, CommandKind::RequestChanges, Some(note)).await
+}
+
+/// Resume an escalated sprint
+#[poise::command(slash_command, guild_only)]
+async fn resume(
+    ctx: Context<'_>,
+    #[description = "Sprint id, e.g. SPRINT-001"] id: String,
+    #[description = "Instructions for the sister that resumes"] focus: Option<String>,
+) -> Result<(), Error> {
+    steer(ctx, &id, CommandKind::Resume, focus).await
+}
+
+/// Stop a sprint for good
+#[poise::command(slash_command, guild_only)]
+async fn abort(
+    ctx: Context<'_>,
+    #[description = "Sprint id, e.g. SPRINT-001"] id: String,
+    #[description = "Why"] reason: Option<String>,
+) -> Result<(), Error> {
+    steer(ctx, &id, CommandKind::Abort, reason).await
+}
+
+/// Restart the running sister as a fresh session seeded with a handoff document
+#[poise::command(slash_command, guild_only)]
+async fn handoff(
+    ctx: Context<'_>,
+    #[description = "Sprint id, e.g. SPRINT-001"] id: String,
+    #[description = "Instructions for the fresh session"] focus: Option<String>,
+) -> Result<(), Error> {
+    steer(ctx, &id, CommandKind::Handoff, focus).await
+}
+
+async fn steer(
+    ctx: Context<'_>,
+    id: &str,
+    kind: CommandKind,
+    text: Option<String>,
+) -> Result<(), Error> {
+    ctx.defer_ephemeral().await?;
+    let data = ctx.data();
+    let user = ctx.author().id.get();
+    let roles: Vec<u64> = ctx
+        .author_member()
+        .await
+        .map(|m| m.roles.iter().map(|r| r.get()).collect())
+        .unwrap_or_default();
+    if !may_steer(&data.discord, user, &roles) {
+        return reply(ctx, &not_allowed(data.config.pipeline.locale)).await;
+    }
+    let answer = data.give(&sprint_id(id), kind, text.as_deref(), user).await;
+    reply(ctx, &answer).await
+}
+
+/// An ephemeral reply that can ping nobody.
+async fn reply(ctx: Context<'_>, text: &str) -> Result<(), Error> {
+    ctx.send(
+        CreateReply::default()
+            .content(cut(text, MAX_EPHEMERAL))
+            .ephemeral(true)
+            .allowed_mentions(CreateAllowedMentions::new()),
+    )
+    .await?;
+    Ok(())
+}
+
+fn not_allowed(locale: Locale) -> String {
+    match locale {
+        Locale::Ko => "권한이 없어요: 승인자만 할 수 있어요. 아무것도 바뀌지 않았어요.".into(),
+        Locale::En => "Not allowed: only approvers can do this. Nothing changed.".into(),
+    }
+}
+
+/// `SPRINT-001`, `sprint-001`, `1` and `001` all name SPRINT-001.
+pub fn sprint_id(input: &str) -> String {
+    let input = input.trim();
+    let digits = input
+        .strip_prefix("SPRINT-")
+        .or_else(|| input.strip_prefix("sprint-"))
+        .unwrap_or(input);
+    match digits.parse::<i64>() {
+        Ok(n) if n > 0 => crate::store::sprint_id(n),
+        _ => input.to_uppercase(),
+    }
+}
+
+impl Data {
+    /// Gives a command as a Discord user and words the answer.
+    pub(super) async fn give(
+        &self,
+        sprint_id: &str,
+        kind: CommandKind,
+        text: Option<&str>,
+        user: u64,
+    ) -> String {
+        let by = format!("discord:{user}");
+        let request = Request {
+            sprint_id,
+            kind,
+            text,
+            by: &by,
+        };
+        let ko = self.config.pipeline.locale == Locale::Ko;
+        match client::submit(
+            &self.handle.store,
+            &self.policy,
+            request,
+            Some(&self.handle),
+            ANSWER_WAIT,
+        )
+        .await
+        {
+            Ok(Answer::Applied(what)) => what,
+            Ok(Answer::Refused(why)) if ko => format!("거절됨: {why}"),
+            Ok(Answer::Refused(why)) => format!("Refused: {why}"),
+            Ok(Answer::Queued(n) | Answer::Unanswered(n)) if ko => {
+                format!("명령 #{n} 기록됨: 오케스트레이터가 곧 적용해요")
+            }
+            Ok(Answer::Queued(n) | Answer::Unanswered(n)) => {
+                format!("Recorded as command #{n}: the orchestrator applies it shortly")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, sprint = sprint_id, "a Discord command failed");
+                "the database could not take the command; see the orchestrator's log".into()
+            }
+        }
+    }
+}
+
+// --- the buttons of the `done` line ------------------------------------------------------
+
+const PREFIX: &str = "hanarang";
+
+/// The approve / request changes / abort buttons. Their ids carry the sprint, so they
+/// keep working after a restart: the state always comes from the database.
+pub fn done_buttons(sprint_id: &str, locale: Locale) -> Vec<CreateActionRow> {
+    let (approve, changes, abort) = match locale {
+        Locale::Ko => ("배포 승인", "변경 요청", "중단"),
+        Locale::En => ("Approve deploy", "Request changes", "Abort"),
+    };
+    vec![CreateActionRow::Buttons(vec![
+        CreateButton::new(format!("{PREFIX}:approve:{sprint_id}"))
+            .label(approve)
+            .style(serenity::ButtonStyle::Success),
+        CreateButton::new(format!("{PREFIX}:changes:{sprint_id}"))
+            .label(changes)
+            .style(serenity::ButtonStyle::Primary),
+        CreateButton::new(format!("{PREFIX}:abort:{sprint_id}"))
+            .label(abort)
+            .style(serenity::ButtonStyle::Danger),
+    ])]
+}
+
+fn parse_custom_id(id: &str) -> Option<(&str, &str)> {
+    let mut parts = id.splitn(3, ':');
+    (parts.next()? == PREFIX).then_some(())?;
+    Some((parts.next()?, parts.next()?))
+}
+
+fn member_of(member: Option<&serenity::Member>, user: &serenity::User) -> (u64, Vec<u64>) {
+    let roles = member
+        .map(|m| m.roles.iter().map(|r| r.get()).collect())
+        .unwrap_or_default();
+    (user.id.get(), roles)
+}
+
+fn ephemeral(text: &str) -> CreateInteractionResponse {
+    CreateInteractionResponse::Message(
+        CreateInteractionResponseMessage::new()
+            .content(cut(text, MAX_EPHEMERAL))
+            .ephemeral(true)
+            .allowed_mentions(CreateAllowedMentions::new()),
+    )
+}
+
+/// A click on one of the `done` buttons.
+pub async fn on_button(
+    ctx: &serenity::Context,
+    data: &Data,
+    click: &ComponentInteraction,
+) -> Result<(), Error> {
+    let Some((action, sprint_id)) = parse_custom_id(&click.data.custom_id) else {
+        return Ok(()); // not ours
+    };
+    let locale = data.config.pipeline.locale;
+    let (user, roles) = member_of(click.member.as_ref(), &click.user);
+    if !may_steer(&data.discord, user, &roles) {
+        click
+            .create_response(ctx, ephemeral(&not_allowed(locale)))
+            .await?;
+        return Ok(());
+    }
+    let kind = match action {
+        "approve" => CommandKind::Approve,
+        "abort" => CommandKind::Abort,
+        "changes" => {
+            // The note is asked for in a modal; the command is given when it is submitted.
+            let (title, label) = match locale {
+                Locale::Ko => (format!("{sprint_id} 변경 요청"), "무엇을 바꿀까요?"),
+                Locale::En => (format!("Changes to {sprint_id}"), "What should change?"),
+            };
+            let modal = CreateModal::new(format!("{PREFIX}:changes:{sprint_id}"), title)
+                .components(vec![CreateActionRow::InputText(
+                    CreateInputText::new(InputTextStyle::Paragraph, label, "note")
+                        .required(true)
+                        .max_length(1500),
+                )]);
+            click
+                .create_response(ctx, CreateInteractionResponse::Modal(modal))
+                .await?;
+            return Ok(());
+        }
+        _ => return Ok(()),
+    };
+    click.defer_ephemeral(ctx).await?;
+    let answer = data.give(sprint_id, kind, None, user).await;
+    click
+        .create_followup(
+            ctx,
+            CreateInteractionResponseFollowup::new()
+                .content(cut(&answer, MAX_EPHEMERAL))
+                .ephemeral(true)
+                .allowed_mentions(CreateAllowedMentions::new()),
+        )
+        .await?;
+    Ok(())
+}
+
+/// The request-changes modal, submitted.
+pub async fn on_modal(
+    ctx: &serenity::Context,
+    data: &Data,
+    submit: &ModalInteraction,
+) -> Result<(), Error> {
+    let Some(("changes", sprint_id)) = parse_custom_id(&submit.data.custom_id) else {
+        return Ok(());
+    };
+    let (user, roles) = member_of(submit.member.as_ref(), &submit.user);
+    if !may_steer(&data.discord, user, &roles) {
+        submit
+            .create_response(ctx, ephemeral(&not_allowed(data.config.pipeline.locale)))
+            .await?;
+        return Ok(());
+    }
+    let note = submit
+        .data
+        .components
+        .iter()
+        .flat_map(|row| row.components.iter())
+        .find_map(|c| match c {
+            ActionRowComponent::InputText(input) if input.custom_id == "note" => {
+                input.value.clone()
+            }
+            _ => None,
+        })
+        .unwrap_or_default();
+    submit.defer_ephemeral(ctx).await?;
+    let answer = data
+        .give(sprint_id, CommandKind::RequestChanges, Some(&note), user)
+        .await;
+    submit
+        .create_followup(
+            ctx,
+            CreateInteractionResponseFollowup::new()
+                .content(cut(&answer, MAX_EPHEMERAL))
+                .ephemeral(true)
+                .allowed_mentions(CreateAllowedMentions::new()),
+        )
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sprint_ids_are_forgiving() {
+        for input in ["SPRINT-001", "sprint-001", "1", "001", " 1 "] {
+            assert_eq!(sprint_id(input), "SPRINT-001", "{input}");
+        }
+        assert_eq!(sprint_id("SPRINT-1234"), "SPRINT-1234");
+        assert_eq!(sprint_id("nope"), "NOPE");
+    }
+
+    #[test]
+    fn button_ids_carry_the_action_and_the_sprint() {
+        assert_eq!(
+            parse_custom_id("hanarang:approve:SPRINT-007"),
+            Some(("approve", "SPRINT-007"))
+        );
+        assert_eq!(parse_custom_id("other:approve:SPRINT-007"), None);
+        assert_eq!(parse_custom_id("hanarang:approve"), None);
+    }
+}
