@@ -15,6 +15,60 @@ pub struct Known<'a> {
     pub round: u32,
 }
 
+/// What could be seen of a run that a user handed off to a fresh session.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    pub duration: std::time::Duration,
+    /// The end of its stderr.
+    pub log_tail: String,
+    /// In a git workdir: files changed and commits made since it started.
+    pub files_changed: Vec<String>,
+    pub commits: Vec<String>,
+}
+
+/// The document for the fresh session after a handoff: the one the stopped session was
+/// given, plus what it observably did.
+pub fn after_handoff(
+    given: &HandoffDocument,
+    sister: &str,
+    observed: &Observed,
+) -> HandoffDocument {
+    const LOG_LINES: usize = 20;
+    const LIST_MAX: usize = 30;
+    let mut doc = given.clone();
+    let secs = observed.duration.as_secs();
+    doc.progress.push(format!(
+        "A previous session of {sister} worked for {} and was handed off to this fresh session by a user.",
+        humantime::format_duration(std::time::Duration::from_secs(secs))
+    ));
+    let list = |items: &[String]| {
+        let mut shown: Vec<&str> = items.iter().take(LIST_MAX).map(String::as_str).collect();
+        let more = items.len().saturating_sub(LIST_MAX);
+        let more_note = format!("and {more} more");
+        if more > 0 {
+            shown.push(&more_note);
+        }
+        shown.join(", ")
+    };
+    if !observed.commits.is_empty() {
+        doc.progress
+            .push(format!("Commits it made: {}", list(&observed.commits)));
+    }
+    if !observed.files_changed.is_empty() {
+        doc.progress.push(format!(
+            "Files it changed: {}",
+            list(&observed.files_changed)
+        ));
+    }
+    let tail: Vec<&str> = observed.log_tail.lines().rev().take(LOG_LINES).collect();
+    if !tail.is_empty() {
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        doc.critical_context
+            .push(format!("The end of its log:\n{}", tail.join("\n")));
+    }
+    doc
+}
+
 /// A document for the sister of `next`, from the last validated message (if any).
 pub fn synthesize(
     known: Known<'_>,

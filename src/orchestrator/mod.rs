@@ -23,7 +23,9 @@ use crate::handoff::message::HandoffMessage;
 use crate::pipeline::fsm::Note;
 use crate::pipeline::{Event, Facts, Failure, FailureKind, Policy, State, Transition, apply};
 use crate::sister::{RunOutcome, RunReport, Stop};
-use crate::store::{Command, CommandStatus, RunEnd, Sprint, Store, StoreError, TransitionRecord};
+use crate::store::{
+    Command, CommandKind, CommandStatus, RunEnd, Sprint, Store, StoreError, TransitionRecord,
+};
 
 /// How often the database is looked at for commands from another process (the CLI).
 const COMMAND_POLL: Duration = Duration::from_millis(200);
@@ -362,22 +364,46 @@ impl Orchestrator {
     async fn finish(&mut self, done: Finished) -> Result<(), OrchestratorError> {
         let span = tracing::info_span!("finish", sprint = %done.sprint_id, run = %done.run_id);
         async {
-            let waiting = self.running.remove(&done.sprint_id).and_then(|r| r.waiting);
+            let waiting = self
+                .running
+                .get_mut(&done.sprint_id)
+                .and_then(|r| r.waiting.take());
             let Some(sprint) = self.store.sprint(&done.sprint_id).await? else {
+                self.running.remove(&done.sprint_id);
                 return Ok(());
             };
             let report = done.report;
             let mut end = run_end(&done.run_id, &report);
             tracing::info!(outcome = %report.outcome, detail = %report.detail, "run ended");
 
-            if let Some(command) = waiting {
+            match waiting {
+                // A handoff that came too late: the sister finished first, and its result
+                // stands.
+                Some(command)
+                    if command.kind == CommandKind::Handoff
+                        && report.outcome != RunOutcome::HandedOff =>
+                {
+                    let reason = format!(
+                        "{}'s run ended ({}) before it could be handed off",
+                        sprint.id, report.outcome
+                    );
+                    self.store
+                        .resolve_command(command.id, CommandStatus::Refused, &reason, now_ms())
+                        .await?;
+                }
                 // The user's abort (or handoff) is what happened, whatever the sister
-                // managed to print on its way out.
-                let event = command.event();
-                self.transition(&sprint, event, Some(&end), Some(&command))
-                    .await?;
-                return Ok(());
+                // managed to print on its way out. The rules still see the sister as
+                // running: that is when the command was accepted.
+                Some(command) => {
+                    let event = command.event();
+                    self.transition(&sprint, event, Some(&end), Some(&command))
+                        .await?;
+                    self.running.remove(&done.sprint_id);
+                    return Ok(());
+                }
+                None => {}
             }
+            self.running.remove(&done.sprint_id);
             let event = match (&report.outcome, &report.message) {
                 (RunOutcome::Handoff, Some(valid)) => Event::Reported {
                     actor: valid.message.actor(),

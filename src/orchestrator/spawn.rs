@@ -6,7 +6,7 @@ use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use super::{Finished, Orchestrator, OrchestratorError, Running, now_ms};
-use crate::handoff::compose::{Known, synthesize};
+use crate::handoff::compose::{Known, Observed, after_handoff, synthesize};
 use crate::handoff::message::{HandoffMessage, ReviewIssue, Severity};
 use crate::handoff::schema::{self, Dialect};
 use crate::sister::{self, ContractFile, RunControl, RunOutcome, RunRequest};
@@ -19,13 +19,23 @@ impl Orchestrator {
         };
         let actor = stage.actor();
         let runs = self.store.runs(&sprint.id).await?;
-        // The chain of documents: the last run that handed off a valid message is this
-        // run's parent; its document (or one composed from its message) is this run's.
+        let project_workdir = self
+            .config
+            .projects
+            .get(&sprint.project)
+            .map(|p| p.workdir.clone());
+        let workdir = project_workdir.clone().unwrap_or_default();
+        // The chain of documents: this run's parent is the last run that handed off a
+        // valid message, or that a user handed off to a fresh session; its document (or
+        // one composed from what it did) is this run's.
         let parent = runs
             .iter()
             .rev()
-            .find(|r| r.outcome == Some(RunOutcome::Handoff));
-        let previous_message: Option<HandoffMessage> = parent
+            .find(|r| matches!(r.outcome, Some(RunOutcome::Handoff | RunOutcome::HandedOff)));
+        let previous_message: Option<HandoffMessage> = runs
+            .iter()
+            .rev()
+            .find(|r| r.outcome == Some(RunOutcome::Handoff))
             .and_then(|r| r.message.clone())
             .and_then(|m| serde_json::from_value(m).ok());
         let known = Known {
@@ -34,12 +44,19 @@ impl Orchestrator {
             contract_id: &sprint.contract_id,
             round: sprint.round,
         };
-        let (handoff, synthesized) = match previous_message
-            .as_ref()
-            .and_then(|m| m.common().handoff.clone())
-        {
-            Some(doc) => (doc, false),
-            None => (synthesize(known, previous_message.as_ref(), stage), true),
+        let (handoff, synthesized) = match parent {
+            Some(stopped) if stopped.outcome == Some(RunOutcome::HandedOff) => {
+                let observed = observe(stopped, &workdir).await;
+                let sister = format!("{} ({})", actor.korean_name(), actor);
+                (after_handoff(&stopped.handoff, &sister, &observed), true)
+            }
+            _ => match previous_message
+                .as_ref()
+                .and_then(|m| m.common().handoff.clone())
+            {
+                Some(doc) => (doc, false),
+                None => (synthesize(known, previous_message.as_ref(), stage), true),
+            },
         };
         let previous_rejection = previous_rejection(&runs, sprint);
         let review_issues = match (&previous_message, stage) {
@@ -49,6 +66,7 @@ impl Orchestrator {
             _ => Vec::new(),
         };
         let focus = sprint.focus.clone();
+        let git_head = sister::facts::head(&workdir).await;
 
         let run = self
             .store
@@ -61,15 +79,10 @@ impl Orchestrator {
                 handoff: &handoff,
                 synthesized,
                 focus: focus.as_deref(),
+                git_head: git_head.as_deref(),
                 started_at: now_ms(),
             })
             .await?;
-        let project_workdir = self
-            .config
-            .projects
-            .get(&sprint.project)
-            .map(|p| p.workdir.clone());
-        let workdir = project_workdir.clone().unwrap_or_default();
         let contract = ContractFile {
             sprint_id: sprint.id.clone(),
             goal: sprint.goal.clone(),
@@ -145,6 +158,23 @@ impl Orchestrator {
             .instrument(span),
         );
         Ok(())
+    }
+}
+
+/// What can be seen of a run a user handed off: how long it ran, the end of its log, and
+/// in a git workdir what it changed and committed.
+async fn observe(stopped: &Run, workdir: &std::path::Path) -> Observed {
+    let (files_changed, commits) = match &stopped.git_head {
+        Some(head) => sister::facts::changes_since(workdir, head).await,
+        None => (Vec::new(), Vec::new()),
+    };
+    Observed {
+        duration: std::time::Duration::from_millis(
+            u64::try_from(stopped.duration_ms.unwrap_or(0)).unwrap_or(0),
+        ),
+        log_tail: stopped.stderr_tail.clone().unwrap_or_default(),
+        files_changed,
+        commits,
     }
 }
 

@@ -116,3 +116,30 @@ async fn git(workdir: &Path, args: &[&str]) -> Result<String, GitError> {
         Err(GitError::Failed)
     }
 }
+
+/// The commit checked out in `workdir`, when it is a git repository.
+pub async fn head(workdir: &Path) -> Option<String> {
+    git(workdir, &["rev-parse", "--verify", "--quiet", "HEAD"])
+        .await
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// What happened in `workdir` since `since` was checked out: the files changed (committed
+/// or not) and the commits made, newest first (`<short id> <subject>`).
+pub async fn changes_since(workdir: &Path, since: &str) -> (Vec<String>, Vec<String>) {
+    let lines = |out: Result<String, GitError>| -> Vec<String> {
+        out.map(|s| {
+            s.lines()
+                .map(str::to_string)
+                .filter(|l| !l.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let files = lines(git(workdir, &["diff", "--name-only", since, "--"]).await);
+    let range = format!("{since}..HEAD");
+    let commits = lines(git(workdir, &["log", "--format=%h %s", &range, "--"]).await);
+    (files, commits)
+}

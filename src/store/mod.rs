@@ -122,6 +122,8 @@ pub struct NewRun<'a> {
     pub handoff: &'a HandoffDocument,
     pub synthesized: bool,
     pub focus: Option<&'a str>,
+    /// The workdir's git HEAD when it started, in a git workdir.
+    pub git_head: Option<&'a str>,
     pub started_at: i64,
 }
 
@@ -407,8 +409,8 @@ impl Store {
                 .await?;
         let id = format!("{}-R{number:02}", new.sprint_id);
         sqlx::query(
-            "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, started_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&id)
         .bind(new.sprint_id)
@@ -420,6 +422,7 @@ impl Store {
         .bind(&handoff_json)
         .bind(i64::from(new.synthesized))
         .bind(new.focus)
+        .bind(new.git_head)
         .bind(new.started_at)
         .execute(&mut *tx)
         .await?;

@@ -191,6 +191,8 @@ pub struct Run {
     pub focus: Option<String>,
     #[serde(skip)]
     pub pid: Option<u32>,
+    #[serde(skip)]
+    pub git_head: Option<String>,
     pub started_at: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<i64>,
@@ -233,6 +235,7 @@ pub(super) struct RunRaw {
     synthesized: i64,
     focus: Option<String>,
     pid: Option<i64>,
+    git_head: Option<String>,
     started_at: i64,
     ended_at: Option<i64>,
     outcome: Option<String>,
@@ -273,6 +276,7 @@ impl TryFrom<RunRaw> for Run {
             synthesized: r.synthesized != 0,
             focus: r.focus,
             pid: r.pid.and_then(|p| u32::try_from(p).ok()),
+            git_head: r.git_head,
             started_at: r.started_at,
             ended_at: r.ended_at,
             outcome,

@@ -13,6 +13,7 @@ use hanarang::handoff::message::Actor;
 use hanarang::handoff::schema::{self, Dialect};
 use hanarang::sister::{ContractFile, RunRequest};
 
+pub mod fake_discord;
 pub mod pipeline;
 
 /// A fresh folder under the system temp dir, removed when dropped.
