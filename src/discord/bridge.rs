@@ -32,7 +32,9 @@ pub const CURSOR: &str = "discord";
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 /// At most one status-board edit per sprint this often; bursts are coalesced.
 pub const BOARD_INTERVAL: Duration = Duration::from_secs(3);
-/// Retries of a failed delivery back off up to this.
+/// Retries of a failed delivery wait twice as long each time, from this...
+const RETRY_BASE: Duration = Duration::from_millis(250);
+/// ...up to this.
 const RETRY_MAX: Duration = Duration::from_secs(60);
 /// Log entries read per pass.
 const BATCH: i64 = 100;
@@ -104,7 +106,7 @@ impl Bridge {
                 }
                 Err(e) => {
                     failures = failures.saturating_add(1);
-                    let backoff = Duration::from_secs(1u64 << failures.min(6)).min(RETRY_MAX);
+                    let backoff = (RETRY_BASE * (1u32 << failures.min(8))).min(RETRY_MAX);
                     tracing::warn!(error = %e, retry_in = ?backoff, "Discord delivery failed; will retry");
                     backoff
                 }

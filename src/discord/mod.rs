@@ -49,6 +49,12 @@ impl Data {
 #[derive(Clone)]
 pub struct Token(String);
 
+impl Token {
+    pub fn new(token: impl Into<String>) -> Token {
+        Token(token.into())
+    }
+}
+
 impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Token(<hidden>)")

@@ -210,10 +210,14 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 ),
             })
         }
-        (_, _, State::Implementing) => plain(match l {
-            Locale::Ko => format!("⚙️ 나랑이가 구현 시작 ({})", cx.branch),
-            Locale::En => format!("⚙️ Narang starts implementing ({})", cx.branch),
-        }),
+        (_, _, State::Implementing) => {
+            // The branch of the transition's moment, even when the line is delivered late.
+            let branch = t.branch.as_deref().unwrap_or(cx.branch);
+            plain(match l {
+                Locale::Ko => format!("⚙️ 나랑이가 구현 시작 ({branch})"),
+                Locale::En => format!("⚙️ Narang starts implementing ({branch})"),
+            })
+        }
         (_, _, State::Reviewing) => plain(match l {
             Locale::Ko => format!("🔍 다랑이가 리뷰 시작 (라운드 {})", t.round),
             Locale::En => format!("🔍 Darang starts reviewing (round {})", t.round),

@@ -328,8 +328,8 @@ impl Store {
         }
         let run_id = c.run.map(|r| r.run_id.as_str());
         sqlx::query(
-            "INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&c.before.id)
         .bind(seq)
@@ -341,6 +341,7 @@ impl Store {
         .bind(i64::from(c.transition.to.round))
         .bind(i64::from(c.transition.to.attempt))
         .bind(run_id)
+        .bind(&c.after.branch)
         .bind(c.at)
         .execute(&mut *tx)
         .await?;

@@ -123,6 +123,9 @@ pub struct TransitionRecord {
     pub at: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
+    /// The sprint's branch at that moment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
     /// The whole event, with who gave it and what they said.
     pub detail: Event,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -142,6 +145,7 @@ pub(super) struct TransitionRaw {
     round: i64,
     attempt: i64,
     run_id: Option<String>,
+    branch: Option<String>,
     at: i64,
 }
 
@@ -161,6 +165,7 @@ impl TryFrom<TransitionRaw> for TransitionRecord {
             attempt: u32::try_from(r.attempt).map_err(|_| bad("attempt"))?,
             at: r.at,
             run_id: r.run_id,
+            branch: r.branch,
             detail: serde_json::from_str(&r.event_json)
                 .map_err(|e| bad(&format!("event_json: {e}")))?,
             note: match r.note_json {

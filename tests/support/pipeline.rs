@@ -118,6 +118,14 @@ args = {erang}
         }
     }
 
+    /// Adds TOML to the config file (a `[discord]` table, say).
+    pub fn append_config(&self, text: &str) {
+        let mut config = std::fs::read_to_string(&self.config_path).expect("read config");
+        config.push('\n');
+        config.push_str(text);
+        std::fs::write(&self.config_path, config).expect("write config");
+    }
+
     pub fn config(&self) -> Config {
         Config::load(&self.config_path).expect("the test config is valid")
     }

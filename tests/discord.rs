@@ -1,0 +1,409 @@
+//! The Discord bridge end to end: the real serenity + poise client against a fake Discord
+//! on loopback (REST through serenity's proxy setting, a real gateway WebSocket), a real
+//! orchestrator and database, and scripted sisters.
+
+mod support;
+
+use std::time::Duration;
+
+use hanarang::discord::{self, StartError, Token};
+use hanarang::pipeline::State;
+use hanarang::store::CommandKind;
+use serde_json::{Value, json};
+use support::fake_discord::{FakeConfig, FakeDiscord, FakeMessage, ResponseKind};
+use support::pipeline::{Files, PATIENCE, Pipeline, Setup};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const USER: u64 = 500;
+const APPROVER: u64 = 501;
+const APPROVER_ROLE: u64 = 900;
+const STRANGER: u64 = 777;
+
+fn discord_table(fake: &FakeDiscord) -> String {
+    let c = fake.config();
+    format!(
+        r#"
+[discord]
+token_env = "HANARANG_TEST_DISCORD_TOKEN"
+guild_id = {}
+forum_channel_id = {}
+user_id = {USER}
+approver_user_ids = [{APPROVER}]
+approver_role_ids = [{APPROVER_ROLE}]
+http_proxy = "{}"
+"#,
+        c.guild_id,
+        c.forum_channel_id,
+        fake.base_url()
+    )
+}
+
+async fn pipeline(setup: Setup, fake: &FakeDiscord) -> Pipeline {
+    let files = Files::new(&setup);
+    files.append_config(&discord_table(fake));
+    Pipeline::start_with(files).await
+}
+
+struct Bot {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), StartError>>,
+}
+
+impl Bot {
+    async fn start(p: &Pipeline, fake: &FakeDiscord) -> Bot {
+        let config = p.config.discord.clone().expect("a [discord] table");
+        let http = discord::http(&config, &Token::new(fake.token()));
+        discord::check_token(&config, &http)
+            .await
+            .expect("the fake accepts its token");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(discord::run(
+            p.config.clone(),
+            config,
+            p.handle.clone(),
+            http,
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        let ready = fake.ready_count();
+        assert!(
+            fake.wait_until(PATIENCE, |f| f.ready_count() > ready
+                && !f.commands().is_empty())
+                .await,
+            "the bot connected and registered its commands"
+        );
+        Bot { stop, task }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task
+            .await
+            .expect("bot task")
+            .expect("the bot stops cleanly");
+    }
+}
+
+/// The lines of the sprint's forum post (not its status board), in order.
+fn lines(fake: &FakeDiscord) -> Vec<FakeMessage> {
+    let Some(thread) = fake.threads().into_iter().next() else {
+        return Vec::new();
+    };
+    fake.messages(thread.id)
+        .into_iter()
+        .filter(|m| m.id != thread.id)
+        .collect()
+}
+
+fn texts(fake: &FakeDiscord) -> Vec<String> {
+    lines(fake).into_iter().map(|m| m.content).collect()
+}
+
+async fn wait_for_lines(fake: &FakeDiscord, n: usize) -> Vec<String> {
+    assert!(
+        fake.wait_until(PATIENCE, |f| texts(f).len() >= n).await,
+        "expected {n} lines, got {:#?}",
+        texts(fake)
+    );
+    texts(fake)
+}
+
+fn no_mentions() -> Value {
+    json!({"parse": [], "users": [], "roles": []})
+}
+
+const HAPPY_LINES: [&str; 6] = [
+    "🦊 하랑이가 SPRINT-001 기획 시작",
+    "⚙️ 나랑이가 구현 시작 (feature/sprint-001)",
+    "🔍 다랑이가 리뷰 시작 (라운드 1)",
+    "<@500> ✅ SPRINT-001 완료. 배포 승인해주세요",
+    "🚀 discord:501님 배포 승인: 이랑이가 배포 시작",
+    "🎉 SPRINT-001 배포 완료",
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let p = pipeline(Setup::default(), &fake).await;
+    let bot = Bot::start(&p, &fake).await;
+
+    // Anyone may start a sprint.
+    let start = fake.slash(
+        STRANGER,
+        &[],
+        &["sprint", "start"],
+        json!({"goal": "Add a login page"}),
+    );
+    let answers = fake.wait_for_responses(start.id, 2, PATIENCE).await;
+    assert_eq!(answers[0].kind, ResponseKind::Callback(5), "deferred first");
+    assert!(answers[0].is_ephemeral());
+    assert_eq!(
+        answers[1].content(),
+        Some("SPRINT-001 대기열에 추가: Add a login page")
+    );
+
+    p.wait_for("SPRINT-001", State::Done).await;
+    let shown = wait_for_lines(&fake, 4).await;
+    assert_eq!(shown, HAPPY_LINES[..4]);
+    let threads = fake.threads();
+    assert_eq!(threads.len(), 1);
+    assert_eq!(threads[0].name, "SPRINT-001 · Add a login page");
+    assert_eq!(threads[0].parent_id, fake.config().forum_channel_id);
+
+    // The done line pings the user, and only the user, and carries the buttons.
+    let done = lines(&fake).pop().unwrap();
+    assert_eq!(
+        done.allowed_mentions,
+        json!({"parse": [], "users": ["500"], "roles": []})
+    );
+    assert_eq!(
+        done.custom_ids(),
+        [
+            "hanarang:approve:SPRINT-001",
+            "hanarang:changes:SPRINT-001",
+            "hanarang:abort:SPRINT-001"
+        ]
+    );
+
+    // A stranger's click is refused in private and changes nothing.
+    let click = fake.button(
+        STRANGER,
+        &[],
+        "hanarang:approve:SPRINT-001",
+        done.id,
+        done.channel_id,
+    );
+    let refused = fake.wait_for_responses(click.id, 1, PATIENCE).await;
+    assert_eq!(refused[0].kind, ResponseKind::Callback(4));
+    assert!(refused[0].is_ephemeral());
+    assert!(
+        refused[0].content().unwrap().contains("권한이 없어요"),
+        "{:?}",
+        refused[0].content()
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        p.store.sprint("SPRINT-001").await.unwrap().unwrap().state,
+        State::Done
+    );
+
+    // An approver's click deploys.
+    let click = fake.button(
+        APPROVER,
+        &[],
+        "hanarang:approve:SPRINT-001",
+        done.id,
+        done.channel_id,
+    );
+    let approved = fake.wait_for_responses(click.id, 2, PATIENCE).await;
+    assert_eq!(approved[0].kind, ResponseKind::Callback(5));
+    assert_eq!(approved[1].content(), Some("SPRINT-001: done → deploying"));
+    p.wait_for("SPRINT-001", State::Deployed).await;
+    assert_eq!(wait_for_lines(&fake, 6).await, HAPPY_LINES);
+
+    // Only the done line mentions anyone; its buttons are gone once the sprint left done.
+    for line in lines(&fake) {
+        if line.id != done.id {
+            assert_eq!(line.allowed_mentions, no_mentions(), "{}", line.content);
+        }
+    }
+    assert!(
+        fake.wait_until(PATIENCE, |f| f
+            .message(done.id)
+            .is_some_and(|m| m.custom_ids().is_empty()))
+            .await,
+        "the buttons were removed"
+    );
+    // The status board (the post's first message) is edited in place up to `deployed`.
+    let board_id = threads[0].id;
+    assert!(
+        fake.wait_until(PATIENCE, |f| f
+            .message(board_id)
+            .is_some_and(|m| m.content.contains("(deployed)")))
+            .await,
+        "the board shows deployed: {:?}",
+        fake.message(board_id).map(|m| m.content)
+    );
+    assert!(
+        fake.unknown_requests().is_empty(),
+        "{:#?}",
+        fake.unknown_requests()
+    );
+    bot.stop().await;
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let p = pipeline(Setup::default(), &fake).await;
+    let bot = Bot::start(&p, &fake).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    wait_for_lines(&fake, 4).await;
+    let done = lines(&fake).pop().unwrap();
+
+    // An approver by role.
+    let click = fake.button(
+        STRANGER,
+        &[APPROVER_ROLE],
+        "hanarang:changes:SPRINT-001",
+        done.id,
+        done.channel_id,
+    );
+    let modal = fake.wait_for_responses(click.id, 1, PATIENCE).await;
+    assert_eq!(
+        modal[0].kind,
+        ResponseKind::Callback(9),
+        "a modal asks for the note"
+    );
+    let custom_id = modal[0].data()["custom_id"].as_str().unwrap().to_string();
+    let submit = fake.modal_submit(
+        STRANGER,
+        &[APPROVER_ROLE],
+        &custom_id,
+        &[("note", "rename the button")],
+    );
+    let answer = fake.wait_for_responses(submit.id, 2, PATIENCE).await;
+    assert_eq!(answer[1].content(), Some("SPRINT-001: done → implementing"));
+
+    let again = p.wait_for(&s.id, State::Done).await;
+    assert_eq!(again.round, 2);
+    let runs = p.runs(&s.id).await;
+    let fix = runs
+        .iter()
+        .rev()
+        .find(|r| r.actor == hanarang::handoff::message::Actor::Narang)
+        .unwrap();
+    let stdin = p.files.stdin_of(&fix.run_id);
+    assert!(
+        stdin.ends_with("Additional focus: Changes requested by discord:777: rename the button\n"),
+        "{stdin}"
+    );
+    bot.stop().await;
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn text_a_sister_wrote_pings_no_one() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let p = pipeline(
+        Setup {
+            harang: "abort",
+            extra: "[agent.harang.env]\nABORT_REASON = \"@everyone @here <@&900> <@777> the plan is impossible\"\n",
+            ..Setup::default()
+        },
+        &fake,
+    )
+    .await;
+    let bot = Bot::start(&p, &fake).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Aborted).await;
+    let shown = wait_for_lines(&fake, 2).await;
+    assert!(
+        shown[1].contains("@everyone @here <@&900> <@777>"),
+        "{shown:?}"
+    );
+    for line in lines(&fake) {
+        assert_eq!(line.allowed_mentions, no_mentions(), "{}", line.content);
+    }
+    bot.stop().await;
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_an_outage_every_line_is_delivered_once_in_order() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let p = pipeline(Setup::default(), &fake).await;
+    let bot = Bot::start(&p, &fake).await;
+    fake.fail_next(4, 500);
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    p.command(&s.id, CommandKind::Approve, None).await;
+    p.wait_for(&s.id, State::Deployed).await;
+    let mut expected = HAPPY_LINES.map(String::from).to_vec();
+    expected[4] = "🚀 cli님 배포 승인: 이랑이가 배포 시작".into();
+    assert_eq!(wait_for_lines(&fake, 6).await, expected);
+    assert!(
+        fake.requests().iter().any(|r| r.injected_failure),
+        "the outage happened"
+    );
+    assert_eq!(fake.threads().len(), 1, "one forum post");
+    bot.stop().await;
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bot_restart_mid_sprint_leaves_no_gap_and_no_duplicate() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let files = Files::new(&Setup {
+        narang: "wait-for RELEASE",
+        ..Setup::default()
+    });
+    let release = files.state_dir.join("release");
+    let config = std::fs::read_to_string(&files.config_path)
+        .unwrap()
+        .replace(
+            "\"RELEASE\"",
+            &format!("{:?}", release.display().to_string()),
+        );
+    std::fs::write(&files.config_path, config).unwrap();
+    files.append_config(&discord_table(&fake));
+    let p = Pipeline::start_with(files).await;
+
+    let bot = Bot::start(&p, &fake).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    assert_eq!(wait_for_lines(&fake, 2).await, HAPPY_LINES[..2]);
+    bot.stop().await;
+
+    // While the bot is down the sprint moves on.
+    std::fs::write(&release, "").unwrap();
+    p.wait_for(&s.id, State::Done).await;
+    assert_eq!(texts(&fake).len(), 2);
+
+    let bot = Bot::start(&p, &fake).await;
+    assert_eq!(wait_for_lines(&fake, 4).await, HAPPY_LINES[..4]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(texts(&fake), HAPPY_LINES[..4], "nothing posted twice");
+    assert_eq!(fake.threads().len(), 1, "the same forum post");
+    bot.stop().await;
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_refuses_a_missing_or_wrong_token_with_exit_2() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let files = Files::new(&Setup::default());
+    files.append_config(&discord_table(&fake));
+    let serve = |token: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_hanarang"));
+        cmd.arg("--config").arg(&files.config_path).arg("serve");
+        cmd.env_remove("HANARANG_TEST_DISCORD_TOKEN");
+        if let Some(t) = token {
+            cmd.env("HANARANG_TEST_DISCORD_TOKEN", t);
+        }
+        cmd.output().expect("run serve")
+    };
+    let missing = serve(None);
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "discord.token_env: the environment variable HANARANG_TEST_DISCORD_TOKEN is not set"
+        ),
+        "{stderr}"
+    );
+    let wrong = serve(Some("not-the-token"));
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert_eq!(wrong.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("Discord refused the token in HANARANG_TEST_DISCORD_TOKEN"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("not-the-token"),
+        "the token is never printed"
+    );
+}
