@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::cli::Exit;
 use crate::config::Config;
 use crate::notify::messages::{Context, render};
-use crate::store::{Sprint, Store};
+use crate::store::{Spend, Sprint, Store};
 
 fn time(ms: i64) -> String {
     let t = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
@@ -45,32 +45,38 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
             Err(e) => return failed(&e),
         },
     };
+    let spend = match store.spend_by_sprint().await {
+        Ok(s) => s,
+        Err(e) => return failed(&e),
+    };
+    let spend_of = |s: &Sprint| spend.get(&s.id).cloned().unwrap_or_default();
     if as_json {
-        let value = match (id, sprints.first()) {
-            (Some(_), Some(one)) => serde_json::to_value(one),
-            _ => serde_json::to_value(&sprints),
-        };
-        return match value {
-            Ok(v) => print_json(&v),
-            Err(e) => {
-                eprintln!("hanarang: {e}");
-                Exit::Failure
+        let with_usage = |s: &Sprint| -> serde_json::Value {
+            let mut v = serde_json::to_value(s).unwrap_or_default();
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("usage".into(), json!(spend_of(s)));
             }
+            v
         };
+        let value = match (id, sprints.first()) {
+            (Some(_), Some(one)) => with_usage(one),
+            _ => serde_json::Value::Array(sprints.iter().map(with_usage).collect()),
+        };
+        return print_json(&value);
     }
     if sprints.is_empty() {
         println!("no sprints yet: start one with `hanarang sprint start \"<goal>\"`");
     }
     for s in &sprints {
-        println!("{}", status_line(s));
+        println!("{}", status_line(s, &spend_of(s)));
     }
     Exit::Success
 }
 
-fn status_line(s: &Sprint) -> String {
+fn status_line(s: &Sprint, spend: &Spend) -> String {
     format!(
-        "{:<11} {:<13} {:<12} round {:<2} attempt {:<2} {}",
-        s.id, s.state, s.project, s.round, s.attempt, s.goal
+        "{:<11} {:<13} {:<12} round {:<2} attempt {:<2} ${:<7.2} {}",
+        s.id, s.state, s.project, s.round, s.attempt, spend.cost_usd, s.goal
     )
 }
 
@@ -80,9 +86,13 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
         Ok(None) => return no_sprint(id),
         Err(e) => return failed(&e),
     };
-    let (transitions, runs) = match (store.transitions(id).await, store.runs(id).await) {
-        (Ok(t), Ok(r)) => (t, r),
-        (Err(e), _) | (_, Err(e)) => return failed(&e),
+    let (transitions, runs, usage) = match (
+        store.transitions(id).await,
+        store.runs(id).await,
+        store.usage(id).await,
+    ) {
+        (Ok(t), Ok(r), Ok(u)) => (t, r, u),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return failed(&e),
     };
     if as_json {
         return print_json(&json!({
@@ -95,6 +105,7 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             "branch": sprint.branch,
             "transitions": transitions,
             "runs": runs,
+            "usage": usage,
         }));
     }
     println!("{} · {}", sprint.id, sprint.goal);
@@ -118,6 +129,16 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             t.from.as_str(),
             t.to.as_str(),
             render(t, &cx).text
+        );
+    }
+    println!(
+        "\nUsage: ${:.2}, {} input and {} output tokens",
+        usage.total.cost_usd, usage.total.input_tokens, usage.total.output_tokens
+    );
+    for (sister, spend) in &usage.by_sister {
+        println!(
+            "  {sister:<7} ${:.2}, {} input and {} output tokens",
+            spend.cost_usd, spend.input_tokens, spend.output_tokens
         );
     }
     println!("\nRuns (each given the document of its parent):");

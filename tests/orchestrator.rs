@@ -477,3 +477,62 @@ async fn approve_on_a_sprint_not_in_done_is_refused_with_exit_4() {
     );
     p.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn spending_past_the_budget_escalates_with_the_figure_and_resume_allows_more() {
+    let p = Pipeline::start(Setup {
+        max_cost_usd: Some(0.05),
+        extra: "[agent.harang.env]\nSAY_COST = \"0.03\"\n[agent.narang.env]\nSAY_COST = \"0.03\"\n[agent.darang.env]\nSAY_COST = \"0.03\"\n",
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    let escalated = p.wait_for(&s.id, State::Escalated).await;
+    // Planning and implementing spent $0.06: the reviewer is not started.
+    assert_eq!(
+        escalated.resume.map(|r| r.stage.to_string()),
+        Some("reviewing".into())
+    );
+    let last = p.transitions(&s.id).await.pop().unwrap();
+    match &last.note {
+        Some(Note::Escalated {
+            escalation:
+                Escalation::BudgetExceeded {
+                    spent_usd,
+                    limit_usd,
+                },
+        }) => {
+            assert!((spent_usd - 0.06).abs() < 1e-9, "{spent_usd}");
+            assert!((limit_usd - 0.05).abs() < 1e-9, "{limit_usd}");
+        }
+        other => panic!("expected a budget escalation, got {other:?}"),
+    }
+    let cx = hanarang::notify::Context {
+        sprint_id: &s.id,
+        branch: "b",
+        locale: hanarang::config::Locale::Ko,
+        nickname: "자기야",
+        max_attempts: 3,
+    };
+    let line = hanarang::notify::render(&last, &cx);
+    assert_eq!(
+        line.text,
+        "🚨 SPRINT-001 예산 초과 ($0.06 / 한도 $0.05). 자기야 확인 필요"
+    );
+    assert!(line.mention);
+
+    assert!(matches!(
+        p.command(&s.id, CommandKind::Resume, None).await,
+        Answer::Applied(_)
+    ));
+    p.wait_for(&s.id, State::Done).await;
+    let out = p.files.hanarang(&["sprint", "log", &s.id, "--json"]);
+    let log: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let total = log["usage"]["total"]["cost_usd"].as_f64().unwrap();
+    assert!((total - 0.09).abs() < 1e-9, "{total}");
+    assert_eq!(log["usage"]["by_sister"]["darang"]["input_tokens"], 1000);
+    let status = p.files.hanarang(&["sprint", "status", &s.id, "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert!((status["usage"]["cost_usd"].as_f64().unwrap() - 0.09).abs() < 1e-9);
+    p.stop().await;
+}

@@ -310,9 +310,11 @@ impl Bridge {
                 m.get("verdict")?.as_str()?
             ))
         });
+        let usage = self.store.usage(&sprint.id).await?;
         Ok(board(
             sprint,
             last_verdict.as_deref(),
+            &usage,
             self.config.pipeline.locale,
             self.config.pipeline.max_attempts,
             crate::orchestrator::now_ms(),

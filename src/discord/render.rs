@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::config::Locale;
 use crate::pipeline::State;
-use crate::store::Sprint;
+use crate::store::{Sprint, Usage};
 
 /// Discord's limits (counted here in UTF-16 code units, the stricter reading).
 pub const MAX_CONTENT: usize = 2000;
@@ -65,17 +65,29 @@ fn state_label(state: State, locale: Locale) -> &'static str {
 pub fn board(
     sprint: &Sprint,
     last_verdict: Option<&str>,
+    spend: &Usage,
     locale: Locale,
     max_attempts: u32,
     now_ms: i64,
 ) -> String {
+    let by_sister: Vec<String> = spend
+        .by_sister
+        .iter()
+        .filter(|(_, s)| s.cost_usd > 0.0)
+        .map(|(sister, s)| format!("{sister} ${:.2}", s.cost_usd))
+        .collect();
+    let spend = if by_sister.is_empty() {
+        format!("${:.2}", spend.total.cost_usd)
+    } else {
+        format!("${:.2} ({})", spend.total.cost_usd, by_sister.join(" · "))
+    };
     let elapsed =
         Duration::from_secs(u64::try_from((now_ms - sprint.created_at).max(0) / 1000).unwrap_or(0));
     let elapsed = humantime::format_duration(elapsed).to_string();
     let verdict = last_verdict.unwrap_or("—");
     let text = match locale {
         Locale::Ko => format!(
-            "**{} · {}**\n단계: {} ({})\n라운드: {} · 시도: {}/{}\n브랜치: `{}`\n경과: {elapsed}\n마지막 판정: {verdict}",
+            "**{} · {}**\n단계: {} ({})\n라운드: {} · 시도: {}/{}\n브랜치: `{}`\n경과: {elapsed}\n비용: {spend}\n마지막 판정: {verdict}",
             sprint.id,
             sprint.goal.trim(),
             state_label(sprint.state, locale),
@@ -86,7 +98,7 @@ pub fn board(
             sprint.branch,
         ),
         Locale::En => format!(
-            "**{} · {}**\nStage: {} ({})\nRound: {} · Attempt: {}/{}\nBranch: `{}`\nElapsed: {elapsed}\nLast verdict: {verdict}",
+            "**{} · {}**\nStage: {} ({})\nRound: {} · Attempt: {}/{}\nBranch: `{}`\nElapsed: {elapsed}\nSpend: {spend}\nLast verdict: {verdict}",
             sprint.id,
             sprint.goal.trim(),
             state_label(sprint.state, locale),

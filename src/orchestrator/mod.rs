@@ -203,10 +203,30 @@ impl Orchestrator {
                     let wait = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
                     next_due = next_due.min(wait);
                 }
-                _ => self.spawn(&sprint).await?,
+                _ => match self.over_budget(&sprint).await? {
+                    Some((spent_usd, limit_usd)) => {
+                        let event = Event::BudgetExceeded {
+                            spent_usd,
+                            limit_usd,
+                        };
+                        self.transition(&sprint, event, None, None).await?;
+                    }
+                    None => self.spawn(&sprint).await?,
+                },
             }
         }
         Ok(next_due)
+    }
+
+    /// `Some((spent, limit))` when the sprint has spent more than it may: checked before
+    /// every spawn, so nothing more is spent without a human's word.
+    async fn over_budget(&self, sprint: &Sprint) -> Result<Option<(f64, f64)>, OrchestratorError> {
+        let Some(limit) = self.config.pipeline.max_cost_usd else {
+            return Ok(None);
+        };
+        let limit = sprint.budget_usd.unwrap_or(limit);
+        let spent = self.store.usage(&sprint.id).await?.total.cost_usd;
+        Ok((spent > limit).then_some((spent, limit)))
     }
 
     fn wants(&self, sprint_id: &str) -> bool {
@@ -239,7 +259,15 @@ impl Orchestrator {
                 return Ok(None);
             }
         };
-        let after = self.next_sprint(sprint, &t, &event, run);
+        let mut after = self.next_sprint(sprint, &t, &event, run);
+        if let (Event::Resume { .. }, Some(limit)) = (&event, self.config.pipeline.max_cost_usd) {
+            // A human's resume is their word to spend more: another `max_cost_usd` from
+            // what is spent now.
+            let spent = self.store.usage(&sprint.id).await?.total.cost_usd;
+            if spent >= sprint.budget_usd.unwrap_or(limit) {
+                after.budget_usd = Some(spent + limit);
+            }
+        }
         let at = now_ms();
         let result = format!("{}: {} → {}", sprint.id, t.from.state, t.to.state);
         let record = self

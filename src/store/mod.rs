@@ -17,7 +17,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 pub use rows::{
-    Command, CommandKind, CommandStatus, ForumPost, Lease, Run, Sprint, TransitionRecord,
+    Command, CommandKind, CommandStatus, ForumPost, Lease, Run, Spend, Sprint, TransitionRecord,
+    Usage,
 };
 
 use crate::handoff::HandoffDocument;
@@ -305,7 +306,7 @@ impl Store {
         let mut tx = self.begin_write().await?;
         let updated = sqlx::query(
             "UPDATE sprints SET state = ?, round = ?, attempt = ?, resume_stage = ?, resume_round = ?,
-                 contract_id = ?, branch = ?, next_run_at = ?, focus = ?, last_seq = ?, updated_at = ?
+                 contract_id = ?, branch = ?, next_run_at = ?, focus = ?, budget_usd = ?, last_seq = ?, updated_at = ?
              WHERE id = ? AND last_seq = ?",
         )
         .bind(after.state.as_str())
@@ -317,6 +318,7 @@ impl Store {
         .bind(&after.branch)
         .bind(after.next_run_at)
         .bind(&after.focus)
+        .bind(after.budget_usd)
         .bind(seq)
         .bind(c.at)
         .bind(&c.before.id)
@@ -473,6 +475,57 @@ impl Store {
                 .fetch_all(&self.pool)
                 .await?;
         raws.into_iter().map(Run::try_from).collect()
+    }
+
+    // --- usage ------------------------------------------------------------------------
+
+    /// What a sprint's runs cost, in all and per sister.
+    pub async fn usage(&self, sprint_id: &str) -> Result<Usage> {
+        let rows: Vec<(String, i64, i64, f64)> = sqlx::query_as(
+            "SELECT actor, COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cost_usd), 0.0)
+             FROM runs WHERE sprint_id = ? GROUP BY actor",
+        )
+        .bind(sprint_id)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut usage = Usage::default();
+        for (actor, input_tokens, output_tokens, cost_usd) in rows {
+            usage.total.input_tokens += input_tokens;
+            usage.total.output_tokens += output_tokens;
+            usage.total.cost_usd += cost_usd;
+            usage.by_sister.insert(
+                actor,
+                Spend {
+                    input_tokens,
+                    output_tokens,
+                    cost_usd,
+                },
+            );
+        }
+        Ok(usage)
+    }
+
+    /// Every sprint's total spend, in one query (for `sprint status`).
+    pub async fn spend_by_sprint(&self) -> Result<std::collections::HashMap<String, Spend>> {
+        let rows: Vec<(String, i64, i64, f64)> = sqlx::query_as(
+            "SELECT sprint_id, COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cost_usd), 0.0)
+             FROM runs GROUP BY sprint_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, input_tokens, output_tokens, cost_usd)| {
+                (
+                    id,
+                    Spend {
+                        input_tokens,
+                        output_tokens,
+                        cost_usd,
+                    },
+                )
+            })
+            .collect())
     }
 
     // --- commands --------------------------------------------------------------------

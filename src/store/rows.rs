@@ -32,6 +32,9 @@ pub struct Sprint {
     /// Focus instructions waiting for the next run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub focus: Option<String>,
+    /// The spending limit a human raised by resuming past `pipeline.max_cost_usd`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
     #[serde(skip)]
     pub last_seq: i64,
     pub created_at: i64,
@@ -64,6 +67,7 @@ pub(super) struct SprintRaw {
     branch: String,
     next_run_at: Option<i64>,
     focus: Option<String>,
+    budget_usd: Option<f64>,
     last_seq: i64,
     created_at: i64,
     updated_at: i64,
@@ -94,6 +98,7 @@ impl TryFrom<SprintRaw> for Sprint {
             branch: r.branch,
             next_run_at: r.next_run_at,
             focus: r.focus,
+            budget_usd: r.budget_usd,
             last_seq: r.last_seq,
             created_at: r.created_at,
             updated_at: r.updated_at,
@@ -304,6 +309,21 @@ impl TryFrom<RunRaw> for Run {
             run_id: r.id,
         })
     }
+}
+
+/// Tokens and dollars, summed over runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, sqlx::FromRow)]
+pub struct Spend {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_usd: f64,
+}
+
+/// A sprint's spend, in all and per sister.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Usage {
+    pub total: Spend,
+    pub by_sister: std::collections::BTreeMap<String, Spend>,
 }
 
 /// What a user asked for, durable until the orchestrator answers it.

@@ -31,6 +31,7 @@ pub struct Setup {
     pub projects: &'static [&'static str],
     pub max_attempts: u32,
     pub max_review_rounds: u32,
+    pub max_cost_usd: Option<f64>,
     pub extra: &'static str,
 }
 
@@ -44,6 +45,7 @@ impl Default for Setup {
             projects: &["app"],
             max_attempts: 3,
             max_review_rounds: 3,
+            max_cost_usd: None,
             extra: "",
         }
     }
@@ -74,6 +76,7 @@ url = "sqlite://{db}"
 [pipeline]
 max_attempts = {max_attempts}
 max_review_rounds = {max_review_rounds}
+{budget}
 backoff = {{ initial = "10ms", factor = 2.0, max = "50ms" }}
 
 [agent]
@@ -94,6 +97,10 @@ args = {erang}
             db = dir.path().join("hanarang.db").display(),
             max_attempts = setup.max_attempts,
             max_review_rounds = setup.max_review_rounds,
+            budget = setup
+                .max_cost_usd
+                .map(|c| format!("max_cost_usd = {c}"))
+                .unwrap_or_default(),
             state = state_dir.display(),
             harang = args(setup.harang),
             narang = args(setup.narang),
