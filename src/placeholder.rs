@@ -15,6 +15,9 @@ pub const SPAWN: &[&str] = &[
     "branch",
     "round",
     "attempt",
+    "schema",
+    "schema_file",
+    "openai_schema_file",
 ];
 
 /// Placeholders the branch template may use.

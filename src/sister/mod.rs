@@ -207,6 +207,15 @@ async fn run_inner(req: &RunRequest, control: RunControl) -> RunReport {
     let workdir = req.workdir.display().to_string();
     let round = c.round.to_string();
     let attempt = c.attempt.to_string();
+    let schemas = match schema_inputs(req) {
+        Ok(s) => s,
+        Err(e) => {
+            return RunReport::early(
+                RunOutcome::SpawnFailed,
+                format!("cannot write the schema files beside {contract_file}: {e}"),
+            );
+        }
+    };
     let values = [
         ("role", c.role.as_str()),
         ("contract", c.contract_id.as_str()),
@@ -217,6 +226,9 @@ async fn run_inner(req: &RunRequest, control: RunControl) -> RunReport {
         ("branch", c.branch.as_str()),
         ("round", round.as_str()),
         ("attempt", attempt.as_str()),
+        ("schema", schemas.inline.as_str()),
+        ("schema_file", schemas.file.as_str()),
+        ("openai_schema_file", schemas.openai_file.as_str()),
     ];
     let args: Vec<String> = spec
         .args
@@ -456,6 +468,61 @@ async fn classify_output(req: &RunRequest, stdout: &[u8], report: &mut RunReport
             report.problems = problems;
         }
     }
+}
+
+/// What the schema placeholders stand for. The files are written (beside the contract
+/// file) only when an argument uses them.
+#[derive(Default)]
+struct SchemaInputs {
+    inline: String,
+    file: String,
+    openai_file: String,
+}
+
+fn schema_inputs(req: &RunRequest) -> std::io::Result<SchemaInputs> {
+    use crate::handoff::schema::{Dialect, schema};
+    let uses = |name: &str| {
+        req.spec
+            .args
+            .iter()
+            .any(|a| placeholder::names(a).contains(&name))
+    };
+    let actor = Some(req.contract.role);
+    let dir = req.contract_path.parent().map_or_else(
+        || std::path::PathBuf::from("."),
+        std::path::Path::to_path_buf,
+    );
+    let mut out = SchemaInputs::default();
+    let text = |dialect| {
+        schema(actor, dialect)
+            .map_err(std::io::Error::other)
+            .and_then(|s| serde_json::to_string(&s).map_err(std::io::Error::other))
+    };
+    if uses("schema") {
+        out.inline = text(Dialect::Draft07)?;
+    }
+    for (name, file, dialect, slot) in [
+        (
+            "schema_file",
+            "schema.json",
+            Dialect::Draft07,
+            &mut out.file,
+        ),
+        (
+            "openai_schema_file",
+            "schema.openai.json",
+            Dialect::OpenaiStrict,
+            &mut out.openai_file,
+        ),
+    ] {
+        if uses(name) {
+            std::fs::create_dir_all(&dir)?;
+            let path = dir.join(file);
+            std::fs::write(&path, text(dialect)?)?;
+            *slot = path.display().to_string();
+        }
+    }
+    Ok(out)
 }
 
 fn write_contract(req: &RunRequest) -> std::io::Result<()> {

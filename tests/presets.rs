@@ -1,0 +1,81 @@
+//! The agent presets shipped in `config.toml.example`, each run through the real runner
+//! against a stand-in that checks the flags the preset passes and prints the tool's
+//! documented envelope: the message must come out extracted and validated.
+
+mod support;
+
+use std::path::Path;
+
+use hanarang::config::Config;
+use hanarang::handoff::message::Actor;
+use hanarang::sister::{RunControl, RunOutcome, run};
+use support::Fixture;
+
+/// The TOML of one preset, uncommented, as an operator would uncomment it.
+fn preset(name: &str) -> String {
+    let example =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.toml.example"))
+            .expect("the example config");
+    let start = format!("# ==== preset: {name} ====");
+    let block: Vec<&str> = example
+        .lines()
+        .skip_while(|l| *l != start)
+        .skip(1)
+        .take_while(|l| *l != "# ==== end ====")
+        .collect();
+    assert!(!block.is_empty(), "no preset {name} in config.toml.example");
+    block
+        .iter()
+        .skip_while(|l| !l.starts_with("# [agent]"))
+        .map(|l| l.strip_prefix("# ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn stand_in(tool: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/agents")
+        .join(tool)
+        .display()
+        .to_string()
+}
+
+async fn run_preset(name: &str, program: &str, pointer: &str) {
+    let config =
+        Config::parse(&preset(name), Path::new(".")).expect("the preset is a valid config");
+    for actor in Actor::ALL {
+        let mut spec = config.agent.spec(actor);
+        assert_eq!(spec.program, program, "{name} runs {program}");
+        assert_eq!(spec.output_pointer, pointer, "{name}'s envelope");
+        spec.program = stand_in(program);
+        let mut fixture = Fixture::new(actor, "valid.sh");
+        spec.timeout = fixture.request.spec.timeout;
+        spec.kill_grace = fixture.request.spec.kill_grace;
+        fixture.request.spec = spec;
+        let report = run(&fixture.request, RunControl::unattended()).await;
+        assert_eq!(
+            report.outcome,
+            RunOutcome::Handoff,
+            "{name} as {actor}: {} / stderr: {}",
+            report.detail,
+            report.stderr_tail
+        );
+        let message = report.message.expect("a validated message").message;
+        assert_eq!(message.actor(), actor);
+    }
+}
+
+#[tokio::test]
+async fn claude_code_preset_takes_the_inline_schema_and_reads_structured_output() {
+    run_preset("claude-code", "claude", "/structured_output").await;
+}
+
+#[tokio::test]
+async fn codex_preset_takes_a_strict_schema_file_and_reads_the_bare_message() {
+    run_preset("codex", "codex", "").await;
+}
+
+#[tokio::test]
+async fn openclaw_preset_parses_the_final_text() {
+    run_preset("openclaw", "openclaw", "/final").await;
+}
