@@ -4,6 +4,7 @@
 //! processes, databases or Discord; the edges each live in one module.
 
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod discord;

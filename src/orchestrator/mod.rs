@@ -11,7 +11,7 @@ mod spawn;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 use tracing::Instrument;
@@ -45,12 +45,7 @@ pub enum OrchestratorError {
     Lease(#[from] LeaseError),
 }
 
-/// Milliseconds since the Unix epoch: the orchestrator's clock.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
+pub use crate::clock::now_ms;
 
 /// What an in-process caller (the Discord bridge, `run`) needs: a way to wake the loop
 /// after writing a command, and the transition events.

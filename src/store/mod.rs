@@ -168,6 +168,21 @@ impl Store {
                     })?,
             )
         };
+        // An upgrade: a database that already has tables gets a copy before the new
+        // migrations touch it.
+        if !in_memory {
+            let (applied, pending) = migrations_of(&pool).await?;
+            if applied > 0 && !pending.is_empty() {
+                let mut backup = filename.clone().into_os_string();
+                backup.push(format!(".backup-{}", crate::clock::now_ms()));
+                let backup = PathBuf::from(backup);
+                sqlx::query("VACUUM INTO ?")
+                    .bind(backup.display().to_string())
+                    .execute(&pool)
+                    .await?;
+                tracing::warn!(backup = %backup.display(), ?pending, "database backed up before migrating");
+            }
+        }
         MIGRATOR
             .run(&pool)
             .await
@@ -704,6 +719,74 @@ impl Store {
         .await?;
         Ok(())
     }
+}
+
+/// Where a database stands against the migrations this binary carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MigrationStatus {
+    /// No database file yet: it is created at the first start.
+    NotCreated,
+    /// Every migration is applied.
+    Current { applied: usize },
+    /// These migration versions are not applied yet (they are, after a backup, at the
+    /// next start).
+    Pending(Vec<i64>),
+}
+
+impl Store {
+    /// Reads, without changing anything, which migrations a database still needs.
+    pub async fn migration_status(url: &str) -> Result<MigrationStatus> {
+        let open_err = |source| StoreError::Open {
+            url: url.to_string(),
+            source,
+        };
+        let options = SqliteConnectOptions::from_str(url).map_err(open_err)?;
+        let path = options.get_filename().to_path_buf();
+        if !path.exists() {
+            return Ok(MigrationStatus::NotCreated);
+        }
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.read_only(true).create_if_missing(false))
+            .await
+            .map_err(open_err)?;
+        let (applied, pending) = migrations_of(&pool).await?;
+        pool.close().await;
+        Ok(if pending.is_empty() {
+            MigrationStatus::Current { applied }
+        } else {
+            MigrationStatus::Pending(pending)
+        })
+    }
+}
+
+/// How many migrations a database has applied, and which of this binary's it lacks.
+async fn migrations_of(pool: &SqlitePool) -> Result<(usize, Vec<i64>)> {
+    let has_table: Option<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+    )
+    .fetch_optional(pool)
+    .await?;
+    let applied: Vec<i64> = if has_table.is_some() {
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success = 1")
+            .fetch_all(pool)
+            .await?
+    } else {
+        Vec::new()
+    };
+    let pending = MIGRATOR
+        .iter()
+        .map(|m| m.version)
+        .filter(|v| !applied.contains(v))
+        .collect();
+    Ok((applied.len(), pending))
+}
+
+/// The database file a `sqlite:` URL names (`None` for an in-memory database).
+pub fn database_path(url: &str) -> Option<PathBuf> {
+    let options = SqliteConnectOptions::from_str(url).ok()?;
+    let path = options.get_filename().to_path_buf();
+    (!path.as_os_str().is_empty() && path.as_os_str() != ":memory:").then_some(path)
 }
 
 /// Takes an exclusive lock on `path` (created if missing), waiting for it.
