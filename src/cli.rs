@@ -70,6 +70,8 @@ pub enum Command {
     /// Configuration commands
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Check a deployment: config, database, agent programs, projects, Discord
+    Doctor,
     /// Act as a simulated sister (what `demo` runs)
     #[command(hide = true)]
     SimulateSister,
@@ -186,6 +188,20 @@ pub fn run(cli: Cli) -> Exit {
             _ => Exit::Failure,
         },
         Command::Demo => block_on(demo()),
+        Command::Doctor => block_on(async {
+            let checks = crate::doctor::run(cli.config.as_deref()).await;
+            for check in &checks {
+                println!("{}", check.line());
+            }
+            if checks.iter().all(|c| c.ok) {
+                println!("\nall {} checks passed", checks.len());
+                Exit::Success
+            } else {
+                let failed = checks.iter().filter(|c| !c.ok).count();
+                println!("\n{failed} of {} checks failed", checks.len());
+                Exit::Failure
+            }
+        }),
         Command::Serve => with_config(cli.config.as_deref(), |c| block_on(serve(c))),
         Command::Run(args) => with_config(cli.config.as_deref(), |c| {
             block_on(run_sprint(c, args, RunMode::Foreground))

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod discord;
+pub mod doctor;
 pub mod handoff;
 pub mod logging;
 pub mod notify;

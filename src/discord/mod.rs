@@ -6,6 +6,7 @@
 mod bridge;
 pub mod checks;
 pub mod commands;
+pub mod doctor;
 pub mod render;
 
 use std::fmt;

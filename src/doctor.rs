@@ -1,0 +1,203 @@
+//! `hanarang doctor`: checks a deployment before it runs, each check one line with what
+//! to do when it fails. Exit 0 only when every check passes. It changes nothing: no
+//! database is created or migrated, no message is sent.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::{self, Config};
+use crate::handoff::message::Actor;
+use crate::store::{MigrationStatus, Store};
+
+/// One check's result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+    /// What to do about a failure.
+    pub fix: Option<String>,
+}
+
+impl Check {
+    pub fn pass(name: impl Into<String>, detail: impl Into<String>) -> Check {
+        Check {
+            name: name.into(),
+            ok: true,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    pub fn fail(
+        name: impl Into<String>,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Check {
+        Check {
+            name: name.into(),
+            ok: false,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    pub fn line(&self) -> String {
+        let mark = if self.ok { "ok  " } else { "FAIL" };
+        match &self.fix {
+            Some(fix) => format!("{mark} {}: {}\n     fix: {fix}", self.name, self.detail),
+            None => format!("{mark} {}: {}", self.name, self.detail),
+        }
+    }
+}
+
+/// Runs every check; the config path is where it was looked for.
+pub async fn run(explicit: Option<&Path>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let config = match config::locate(explicit).and_then(|p| Config::load(&p).map(|c| (p, c))) {
+        Ok((path, config)) => {
+            checks.push(Check::pass(
+                "config",
+                format!("{} is valid", path.display()),
+            ));
+            config
+        }
+        Err(e) => {
+            checks.push(Check::fail(
+                "config",
+                e.to_string(),
+                "fix the keys named above (`hanarang config check` shows the resolved config)",
+            ));
+            return checks;
+        }
+    };
+    checks.push(database(&config).await);
+    checks.extend(programs(&config));
+    checks.extend(projects(&config));
+    if let Some(discord) = &config.discord {
+        checks.extend(crate::discord::doctor::checks(discord).await);
+    }
+    checks
+}
+
+async fn database(config: &Config) -> Check {
+    let url = &config.database.url;
+    let name = "database";
+    let Some(path) = crate::store::database_path(url) else {
+        return Check::pass(name, format!("{url} is in memory"));
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if let Err(e) = writable(&dir) {
+        return Check::fail(
+            name,
+            format!("cannot write in {} ({e})", dir.display()),
+            "point database.url at a folder the service user can write, or fix its permissions",
+        );
+    }
+    match Store::migration_status(url).await {
+        Ok(MigrationStatus::NotCreated) => Check::pass(
+            name,
+            format!("{} will be created at the first start", path.display()),
+        ),
+        Ok(MigrationStatus::Current { applied }) => Check::pass(
+            name,
+            format!(
+                "{} is writable, {applied} migrations applied",
+                path.display()
+            ),
+        ),
+        Ok(MigrationStatus::Pending(versions)) => Check::fail(
+            name,
+            format!("{} lacks migrations {versions:?}", path.display()),
+            "start `hanarang serve` once: it backs the database up, then migrates it",
+        ),
+        Err(e) => Check::fail(
+            name,
+            e.to_string(),
+            "check database.url and the file's permissions",
+        ),
+    }
+}
+
+fn writable(dir: &Path) -> std::io::Result<()> {
+    let probe = dir.join(format!(".hanarang-doctor-{}", std::process::id()));
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)
+}
+
+fn programs(config: &Config) -> Vec<Check> {
+    Actor::ALL
+        .iter()
+        .map(|&actor| {
+            let spec = config.agent.spec(actor);
+            let name = format!("agent {actor}");
+            match find_program(&spec.program) {
+                Ok(path) => Check::pass(name, format!("{} → {}", spec.program, path.display())),
+                Err(why) => Check::fail(
+                    name,
+                    format!("{} {why}", spec.program),
+                    format!(
+                        "install it, or set agent.program / agent.{actor}.program to its full path"
+                    ),
+                ),
+            }
+        })
+        .collect()
+}
+
+/// The executable a program name resolves to, as the spawn will find it.
+fn find_program(program: &str) -> Result<PathBuf, &'static str> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        return if !path.exists() {
+            Err("does not exist")
+        } else if executable(&path) {
+            Ok(path)
+        } else {
+            Err("is not executable")
+        };
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
+        .ok_or("is not on PATH")
+}
+
+fn projects(config: &Config) -> Vec<Check> {
+    if config.projects.is_empty() {
+        return vec![Check::fail(
+            "projects",
+            "no project is configured",
+            "add a [projects.NAME] table with the repository's workdir",
+        )];
+    }
+    config
+        .projects
+        .iter()
+        .map(|(name, project)| {
+            let dir = &project.workdir;
+            let label = format!("project {name}");
+            if !dir.is_dir() {
+                return Check::fail(
+                    label,
+                    format!("{} is not a directory", dir.display()),
+                    format!("fix projects.{name}.workdir"),
+                );
+            }
+            let git = if dir.join(".git").exists() {
+                "a git repository: IMPL_DONE claims are checked against it"
+            } else {
+                "not a git repository: IMPL_DONE claims are taken as given"
+            };
+            Check::pass(label, format!("{} ({git})", dir.display()))
+        })
+        .collect()
+}

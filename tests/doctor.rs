@@ -1,0 +1,118 @@
+//! `hanarang doctor` as an operator runs it before the first start: a plain line per
+//! check, the fix for each failure, exit 0 only when all pass. Discord is the fake.
+
+mod support;
+
+use std::process::Command;
+
+use support::fake_discord::{FakeConfig, FakeDiscord};
+use support::pipeline::{Files, Setup};
+
+fn doctor(files: &Files, token: Option<&str>) -> (i32, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hanarang"));
+    cmd.arg("--config").arg(&files.config_path).arg("doctor");
+    cmd.env_remove("HANARANG_TEST_DISCORD_TOKEN");
+    if let Some(t) = token {
+        cmd.env("HANARANG_TEST_DISCORD_TOKEN", t);
+    }
+    let out = cmd.output().expect("run doctor");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+fn discord(fake: &FakeDiscord, forum: u64) -> String {
+    format!(
+        "[discord]\ntoken_env = \"HANARANG_TEST_DISCORD_TOKEN\"\nguild_id = {}\nforum_channel_id = {forum}\nuser_id = 5\nhttp_proxy = \"{}\"\n",
+        fake.config().guild_id,
+        fake.base_url()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sound_deployment_passes_every_check() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let files = Files::new(&Setup::default());
+    files.append_config(&discord(&fake, fake.config().forum_channel_id));
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        let r = doctor(&files, Some(support::fake_discord::FAKE_TOKEN));
+        drop(files);
+        r
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "{out}");
+    for line in [
+        "ok   config: ",
+        "ok   database: ",
+        "will be created at the first start",
+        "ok   agent narang: ",
+        "scripted.sh →",
+        "ok   project app: ",
+        "not a git repository",
+        "ok   discord token: $HANARANG_TEST_DISCORD_TOKEN is set",
+        "ok   discord login: Discord accepted the token",
+        "ok   discord guild: ",
+        "ok   discord forum: ",
+        "is a forum channel",
+        "ok   discord permissions: the bot may view, post and reply",
+        "all 12 checks passed",
+    ] {
+        assert!(out.contains(line), "{line:?} missing from\n{out}");
+    }
+    assert!(
+        !out.contains(support::fake_discord::FAKE_TOKEN),
+        "the token is never printed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_failure_names_its_fix_and_the_exit_code_is_1() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let files = Files::new(&Setup::default());
+    // A program that is not installed, and a "forum" that is some other channel.
+    let config = std::fs::read_to_string(&files.config_path)
+        .unwrap()
+        .replace(
+            "[agent.erang]\nargs",
+            "[agent.erang]\nprogram = \"hanarang-no-such-deployer\"\nargs",
+        );
+    std::fs::write(&files.config_path, config).unwrap();
+    files.append_config(&discord(&fake, 424242));
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        doctor(&files, Some(support::fake_discord::FAKE_TOKEN))
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL agent erang: hanarang-no-such-deployer is not on PATH\n     fix: install it, or set agent.program / agent.erang.program to its full path"),
+        "{out}"
+    );
+    assert!(out.contains("FAIL discord forum: "), "{out}");
+    assert!(out.contains("not a forum of guild"), "{out}");
+    assert!(
+        out.contains("fix: set discord.forum_channel_id to a forum channel of the guild"),
+        "{out}"
+    );
+    assert!(out.contains("checks failed"), "{out}");
+}
+
+#[test]
+fn a_missing_token_variable_is_a_failed_check() {
+    let files = Files::new(&Setup::default());
+    files.append_config(
+        "[discord]\ntoken_env = \"HANARANG_TEST_DISCORD_TOKEN\"\nguild_id = 1\nforum_channel_id = 2\nuser_id = 3\n",
+    );
+    let (code, out) = doctor(&files, None);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL discord token: discord.token_env: the environment variable HANARANG_TEST_DISCORD_TOKEN is not set"),
+        "{out}"
+    );
+    assert!(
+        out.contains("fix: export HANARANG_TEST_DISCORD_TOKEN=<the bot token>"),
+        "{out}"
+    );
+}
