@@ -48,6 +48,10 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
 
+    /// Log lines on stderr as text or as JSON (RUST_LOG sets the level)
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    pub log_format: crate::logging::LogFormat,
+
     #[command(subcommand)]
     pub command: Command,
 }

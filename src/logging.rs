@@ -1,10 +1,26 @@
-//! Logging setup: `tracing` to stderr, filtered by `RUST_LOG` (default: `default_level`).
+//! Logging setup: `tracing` to stderr, filtered by `RUST_LOG` (default: `default_level`),
+//! as text for people or JSON lines for a log collector. Spans carry the sprint and run
+//! ids. The Discord token never appears: it is not in any field this program logs.
 
-pub fn init(default_level: &str) {
+/// How log lines look.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    /// One JSON object per line, with the span fields (sprint, run) included.
+    Json,
+}
+
+pub fn init(default_level: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let _ = tracing_subscriber::fmt()
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().with_current_span(true).try_init(),
+    };
 }

@@ -6,10 +6,11 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = hanarang::cli::Cli::parse();
-    hanarang::logging::init(if cli.command.is_service() {
+    let level = if cli.command.is_service() {
         "info"
     } else {
         "warn"
-    });
+    };
+    hanarang::logging::init(level, cli.log_format);
     hanarang::cli::run(cli).into()
 }
