@@ -28,15 +28,6 @@ fn git(dir: &std::path::Path, args: &[&str]) {
     assert!(ok, "git {args:?}");
 }
 
-async fn hanging(p: &Pipeline, actor: Actor) -> u32 {
-    loop {
-        if let Some(pid) = p.files.hanging_pid(actor) {
-            return pid;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_handoff_restarts_the_sister_with_what_the_stopped_session_did() {
     let files = Files::new(&Setup {
@@ -50,7 +41,7 @@ async fn a_handoff_restarts_the_sister_with_what_the_stopped_session_did() {
     git(&repo, &["commit", "-q", "--allow-empty", "-m", "root"]);
     let p = Pipeline::start_with(files).await;
     let s = p.start_sprint("app", "Add a login page", None).await;
-    let pid = hanging(&p, Actor::Narang).await;
+    let pid = p.files.wait_hanging(Actor::Narang).await;
 
     let answer = p
         .command(

@@ -287,12 +287,7 @@ async fn a_user_abort_kills_the_running_sister_and_records_cancelled() {
     .await;
     let s = p.start_sprint("app", "Add a login page", None).await;
     p.wait_for(&s.id, State::Implementing).await;
-    let pid = loop {
-        if let Some(pid) = p.files.hanging_pid(Actor::Narang) {
-            break pid;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let pid = p.files.wait_hanging(Actor::Narang).await;
     let answer = p
         .command(&s.id, CommandKind::Abort, Some("wrong approach"))
         .await;

@@ -92,7 +92,8 @@ pub async fn checks(discord: &DiscordConfig) -> Vec<Check> {
         other => {
             let why = match other {
                 Ok(Ok(_)) => "it is not a guild channel".to_string(),
-                other => error_of(other.map(|r| r.map(|_| ()))),
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no answer within {}s", TIMEOUT.as_secs()),
             };
             checks.push(Check::fail(
                 "discord forum",

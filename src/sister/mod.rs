@@ -501,7 +501,17 @@ fn schema_inputs(req: &RunRequest) -> std::io::Result<SchemaInputs> {
     if uses("schema") {
         out.inline = text(Dialect::Draft07)?;
     }
-    for (name, file, dialect, slot) in [
+    // Beside the contract file, named after it: `<run>.contract.json` → `<run>.schema.json`.
+    let contract_name = req
+        .contract_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("run.contract.json");
+    let stem = contract_name
+        .strip_suffix(".contract.json")
+        .or_else(|| contract_name.strip_suffix(".json"))
+        .unwrap_or(contract_name);
+    for (name, suffix, dialect, slot) in [
         (
             "schema_file",
             "schema.json",
@@ -517,7 +527,7 @@ fn schema_inputs(req: &RunRequest) -> std::io::Result<SchemaInputs> {
     ] {
         if uses(name) {
             std::fs::create_dir_all(&dir)?;
-            let path = dir.join(file);
+            let path = dir.join(format!("{stem}.{suffix}"));
             std::fs::write(&path, text(dialect)?)?;
             *slot = path.display().to_string();
         }

@@ -77,7 +77,7 @@ impl Fixture {
         let request = RunRequest {
             spec: spec(actor, &sister_script(script), &[]),
             contract: contract(actor, &workdir),
-            contract_path: dir.path().join("runs/R1/contract.json"),
+            contract_path: dir.path().join("runs/R1.contract.json"),
             workdir,
             token_env: "DISCORD_TOKEN".into(),
         };

@@ -149,6 +149,21 @@ args = {erang}
         serde_json::from_str(&text).unwrap_or_default()
     }
 
+    /// Waits until the sister of `actor` hangs (in `scripted.sh`'s hang modes); its pid.
+    pub async fn wait_hanging(&self, actor: Actor) -> u32 {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Some(pid) = self.hanging_pid(actor) {
+                return pid;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{actor} never started hanging"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The pid of a sister hanging in `scripted.sh`'s hang modes.
     pub fn hanging_pid(&self, actor: Actor) -> Option<u32> {
         std::fs::read_to_string(self.state_dir.join(format!("{actor}.hanging")))

@@ -1,0 +1,235 @@
+//! Steering long-running sisters, as the people in the forum thread and at the terminal
+//! see it: handoff on demand from Discord, stall detection, and the escalation digest.
+
+mod support;
+
+use hanarang::discord::{self, Token};
+use hanarang::handoff::message::Actor;
+use hanarang::pipeline::State;
+use hanarang::sister::RunOutcome;
+use serde_json::json;
+use support::fake_discord::{FakeConfig, FakeDiscord, FakeMessage};
+use support::pipeline::{Files, PATIENCE, Pipeline, Setup};
+use tokio::sync::oneshot;
+
+const USER: u64 = 500;
+
+/// A pipeline with the bot connected to the fake; `patch` edits the config text first.
+async fn with_bot(
+    setup: Setup,
+    fake: &FakeDiscord,
+    patch: impl Fn(String) -> String,
+) -> (Pipeline, oneshot::Sender<()>) {
+    let files = Files::new(&setup);
+    let config = std::fs::read_to_string(&files.config_path).unwrap();
+    std::fs::write(&files.config_path, patch(config)).unwrap();
+    let c = fake.config();
+    files.append_config(&format!(
+        "[discord]\ntoken_env = \"UNUSED_IN_PROCESS\"\nguild_id = {}\nforum_channel_id = {}\nuser_id = {USER}\nhttp_proxy = \"{}\"\n",
+        c.guild_id,
+        c.forum_channel_id,
+        fake.base_url()
+    ));
+    let p = Pipeline::start_with(files).await;
+    let config = p.config.discord.clone().unwrap();
+    let http = discord::http(&config, &Token::new(fake.token()));
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(discord::run(
+        p.config.clone(),
+        config,
+        p.handle.clone(),
+        http,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    assert!(
+        fake.wait_until(PATIENCE, |f| !f.commands().is_empty())
+            .await
+    );
+    (p, stop)
+}
+
+fn lines(fake: &FakeDiscord) -> Vec<FakeMessage> {
+    let Some(thread) = fake.threads().into_iter().next() else {
+        return Vec::new();
+    };
+    fake.messages(thread.id)
+        .into_iter()
+        .filter(|m| m.id != thread.id)
+        .collect()
+}
+
+async fn wait_for_line(fake: &FakeDiscord, needle: &str) -> FakeMessage {
+    assert!(
+        fake.wait_until(PATIENCE, |f| lines(f)
+            .iter()
+            .any(|m| m.content.contains(needle)))
+            .await,
+        "no line with {needle:?} in {:#?}",
+        lines(fake).iter().map(|m| &m.content).collect::<Vec<_>>()
+    );
+    lines(fake)
+        .into_iter()
+        .find(|m| m.content.contains(needle))
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handoff_from_discord_restarts_the_sister_and_the_thread_says_so() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let (p, stop) = with_bot(
+        Setup {
+            narang: "hang-first 1",
+            ..Setup::default()
+        },
+        &fake,
+        |c| c,
+    )
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.files.wait_hanging(Actor::Narang).await;
+    // A stranger may not; the user may.
+    let refused = fake.slash(777, &[], &["sprint", "handoff"], json!({"id": "1"}));
+    let answer = fake.wait_for_responses(refused.id, 2, PATIENCE).await;
+    assert!(answer[1].content().unwrap().contains("권한이 없어요"));
+    let asked = fake.slash(
+        USER,
+        &[],
+        &["sprint", "handoff"],
+        json!({"id": "1", "focus": "keep it small"}),
+    );
+    let answer = fake.wait_for_responses(asked.id, 2, PATIENCE).await;
+    assert_eq!(
+        answer[1].content(),
+        Some("SPRINT-001: implementing → implementing")
+    );
+
+    let line = wait_for_line(&fake, "🔄").await;
+    assert_eq!(
+        line.content,
+        "🔄 나랑이 새 세션으로 교대 (요청: discord:500)"
+    );
+    assert_eq!(
+        line.allowed_mentions,
+        json!({"parse": [], "users": [], "roles": []})
+    );
+    p.wait_for(&s.id, State::Done).await;
+    let runs = p.runs(&s.id).await;
+    assert_eq!(runs[1].outcome, Some(RunOutcome::HandedOff));
+    assert_eq!(
+        runs[2].parent_run_id.as_deref(),
+        Some(runs[1].run_id.as_str())
+    );
+    assert!(
+        p.files
+            .stdin_of(&runs[2].run_id)
+            .ends_with("Additional focus: keep it small\n")
+    );
+    let _ = stop.send(());
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_sister_is_retried_and_the_thread_and_log_say_stalled() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    // Only narang has a stall timeout; the first session goes silent.
+    let (p, stop) = with_bot(
+        Setup {
+            narang: "hang-first 1",
+            ..Setup::default()
+        },
+        &fake,
+        |c| {
+            c.replace(
+                "[agent.narang]\n",
+                "[agent.narang]\nstall_timeout = \"300ms\"\n",
+            )
+        },
+    )
+    .await;
+
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    let line = wait_for_line(&fake, "⚠️").await;
+    assert!(
+        line.content
+            .contains("timeout — stalled: nothing on stdout or stderr for 300ms (stall_timeout)"),
+        "{}",
+        line.content
+    );
+    let out = p.files.hanarang(&["sprint", "log", &s.id]);
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        log.contains("stalled: nothing on stdout or stderr for 300ms"),
+        "{log}"
+    );
+    let _ = stop.send(());
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_escalation_pings_once_and_posts_a_digest_of_every_attempt() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let (p, stop) = with_bot(
+        Setup {
+            narang: "fail-first 3",
+            ..Setup::default()
+        },
+        &fake,
+        |c| c,
+    )
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Escalated).await;
+    let escalation = wait_for_line(&fake, "🚨").await;
+    assert_eq!(
+        escalation.content,
+        "<@500> 🚨 SPRINT-001 구현 단계 3회 실패 (마지막: exit_nonzero — exited with code 1). 자기야 확인 필요"
+    );
+    assert_eq!(
+        escalation.allowed_mentions,
+        json!({"parse": [], "users": ["500"], "roles": []})
+    );
+    let digest = wait_for_line(&fake, "**SPRINT-001 · implementing**").await;
+    for attempt in [
+        "SPRINT-001-R02` attempt 1 — exit_nonzero",
+        "SPRINT-001-R03` attempt 2 — exit_nonzero",
+        "SPRINT-001-R04` attempt 3 — exit_nonzero",
+    ] {
+        assert!(
+            digest.content.contains(attempt),
+            "{attempt:?} missing from\n{}",
+            digest.content
+        );
+    }
+    assert!(
+        digest.content.contains("exited with code 1"),
+        "the reason of each attempt"
+    );
+    assert_eq!(
+        digest.allowed_mentions,
+        json!({"parse": [], "users": [], "roles": []}),
+        "still one ping"
+    );
+    let pings = lines(&fake)
+        .iter()
+        .filter(|m| {
+            m.allowed_mentions["users"]
+                .as_array()
+                .is_some_and(|u| !u.is_empty())
+        })
+        .count();
+    assert_eq!(pings, 1);
+    // `sprint log` lists the same attempts.
+    let out = p.files.hanarang(&["sprint", "log", &s.id]);
+    let log = String::from_utf8_lossy(&out.stdout);
+    let attempts = log
+        .lines()
+        .filter(|l| l.trim_start().starts_with("SPRINT-001-R0") && l.contains("narang"))
+        .filter(|l| l.contains("exit_nonzero"))
+        .count();
+    assert_eq!(attempts, 3, "{log}");
+    let _ = stop.send(());
+    p.stop().await;
+}
