@@ -30,7 +30,8 @@ pub fn config(dir: &Path) -> std::io::Result<Config> {
     Ok(config)
 }
 
-/// The simulated sister: reads its prompt, takes a moment, answers for its role.
+/// The simulated sister: reads its prompt, takes a moment (`SIMULATE_DELAY_MS`, default
+/// 300), answers for its role.
 pub fn simulate_sister() -> i32 {
     let mut prompt = String::new();
     let _ = std::io::stdin().read_to_string(&mut prompt);
@@ -39,7 +40,9 @@ pub fn simulate_sister() -> i32 {
     let sprint = var("HANARANG_SPRINT_ID");
     let round: u32 = var("HANARANG_ROUND").parse().unwrap_or(1);
     eprintln!("simulated {role}: working on {sprint} (round {round})");
-    std::thread::sleep(Duration::from_millis(300));
+    // A moment of "work" so the demo reads like one; benchmarks set it to 0.
+    let delay: u64 = var("SIMULATE_DELAY_MS").parse().unwrap_or(300);
+    std::thread::sleep(Duration::from_millis(delay));
     let handoff = |progress: &str, next: &str| {
         json!({
             "goal": format!("Demo sprint {sprint}"),
