@@ -232,7 +232,9 @@ impl Pipeline {
             let _ = stop.send(());
         }
         if let Some(task) = self.task.take() {
-            task.await
+            tokio::time::timeout(PATIENCE, task)
+                .await
+                .expect("the orchestrator stops within PATIENCE")
                 .expect("the orchestrator task")
                 .expect("the orchestrator stops cleanly");
         }
