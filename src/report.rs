@@ -114,13 +114,7 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
         sprint.state, sprint.round, sprint.attempt, sprint.project, sprint.branch
     );
     println!("Transitions:");
-    let cx = Context {
-        sprint_id: &sprint.id,
-        branch: &sprint.branch,
-        locale: config.pipeline.locale,
-        nickname: config.nickname(),
-        max_attempts: config.pipeline.max_attempts,
-    };
+    let cx = Context::new(config, &sprint);
     for t in &transitions {
         println!(
             "  #{:<3} {}  {:>12} → {:<12} {}",

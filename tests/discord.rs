@@ -10,7 +10,7 @@ use hanarang::discord::{self, StartError, Token};
 use hanarang::pipeline::State;
 use hanarang::store::CommandKind;
 use serde_json::{Value, json};
-use support::fake_discord::{FakeConfig, FakeDiscord, FakeMessage, ResponseKind};
+use support::fake_discord::{FakeConfig, FakeDiscord, ResponseKind};
 use support::pipeline::{Files, PATIENCE, Pipeline, Setup};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -86,19 +86,9 @@ impl Bot {
     }
 }
 
-/// The lines of the sprint's forum post (not its status board), in order.
-fn lines(fake: &FakeDiscord) -> Vec<FakeMessage> {
-    let Some(thread) = fake.threads().into_iter().next() else {
-        return Vec::new();
-    };
-    fake.messages(thread.id)
-        .into_iter()
-        .filter(|m| m.id != thread.id)
-        .collect()
-}
-
+/// The texts of the sprint's forum post lines (not its status board), in order.
 fn texts(fake: &FakeDiscord) -> Vec<String> {
-    lines(fake).into_iter().map(|m| m.content).collect()
+    fake.post_lines().into_iter().map(|m| m.content).collect()
 }
 
 async fn wait_for_lines(fake: &FakeDiscord, n: usize) -> Vec<String> {
@@ -153,7 +143,7 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
     assert_eq!(threads[0].parent_id, fake.config().forum_channel_id);
 
     // The done line pings the user, and only the user, and carries the buttons.
-    let done = lines(&fake).pop().unwrap();
+    let done = fake.post_lines().pop().unwrap();
     assert_eq!(
         done.allowed_mentions,
         json!({"parse": [], "users": ["500"], "roles": []})
@@ -204,7 +194,7 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
     assert_eq!(wait_for_lines(&fake, 6).await, HAPPY_LINES);
 
     // Only the done line mentions anyone; its buttons are gone once the sprint left done.
-    for line in lines(&fake) {
+    for line in fake.post_lines() {
         if line.id != done.id {
             assert_eq!(line.allowed_mentions, no_mentions(), "{}", line.content);
         }
@@ -243,7 +233,7 @@ async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
     let s = p.start_sprint("app", "Add a login page", None).await;
     p.wait_for(&s.id, State::Done).await;
     wait_for_lines(&fake, 4).await;
-    let done = lines(&fake).pop().unwrap();
+    let done = fake.post_lines().pop().unwrap();
 
     // An approver by role.
     let click = fake.button(
@@ -306,7 +296,7 @@ async fn text_a_sister_wrote_pings_no_one() {
         shown[1].contains("@everyone @here <@&900> <@777>"),
         "{shown:?}"
     );
-    for line in lines(&fake) {
+    for line in fake.post_lines() {
         assert_eq!(line.allowed_mentions, no_mentions(), "{}", line.content);
     }
     bot.stop().await;

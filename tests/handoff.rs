@@ -3,30 +3,13 @@
 
 mod support;
 
-use std::process::Command;
-
 use hanarang::handoff::message::Actor;
 use hanarang::orchestrator::client::Answer;
 use hanarang::pipeline::State;
 use hanarang::sister::RunOutcome;
 use hanarang::store::CommandKind;
-use support::alive;
 use support::pipeline::{Files, Pipeline, Setup, assert_log_is_whole, workdir};
-
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .status()
-        .expect("git")
-        .success();
-    assert!(ok, "git {args:?}");
-}
+use support::{alive, git};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_handoff_restarts_the_sister_with_what_the_stopped_session_did() {

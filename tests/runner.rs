@@ -11,7 +11,7 @@ use hanarang::handoff::message::{Actor, Verdict};
 use hanarang::pipeline::{Event, Facts, Policy, State, apply};
 use hanarang::sister::process::live_members;
 use hanarang::sister::{RunControl, RunOutcome, RunReport, Stop, run};
-use support::{Fixture, TempDir, alive};
+use support::{Fixture, TempDir, alive, git};
 use tokio::sync::oneshot;
 
 async fn run_fixture(fixture: &Fixture) -> RunReport {
@@ -522,25 +522,6 @@ async fn after_bad_output_the_next_prompt_and_contract_say_why() {
 }
 
 // --- facts over claims ----------------------------------------------------------------
-
-fn git(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// A repository with `main` and `feature/login`, each one commit ahead of the root.
 fn repo(workdir: &std::path::Path) -> (String, String) {

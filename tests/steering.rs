@@ -50,26 +50,20 @@ async fn with_bot(
     (p, stop)
 }
 
-fn lines(fake: &FakeDiscord) -> Vec<FakeMessage> {
-    let Some(thread) = fake.threads().into_iter().next() else {
-        return Vec::new();
-    };
-    fake.messages(thread.id)
-        .into_iter()
-        .filter(|m| m.id != thread.id)
-        .collect()
-}
-
 async fn wait_for_line(fake: &FakeDiscord, needle: &str) -> FakeMessage {
     assert!(
-        fake.wait_until(PATIENCE, |f| lines(f)
+        fake.wait_until(PATIENCE, |f| f
+            .post_lines()
             .iter()
             .any(|m| m.content.contains(needle)))
             .await,
         "no line with {needle:?} in {:#?}",
-        lines(fake).iter().map(|m| &m.content).collect::<Vec<_>>()
+        fake.post_lines()
+            .iter()
+            .map(|m| &m.content)
+            .collect::<Vec<_>>()
     );
-    lines(fake)
+    fake.post_lines()
         .into_iter()
         .find(|m| m.content.contains(needle))
         .unwrap()
@@ -212,7 +206,8 @@ async fn an_escalation_pings_once_and_posts_a_digest_of_every_attempt() {
         json!({"parse": [], "users": [], "roles": []}),
         "still one ping"
     );
-    let pings = lines(&fake)
+    let pings = fake
+        .post_lines()
         .iter()
         .filter(|m| {
             m.allowed_mentions["users"]

@@ -138,7 +138,7 @@ impl Bridge {
             return Ok(());
         };
         let mut post = self.post_for(&sprint).await?;
-        let cx = self.line_context(&sprint);
+        let cx = Context::new(&self.config, &sprint);
         let line = render(record, &cx);
         let user = self.discord.user_id.0;
         let (content, mentions) = if line.mention {
@@ -319,15 +319,5 @@ impl Bridge {
             self.config.pipeline.max_attempts,
             crate::orchestrator::now_ms(),
         ))
-    }
-
-    fn line_context<'a>(&'a self, sprint: &'a Sprint) -> Context<'a> {
-        Context {
-            sprint_id: &sprint.id,
-            branch: &sprint.branch,
-            locale: self.config.pipeline.locale,
-            nickname: &self.discord.nickname,
-            max_attempts: self.config.pipeline.max_attempts,
-        }
     }
 }

@@ -131,7 +131,7 @@ async fn log(
     let Some(sprint) = data.handle.store.sprint(&id).await? else {
         return reply(ctx, &format!("no sprint {id}")).await;
     };
-    let cx = data.line_context(&sprint);
+    let cx = crate::notify::Context::new(&data.config, &sprint);
     let lines: Vec<String> = data
         .handle
         .store

@@ -18,10 +18,8 @@ use poise::serenity_prelude as serenity;
 pub use bridge::{BOARD_INTERVAL, Bridge, CURSOR};
 
 use crate::config::{Config, DiscordConfig};
-use crate::notify::messages::Context as LineContext;
 use crate::orchestrator::Handle;
 use crate::pipeline::Policy;
-use crate::store::Sprint;
 
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 pub type Context<'a> = poise::Context<'a, Data, Error>;
@@ -32,18 +30,6 @@ pub struct Data {
     pub config: Arc<Config>,
     pub discord: DiscordConfig,
     pub policy: Policy,
-}
-
-impl Data {
-    pub fn line_context<'a>(&'a self, sprint: &'a Sprint) -> LineContext<'a> {
-        LineContext {
-            sprint_id: &sprint.id,
-            branch: &sprint.branch,
-            locale: self.config.pipeline.locale,
-            nickname: &self.discord.nickname,
-            max_attempts: self.config.pipeline.max_attempts,
-        }
-    }
 }
 
 /// The bot token, read from the environment; never printed.

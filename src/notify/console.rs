@@ -55,14 +55,7 @@ impl Console {
 }
 
 fn print_line(record: &TransitionRecord, sprint: &Sprint, config: &Config) {
-    let cx = Context {
-        sprint_id: &sprint.id,
-        branch: &sprint.branch,
-        locale: config.pipeline.locale,
-        nickname: config.nickname(),
-        max_attempts: config.pipeline.max_attempts,
-    };
-    let line = render(record, &cx);
+    let line = render(record, &Context::new(config, sprint));
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{}", line.text);
     let _ = out.flush();

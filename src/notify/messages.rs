@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use crate::config::Locale;
+use crate::config::{Config, Locale};
 use crate::handoff::message::Actor;
 use crate::pipeline::fsm::{Escalation, Note};
 use crate::pipeline::{Event, Stage, State};
-use crate::store::TransitionRecord;
+use crate::store::{Sprint, TransitionRecord};
 
 /// One line for one transition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +26,19 @@ pub struct Context<'a> {
     pub locale: Locale,
     pub nickname: &'a str,
     pub max_attempts: u32,
+}
+
+impl<'a> Context<'a> {
+    /// The context of one sprint's lines under this config.
+    pub fn new(config: &'a Config, sprint: &'a Sprint) -> Context<'a> {
+        Context {
+            sprint_id: &sprint.id,
+            branch: &sprint.branch,
+            locale: config.pipeline.locale,
+            nickname: config.nickname(),
+            max_attempts: config.pipeline.max_attempts,
+        }
+    }
 }
 
 fn stage_name(stage: Stage, locale: Locale) -> &'static str {

@@ -72,55 +72,61 @@ pub fn take(capture: &SharedCapture) -> (Vec<u8>, u64, bool) {
     (Vec::from(c.bytes), c.total, c.over_cap)
 }
 
+/// Drains a pipe to its end, handing each chunk to `keep` along with the capture.
+async fn drain(
+    mut pipe: impl AsyncRead + Unpin,
+    into: &SharedCapture,
+    activity: &Activity,
+    mut keep: impl FnMut(&mut Capture, &[u8]),
+) {
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        activity.touch();
+        let mut out = lock(into);
+        out.total += n as u64;
+        keep(&mut out, &buf[..n]);
+    }
+}
+
 /// Reads stdout: keeps at most `cap` bytes, and wakes `over` the moment the child writes
 /// more. Keeps draining after that so the writer never blocks.
 pub async fn read_head(
-    mut pipe: impl AsyncRead + Unpin,
+    pipe: impl AsyncRead + Unpin,
     cap: usize,
     into: SharedCapture,
     over: Arc<Notify>,
     activity: Arc<Activity>,
 ) {
-    let mut buf = vec![0u8; CHUNK];
-    loop {
-        let n = match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        activity.touch();
-        let mut out = lock(&into);
-        out.total += n as u64;
+    drain(pipe, &into, &activity, |out, chunk| {
         let room = cap.saturating_sub(out.bytes.len());
-        out.bytes.extend(&buf[..n.min(room)]);
-        if n > room && !out.over_cap {
+        out.bytes.extend(&chunk[..chunk.len().min(room)]);
+        if chunk.len() > room && !out.over_cap {
             out.over_cap = true;
             over.notify_one();
         }
-    }
+    })
+    .await;
 }
 
 /// Reads stderr: keeps only the last `keep` bytes.
 pub async fn read_tail(
-    mut pipe: impl AsyncRead + Unpin,
+    pipe: impl AsyncRead + Unpin,
     keep: usize,
     into: SharedCapture,
     activity: Arc<Activity>,
 ) {
-    let mut buf = vec![0u8; CHUNK];
-    loop {
-        let n = match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        activity.touch();
-        let mut out = lock(&into);
-        out.total += n as u64;
-        out.bytes.extend(&buf[..n]);
+    drain(pipe, &into, &activity, |out, chunk| {
+        out.bytes.extend(chunk);
         if out.bytes.len() > keep {
             let cut = out.bytes.len() - keep;
             out.bytes.drain(..cut);
         }
-    }
+    })
+    .await;
 }
 
 /// Whether any live (non-zombie) process is in the group. Zombies are ignored: a

@@ -26,7 +26,7 @@ use crate::handoff::message::Actor;
 use crate::pipeline::{Event, Transition};
 use crate::placeholder;
 use crate::sister::RunOutcome;
-use rows::{CommandRaw, RunRaw, SprintRaw, TransitionRaw};
+use rows::{CommandRaw, KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -498,51 +498,32 @@ impl Store {
 
     /// What a sprint's runs cost, in all and per sister.
     pub async fn usage(&self, sprint_id: &str) -> Result<Usage> {
-        let rows: Vec<(String, i64, i64, f64)> = sqlx::query_as(
-            "SELECT actor, COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cost_usd), 0.0)
+        let rows: Vec<KeyedSpend> = sqlx::query_as(
+            "SELECT actor AS key, COALESCE(SUM(input_tokens), 0) AS input_tokens,
+                    COALESCE(SUM(output_tokens), 0) AS output_tokens, COALESCE(SUM(cost_usd), 0.0) AS cost_usd
              FROM runs WHERE sprint_id = ? GROUP BY actor",
         )
         .bind(sprint_id)
         .fetch_all(&self.pool)
         .await?;
         let mut usage = Usage::default();
-        for (actor, input_tokens, output_tokens, cost_usd) in rows {
-            usage.total.input_tokens += input_tokens;
-            usage.total.output_tokens += output_tokens;
-            usage.total.cost_usd += cost_usd;
-            usage.by_sister.insert(
-                actor,
-                Spend {
-                    input_tokens,
-                    output_tokens,
-                    cost_usd,
-                },
-            );
+        for row in rows {
+            usage.total.add(&row.spend);
+            usage.by_sister.insert(row.key, row.spend);
         }
         Ok(usage)
     }
 
     /// Every sprint's total spend, in one query (for `sprint status`).
     pub async fn spend_by_sprint(&self) -> Result<std::collections::HashMap<String, Spend>> {
-        let rows: Vec<(String, i64, i64, f64)> = sqlx::query_as(
-            "SELECT sprint_id, COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cost_usd), 0.0)
+        let rows: Vec<KeyedSpend> = sqlx::query_as(
+            "SELECT sprint_id AS key, COALESCE(SUM(input_tokens), 0) AS input_tokens,
+                    COALESCE(SUM(output_tokens), 0) AS output_tokens, COALESCE(SUM(cost_usd), 0.0) AS cost_usd
              FROM runs GROUP BY sprint_id",
         )
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, input_tokens, output_tokens, cost_usd)| {
-                (
-                    id,
-                    Spend {
-                        input_tokens,
-                        output_tokens,
-                        cost_usd,
-                    },
-                )
-            })
-            .collect())
+        Ok(rows.into_iter().map(|r| (r.key, r.spend)).collect())
     }
 
     // --- commands --------------------------------------------------------------------

@@ -319,6 +319,22 @@ pub struct Spend {
     pub cost_usd: f64,
 }
 
+impl Spend {
+    pub fn add(&mut self, other: &Spend) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cost_usd += other.cost_usd;
+    }
+}
+
+/// A spend summed per sister or per sprint, as the store reads it.
+#[derive(sqlx::FromRow)]
+pub(super) struct KeyedSpend {
+    pub key: String,
+    #[sqlx(flatten)]
+    pub spend: Spend,
+}
+
 /// A sprint's spend, in all and per sister.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Usage {

@@ -525,6 +525,18 @@ impl FakeDiscord {
     /// The current (not deleted) messages in a channel or thread, oldest first, including a
     /// forum post's starter message. Interaction responses are not here; see
     /// [`FakeDiscord::interaction_responses`].
+    /// The messages of the first forum post after its starter message (the status
+    /// board): the lines a bridge posted, in order.
+    pub fn post_lines(&self) -> Vec<FakeMessage> {
+        let Some(thread) = self.threads().into_iter().next() else {
+            return Vec::new();
+        };
+        self.messages(thread.id)
+            .into_iter()
+            .filter(|m| m.id != thread.id)
+            .collect()
+    }
+
     pub fn messages(&self, channel_id: u64) -> Vec<FakeMessage> {
         self.state()
             .messages
