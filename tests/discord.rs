@@ -363,6 +363,33 @@ async fn a_bot_restart_mid_sprint_leaves_no_gap_and_no_duplicate() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_done_buttons_still_work_after_the_bot_restarts() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let p = pipeline(Setup::default(), &fake).await;
+    let bot = Bot::start(&p, &fake).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    wait_for_lines(&fake, 4).await;
+    let done = fake.post_lines().pop().unwrap();
+    bot.stop().await;
+
+    // A new process's bot: the button's id carries the sprint, the state is in the database.
+    let bot = Bot::start(&p, &fake).await;
+    let click = fake.button(
+        USER,
+        &[],
+        "hanarang:approve:SPRINT-001",
+        done.id,
+        done.channel_id,
+    );
+    let answer = fake.wait_for_responses(click.id, 2, PATIENCE).await;
+    assert_eq!(answer[1].content(), Some("SPRINT-001: done → deploying"));
+    p.wait_for(&s.id, State::Deployed).await;
+    bot.stop().await;
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn serve_refuses_a_missing_or_wrong_token_with_exit_2() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
     let files = Files::new(&Setup::default());
