@@ -437,14 +437,20 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
     let handle = orchestrator.handle();
     let mut events = handle.subscribe();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let driver = tokio::spawn(orchestrator.run(async {
+    let mut driver = tokio::spawn(orchestrator.run(async {
         let _ = stop_rx.await;
     }));
     let mut console = Console::new(&sprint.id);
+    let mut ended = None;
     let exit = loop {
         let current = tokio::select! {
             s = console.next(&store, &mut events, &config) => s,
             () = shutdown_signal() => break Exit::Failure,
+            // The orchestrator stopped on its own (an error): nothing more will happen.
+            r = &mut driver => {
+                ended = Some(r);
+                break Exit::Failure;
+            }
         };
         let current = match current {
             Ok(s) => s,
@@ -502,7 +508,11 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
         }
     };
     let _ = stop_tx.send(());
-    match driver.await {
+    let ended = match ended {
+        Some(r) => r,
+        None => driver.await,
+    };
+    match ended {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             eprintln!("hanarang run: {e}");
