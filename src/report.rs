@@ -51,18 +51,38 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
     };
     let spend_of = |s: &Sprint| spend.get(&s.id).cloned().unwrap_or_default();
     if as_json {
-        let with_usage = |s: &Sprint| -> serde_json::Value {
-            let mut v = serde_json::to_value(s).unwrap_or_default();
-            if let Some(obj) = v.as_object_mut() {
-                obj.insert("usage".into(), json!(spend_of(s)));
+        /// A sprint with its spend, serialized straight to stdout.
+        #[derive(serde::Serialize)]
+        struct WithUsage<'a> {
+            #[serde(flatten)]
+            sprint: &'a Sprint,
+            usage: Spend,
+        }
+        let rows: Vec<WithUsage<'_>> = sprints
+            .iter()
+            .map(|sprint| WithUsage {
+                sprint,
+                usage: spend_of(sprint),
+            })
+            .collect();
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let written = match (id, rows.first()) {
+            (Some(_), Some(one)) => serde_json::to_writer_pretty(&mut out, one),
+            _ => serde_json::to_writer_pretty(&mut out, &rows),
+        };
+        return match written.and_then(|()| {
+            use std::io::Write;
+            writeln!(out)
+                .and_then(|()| out.flush())
+                .map_err(serde_json::Error::io)
+        }) {
+            Ok(()) => Exit::Success,
+            Err(e) if e.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe) => Exit::Success,
+            Err(e) => {
+                eprintln!("hanarang: {e}");
+                Exit::Failure
             }
-            v
         };
-        let value = match (id, sprints.first()) {
-            (Some(_), Some(one)) => with_usage(one),
-            _ => serde_json::Value::Array(sprints.iter().map(with_usage).collect()),
-        };
-        return print_json(&value);
     }
     if sprints.is_empty() {
         println!("no sprints yet: start one with `hanarang sprint start \"<goal>\"`");

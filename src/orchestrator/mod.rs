@@ -28,7 +28,7 @@ use crate::store::{
 };
 
 /// How often the database is looked at for commands from another process (the CLI).
-const COMMAND_POLL: Duration = Duration::from_millis(200);
+const COMMAND_POLL: Duration = Duration::from_millis(50);
 
 /// How long the loop sleeps when nothing is due (commands still wake it).
 const IDLE: Duration = Duration::from_secs(3600);

@@ -15,6 +15,9 @@ const GIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// `Ok` when the claim holds or cannot be checked (no git repository, no git binary);
 /// `Err(reason)` when it does not hold.
 pub async fn check_impl_claim(workdir: &Path, payload: &ImplPayload) -> Result<(), String> {
+    if !in_git_repository(workdir) {
+        return Ok(());
+    }
     match git(workdir, &["rev-parse", "--is-inside-work-tree"]).await {
         Ok(out) if out.trim() == "true" => {}
         Ok(_) | Err(GitError::Failed) => return Ok(()), // not a repository
@@ -117,8 +120,17 @@ async fn git(workdir: &Path, args: &[&str]) -> Result<String, GitError> {
     }
 }
 
+/// Whether `workdir` is inside a git repository, as git finds one: a `.git` in it or in a
+/// folder above. A file-system look, so a workdir that is no repository costs no process.
+pub fn in_git_repository(workdir: &Path) -> bool {
+    workdir.ancestors().any(|dir| dir.join(".git").exists())
+}
+
 /// The commit checked out in `workdir`, when it is a git repository.
 pub async fn head(workdir: &Path) -> Option<String> {
+    if !in_git_repository(workdir) {
+        return None;
+    }
     git(workdir, &["rev-parse", "--verify", "--quiet", "HEAD"])
         .await
         .ok()

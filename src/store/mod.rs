@@ -148,6 +148,9 @@ impl Store {
         let in_memory = filename.as_os_str().is_empty() || filename.as_os_str() == ":memory:";
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
+            // A local file: no connection goes stale, and the ping costs a round trip on
+            // every statement.
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .map_err(open_err)?;
