@@ -27,6 +27,8 @@
 //! child), and reference costs of one git call, one commit, one runner run. Part 3 times
 //! the status command's steps in process as well.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -36,6 +38,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use common::{fs_type, machine};
 use hanarang::config::Config;
 use hanarang::handoff::message::Actor;
 use hanarang::orchestrator::{Orchestrator, now_ms};
@@ -2088,34 +2091,4 @@ fn loadavg_1() -> String {
         .ok()
         .and_then(|l| l.split_whitespace().next().map(str::to_string))
         .unwrap_or_default()
-}
-
-fn machine() -> String {
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, m)| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    format!("{cpus} CPUs, {model}")
-}
-
-/// The type of the file system `path` is on: the longest mount point that holds it.
-fn fs_type(path: &Path) -> Option<String> {
-    let path = path.canonicalize().ok()?;
-    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
-    mounts
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let (_, point, kind) = (fields.next()?, fields.next()?, fields.next()?);
-            path.starts_with(point)
-                .then(|| (point.len(), kind.to_string()))
-        })
-        .max_by_key(|(len, _)| *len)
-        .map(|(_, kind)| kind)
 }

@@ -17,6 +17,7 @@
 //!    `--memory-case <case>`), which prints its own `VmHWM` once the run is over, so the
 //!    peak is the runner's alone. Target < 2 × `max_output_bytes` + 20 MB.
 
+mod common;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -24,6 +25,7 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{fs_type, machine};
 use hanarang::config::AgentConfig;
 use hanarang::handoff::message::Actor;
 use hanarang::sister::{RunControl, RunReport, RunRequest, render_prompt, run};
@@ -138,37 +140,6 @@ fn main() {
     overhead();
     println!();
     memory();
-}
-
-fn machine() -> String {
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, m)| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    format!("{cpus} CPUs, {model}")
-}
-
-/// The type of the file system `path` is on: the longest mount point in /proc/mounts
-/// that holds it.
-fn fs_type(path: &std::path::Path) -> Option<String> {
-    let path = path.canonicalize().ok()?;
-    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
-    mounts
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let (_, point, kind) = (fields.next()?, fields.next()?, fields.next()?);
-            path.starts_with(point)
-                .then(|| (point.len(), kind.to_string()))
-        })
-        .max_by_key(|(len, _)| *len)
-        .map(|(_, kind)| kind)
 }
 
 // --- 1. overhead ------------------------------------------------------------------------

@@ -604,36 +604,25 @@ impl Store {
         let current: Option<Lease> = sqlx::query_as("SELECT * FROM instance_lease WHERE id = 1")
             .fetch_optional(&mut *tx)
             .await?;
-        match current {
-            Some(holder) if holder.token != me.token && !is_gone(&holder) => {
-                tx.rollback().await?;
-                return Ok(Err(holder));
-            }
-            Some(_) => {
-                sqlx::query(
-                    "UPDATE instance_lease SET token = ?, pid = ?, host = ?, started_at = ?, heartbeat_at = ? WHERE id = 1",
-                )
-                .bind(&me.token)
-                .bind(me.pid)
-                .bind(&me.host)
-                .bind(me.started_at)
-                .bind(me.heartbeat_at)
-                .execute(&mut *tx)
-                .await?;
-            }
-            None => {
-                sqlx::query(
-                    "INSERT INTO instance_lease (id, token, pid, host, started_at, heartbeat_at) VALUES (1, ?, ?, ?, ?, ?)",
-                )
-                .bind(&me.token)
-                .bind(me.pid)
-                .bind(&me.host)
-                .bind(me.started_at)
-                .bind(me.heartbeat_at)
-                .execute(&mut *tx)
-                .await?;
-            }
+        if let Some(holder) = current
+            && holder.token != me.token
+            && !is_gone(&holder)
+        {
+            tx.rollback().await?;
+            return Ok(Err(holder));
         }
+        sqlx::query(
+            "INSERT INTO instance_lease (id, token, pid, host, started_at, heartbeat_at) VALUES (1, ?, ?, ?, ?, ?)
+             ON CONFLICT (id) DO UPDATE SET token = excluded.token, pid = excluded.pid, host = excluded.host,
+                 started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at",
+        )
+        .bind(&me.token)
+        .bind(me.pid)
+        .bind(&me.host)
+        .bind(me.started_at)
+        .bind(me.heartbeat_at)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(Ok(()))
     }

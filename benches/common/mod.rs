@@ -1,0 +1,33 @@
+//! What both benchmarks report about the machine they ran on.
+#![allow(dead_code)]
+
+pub fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    format!("{cpus} CPUs, {model}")
+}
+
+/// The type of the file system `path` is on: the longest mount point in /proc/mounts
+/// that holds it.
+pub fn fs_type(path: &std::path::Path) -> Option<String> {
+    let path = path.canonicalize().ok()?;
+    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (_, point, kind) = (fields.next()?, fields.next()?, fields.next()?);
+            path.starts_with(point)
+                .then(|| (point.len(), kind.to_string()))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, kind)| kind)
+}
