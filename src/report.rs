@@ -34,6 +34,15 @@ fn no_sprint(id: &str) -> Exit {
 }
 
 pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
+    if as_json && id.is_none() {
+        return match store.status_json().await {
+            Ok(json) => {
+                println!("{json}");
+                Exit::Success
+            }
+            Err(e) => failed(&e),
+        };
+    }
     let sprints = match id {
         Some(id) => match store.sprint(id).await {
             Ok(Some(s)) => vec![s],

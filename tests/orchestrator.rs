@@ -531,3 +531,57 @@ async fn spending_past_the_budget_escalates_with_the_figure_and_resume_allows_mo
     assert!((status["usage"]["cost_usd"].as_f64().unwrap() - 0.09).abs() < 1e-9);
     p.stop().await;
 }
+
+/// Numbers compared as f64 (SQLite and serde print floats differently), all else exactly.
+fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            (x.as_f64().unwrap_or(f64::NAN) - y.as_f64().unwrap_or(f64::NAN)).abs() < 1e-9
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same_json(v, w))
+        }
+        _ => a == b,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_of_all_sprints_is_the_same_document_as_each_sprints_status() {
+    let p = Pipeline::start(Setup {
+        narang: "fail-first 3",
+        max_cost_usd: Some(100.0),
+        extra: "[agent.harang.env]\nSAY_COST = \"0.07\"\n",
+        ..Setup::default()
+    })
+    .await;
+    let first = p.start_sprint("app", "escalates", None).await;
+    p.wait_for(&first.id, State::Escalated).await;
+    // Queued behind the escalated one, with focus waiting for its first sister.
+    p.start_sprint("app", "waits \"quoted\" ünïcode", Some("only the form"))
+        .await;
+    let all = p.files.hanarang(&["sprint", "status", "--json"]);
+    assert_eq!(all.status.code(), Some(0));
+    let all: serde_json::Value = serde_json::from_slice(&all.stdout).expect("one JSON array");
+    let all = all.as_array().expect("an array");
+    assert_eq!(all.len(), 2);
+    for listed in all {
+        let id = listed["id"].as_str().unwrap();
+        let one = p.files.hanarang(&["sprint", "status", id, "--json"]);
+        let one: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
+        assert!(same_json(listed, &one), "list: {listed:#}\none: {one:#}");
+    }
+    assert_eq!(all[0]["resume"]["stage"], "implementing");
+    assert!(all[0]["usage"]["cost_usd"].as_f64().unwrap() > 0.06);
+    assert_eq!(all[1]["focus"], "only the form");
+    assert!(
+        all[1].get("resume").is_none(),
+        "absent fields are left out, not null"
+    );
+    p.stop().await;
+}
