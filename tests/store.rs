@@ -34,7 +34,7 @@ async fn many_openers_of_a_fresh_database_all_succeed() {
     }
     assert_eq!(
         Store::migration_status(&url).await.unwrap(),
-        MigrationStatus::Current { applied: 5 }
+        MigrationStatus::Current { applied: 6 }
     );
 }
 

@@ -531,13 +531,10 @@ impl Store {
                      'contract_id', s.contract_id, 'branch', s.branch,
                      'next_run_at', s.next_run_at, 'focus', s.focus, 'budget_usd', s.budget_usd,
                      'created_at', s.created_at, 'updated_at', s.updated_at,
-                     'usage', json_object('input_tokens', COALESCE(u.input_tokens, 0),
-                                          'output_tokens', COALESCE(u.output_tokens, 0),
-                                          'cost_usd', COALESCE(u.cost_usd, 0.0)))) AS doc
+                     'usage', json_object('input_tokens', s.input_tokens,
+                                          'output_tokens', s.output_tokens,
+                                          'cost_usd', s.cost_usd))) AS doc
                  FROM sprints s
-                 LEFT JOIN (SELECT sprint_id, SUM(input_tokens) AS input_tokens,
-                                   SUM(output_tokens) AS output_tokens, SUM(cost_usd) AS cost_usd
-                            FROM runs GROUP BY sprint_id) u ON u.sprint_id = s.id
                  ORDER BY s.number)",
         )
         .fetch_one(&self.pool)
@@ -547,13 +544,10 @@ impl Store {
 
     /// Every sprint's total spend, in one query (for `sprint status`).
     pub async fn spend_by_sprint(&self) -> Result<std::collections::HashMap<String, Spend>> {
-        let rows: Vec<KeyedSpend> = sqlx::query_as(
-            "SELECT sprint_id AS key, COALESCE(SUM(input_tokens), 0) AS input_tokens,
-                    COALESCE(SUM(output_tokens), 0) AS output_tokens, COALESCE(SUM(cost_usd), 0.0) AS cost_usd
-             FROM runs GROUP BY sprint_id",
-        )
-        .fetch_all(&self.pool)
-        .await?;
+        let rows: Vec<KeyedSpend> =
+            sqlx::query_as("SELECT id AS key, input_tokens, output_tokens, cost_usd FROM sprints")
+                .fetch_all(&self.pool)
+                .await?;
         Ok(rows.into_iter().map(|r| (r.key, r.spend)).collect())
     }
 
@@ -848,6 +842,18 @@ async fn end_run(tx: &mut Transaction<'static, Sqlite>, run: &RunEnd) -> Result<
     .bind(run.output_tokens)
     .bind(run.cost_usd)
     .bind(run.ended_at)
+    .bind(&run.run_id)
+    .execute(&mut **tx)
+    .await?;
+    // The sprint's rolled-up spend, in the same transaction.
+    sqlx::query(
+        "UPDATE sprints SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+             cost_usd = cost_usd + ?
+         WHERE id = (SELECT sprint_id FROM runs WHERE id = ?)",
+    )
+    .bind(run.input_tokens.unwrap_or(0))
+    .bind(run.output_tokens.unwrap_or(0))
+    .bind(run.cost_usd.unwrap_or(0.0))
     .bind(&run.run_id)
     .execute(&mut **tx)
     .await?;
