@@ -154,28 +154,30 @@ impl Store {
             .connect_with(options)
             .await
             .map_err(open_err)?;
-        // sqlx does not lock SQLite migrations across processes: `serve` and a CLI command
-        // opening a fresh database at once would both create the tables. A file lock
-        // beside the database makes one wait for the other.
-        let migration_lock = if in_memory {
-            None
-        } else {
-            let mut path = filename.clone().into_os_string();
-            path.push("-migrate.lock");
-            Some(
-                lock_file(PathBuf::from(path))
-                    .await
-                    .map_err(|e| StoreError::Open {
-                        url: url.to_string(),
-                        source: sqlx::Error::Io(e),
-                    })?,
-            )
-        };
-        // An upgrade: a database that already has tables gets a copy before the new
-        // migrations touch it.
-        if !in_memory {
+        // Nothing to do when every migration is applied: the usual case, and a cheap read.
+        if !migrations_of(&pool).await?.1.is_empty() {
+            // sqlx does not lock SQLite migrations across processes: `serve` and a CLI
+            // command opening a fresh database at once would both create the tables. A
+            // file lock beside the database makes one wait for the other.
+            let migration_lock = if in_memory {
+                None
+            } else {
+                let mut path = filename.clone().into_os_string();
+                path.push("-migrate.lock");
+                Some(
+                    lock_file(PathBuf::from(path))
+                        .await
+                        .map_err(|e| StoreError::Open {
+                            url: url.to_string(),
+                            source: sqlx::Error::Io(e),
+                        })?,
+                )
+            };
+            // Read again under the lock: another process may have migrated meanwhile.
             let (applied, pending) = migrations_of(&pool).await?;
-            if applied > 0 && !pending.is_empty() {
+            // An upgrade: a database that already has tables gets a copy before the new
+            // migrations touch it.
+            if !in_memory && applied > 0 && !pending.is_empty() {
                 let mut backup = filename.clone().into_os_string();
                 backup.push(format!(".backup-{}", crate::clock::now_ms()));
                 let backup = PathBuf::from(backup);
@@ -185,15 +187,15 @@ impl Store {
                     .await?;
                 tracing::warn!(backup = %backup.display(), ?pending, "database backed up before migrating");
             }
+            MIGRATOR
+                .run(&pool)
+                .await
+                .map_err(|source| StoreError::Migrate {
+                    url: url.to_string(),
+                    source,
+                })?;
+            drop(migration_lock);
         }
-        MIGRATOR
-            .run(&pool)
-            .await
-            .map_err(|source| StoreError::Migrate {
-                url: url.to_string(),
-                source,
-            })?;
-        drop(migration_lock);
         let runs_dir = if in_memory {
             std::env::temp_dir().join(format!("hanarang-runs-{}", std::process::id()))
         } else {
