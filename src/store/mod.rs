@@ -412,14 +412,6 @@ impl Store {
         raws.into_iter().map(TransitionRecord::try_from).collect()
     }
 
-    pub async fn last_global_seq(&self) -> Result<i64> {
-        Ok(
-            sqlx::query_scalar("SELECT COALESCE(MAX(global_seq), 0) FROM transitions")
-                .fetch_one(&self.pool)
-                .await?,
-        )
-    }
-
     // --- runs ----------------------------------------------------------------------------
 
     /// Records a run before it is spawned, so a crash while it runs is found at restart.
