@@ -748,10 +748,25 @@ fn child_main(mode: &str, n: usize) {
     if mode == "count" {
         sql_count::install();
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a multi-thread runtime");
+    if mode == "trace" {
+        tracing_subscriber::fmt()
+            .with_env_filter("hanarang=debug,sqlx::query=debug")
+            .with_timer(tracing_subscriber::fmt::time::uptime())
+            .with_ansi(false)
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let rt = if std::env::var_os("BENCH_CURRENT_THREAD").is_some() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a current-thread runtime")
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("a multi-thread runtime")
+    };
     let bin = hanarang_binary();
     let root = (mode == "both").then(|| Path::new("/dev/shm"));
     let run = rt.block_on(pipeline_once(&bin, n, &format!("wall-a-{mode}"), root));
@@ -762,13 +777,31 @@ fn child_main(mode: &str, n: usize) {
     for (count, ns, text) in &run.by_sql {
         println!("STMT {count} {ns} {text}");
     }
+    let (own, children) = cpu_ticks();
     println!(
-        "RESULT elapsed_ns={} deployed={} problems={} statements={statements} in_sqlite_ns={}",
+        "RESULT elapsed_ns={} deployed={} problems={} statements={statements} in_sqlite_ns={} cpu_self_ticks={own} cpu_children_ticks={children}",
         run.elapsed.as_nanos(),
         run.deployed,
         run.problems.len(),
         in_sqlite.as_nanos()
     );
+}
+
+/// CPU time (clock ticks, user + system) of this process and of its reaped children,
+/// from `/proc/self/stat`.
+fn cpu_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rfind(')').map_or("", |i| &stat[i + 1..]);
+    let fields: Vec<u64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    match fields.as_slice() {
+        [utime, stime, cutime, cstime] => (utime + stime, cutime + cstime),
+        _ => (0, 0),
+    }
 }
 
 /// Counts the SQL statements sqlx runs (its `sqlx::query` debug events), and the time
@@ -1781,7 +1814,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                         .as_ref()
                         .and_then(|p| run_ids.get(p))
                         .cloned();
-                    let new = store
+                    let new_id = store
                         .start_run(NewRun {
                             sprint_id: &sprint.id,
                             actor: r.actor,
@@ -1796,9 +1829,9 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                         })
                         .await
                         .expect("start a run");
-                    run_ids.insert(r.run_id.clone(), new.run_id.clone());
+                    run_ids.insert(r.run_id.clone(), new_id.clone());
                     Some(RunEnd {
-                        run_id: new.run_id,
+                        run_id: new_id,
                         outcome: r.outcome.unwrap_or(hanarang::sister::RunOutcome::Handoff),
                         detail: r.detail.clone().unwrap_or_default(),
                         rejection: r.rejection.clone(),

@@ -1,9 +1,11 @@
 //! The database as operators meet it: several processes opening a fresh file at once, an
-//! upgrade that backs the file up before migrating, and bad rows reported, not panicked on.
+//! upgrade that backs the file up before migrating, bad rows reported, not panicked on, and
+//! a transition prepared on a stale read refused whole.
 
 mod support;
 
-use hanarang::store::{MigrationStatus, Store, StoreError};
+use hanarang::pipeline::{Event, Facts, Policy, State, apply};
+use hanarang::store::{Commit, MigrationStatus, Store, StoreError};
 use sqlx::sqlite::SqlitePoolOptions;
 use support::TempDir;
 
@@ -112,4 +114,46 @@ async fn a_bad_row_is_an_error_that_names_it() {
         }
         other => panic!("expected a corrupt-row error, got {other:?}"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing() {
+    let dir = TempDir::new("store");
+    let store = Store::open(&url(&dir)).await.unwrap();
+    let sprint = store
+        .create_sprint("app", "goal", None, "b", 1)
+        .await
+        .unwrap();
+    let facts = Facts {
+        sprint_id: &sprint.id,
+        sister_running: false,
+    };
+    let event = Event::LockAcquired;
+    let t = apply(sprint.position(), &event, facts, &Policy::default()).unwrap();
+    let mut after = sprint.clone();
+    after.state = t.to.state;
+    let commit = |at| Commit {
+        before: &sprint,
+        after: &after,
+        transition: &t,
+        event: &event,
+        run: None,
+        command: None,
+        at,
+    };
+    let first = store.commit(commit(2)).await.unwrap();
+    assert_eq!((first.seq, first.to), (1, State::Planning));
+    // The same transition again, from the read taken before the first one.
+    match store.commit(commit(3)).await {
+        Err(StoreError::Conflict(id)) => assert_eq!(id, sprint.id),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    let log = store.transitions(&sprint.id).await.unwrap();
+    assert_eq!(log.len(), 1, "{log:#?}");
+    assert_eq!(log[0], first, "what commit returned is what the log holds");
+    let now = store.sprint(&sprint.id).await.unwrap().unwrap();
+    assert_eq!(
+        (now.state, now.last_seq, now.updated_at),
+        (State::Planning, 1, 2)
+    );
 }

@@ -94,6 +94,9 @@ pub struct Orchestrator {
     running: HashMap<String, Running>,
     finished_tx: mpsc::UnboundedSender<Finished>,
     finished_rx: mpsc::UnboundedReceiver<Finished>,
+    /// A sprint reached a state that frees its project's pipeline lock since the queues
+    /// were last read.
+    lock_freed: bool,
 }
 
 impl Orchestrator {
@@ -120,6 +123,7 @@ impl Orchestrator {
             running: HashMap::new(),
             finished_tx,
             finished_rx,
+            lock_freed: true,
         };
         orchestrator.recover().await?;
         Ok(orchestrator)
@@ -143,11 +147,20 @@ impl Orchestrator {
     ) -> Result<(), OrchestratorError> {
         tokio::pin!(shutdown);
         let mut heartbeat = tokio::time::interval(lease::HEARTBEAT);
+        // Commands (and sprints queued by another process) are looked for on a wake-up
+        // and at least every COMMAND_POLL; a pass right after a run ended need not.
+        let mut look_for_commands = true;
+        let mut last_look = tokio::time::Instant::now();
         let result = loop {
-            let next_due = match self.step().await {
+            if look_for_commands || last_look.elapsed() >= COMMAND_POLL {
+                last_look = tokio::time::Instant::now();
+                look_for_commands = true;
+            }
+            let next_due = match self.step(look_for_commands).await {
                 Ok(d) => d,
                 Err(e) => break Err(e),
             };
+            look_for_commands = false;
             tokio::select! {
                 () = &mut shutdown => break Ok(()),
                 Some(done) = self.finished_rx.recv() => {
@@ -155,8 +168,8 @@ impl Orchestrator {
                         break Err(e);
                     }
                 }
-                () = self.handle.wake.notified() => {}
-                () = tokio::time::sleep(next_due.min(COMMAND_POLL)) => {}
+                () = self.handle.wake.notified() => look_for_commands = true,
+                () = tokio::time::sleep(next_due.min(COMMAND_POLL)) => look_for_commands = true,
                 _ = heartbeat.tick() => {
                     if let Err(e) = self.lease.renew(&self.store).await {
                         break Err(e.into());
@@ -169,22 +182,28 @@ impl Orchestrator {
         result.and(stopped)
     }
 
-    /// One pass: answer commands, hand out pipeline locks, spawn due sisters. Returns how
-    /// long until the next retry is due.
-    async fn step(&mut self) -> Result<Duration, OrchestratorError> {
-        for command in self.store.pending_commands().await? {
-            if self.wants(&command.sprint_id) {
-                self.apply_command(command).await?;
+    /// One pass: answer commands and look at the queues (when `look_for_commands`, or
+    /// when a pipeline lock was freed), spawn due sisters. Returns how long until the next
+    /// retry is due.
+    async fn step(&mut self, look_for_commands: bool) -> Result<Duration, OrchestratorError> {
+        if look_for_commands {
+            for command in self.store.pending_commands().await? {
+                if self.wants(&command.sprint_id) {
+                    self.apply_command(command).await?;
+                }
             }
         }
         // The design's single pipeline lock, per project: the oldest queued sprint starts
         // when no other sprint of its project is between planning and a terminal state. A
         // sprint waiting in `done` or `escalated` keeps the lock: the workdir holds its
-        // branch.
-        for sprint in self.store.next_in_queues().await? {
-            if self.wants(&sprint.id) {
-                self.transition(&sprint, Event::LockAcquired, None, None)
-                    .await?;
+        // branch. New sprints come from other processes too, hence the look on every poll.
+        if look_for_commands || self.lock_freed {
+            self.lock_freed = false;
+            for sprint in self.store.next_in_queues().await? {
+                if self.wants(&sprint.id) {
+                    self.transition(&sprint, Event::LockAcquired, None, None)
+                        .await?;
+                }
             }
         }
         let now = now_ms();
@@ -278,6 +297,11 @@ impl Orchestrator {
             })
             .await?;
         tracing::info!(sprint = %sprint.id, seq = record.seq, from = %t.from.state, to = %t.to.state, event = %record.event, "transition");
+        // A terminal sprint frees its project's lock (a queued sprint aborted changes the
+        // queue's head).
+        if t.to.state.is_terminal() {
+            self.lock_freed = true;
+        }
         // After the commit, never before: a subscriber only ever hears of what is durable.
         let _ = self.handle.events.send(record.clone());
         Ok(Some(record))

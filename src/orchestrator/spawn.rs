@@ -68,7 +68,7 @@ impl Orchestrator {
         let focus = sprint.focus.clone();
         let git_head = sister::facts::head(&workdir).await;
 
-        let run = self
+        let run_id = self
             .store
             .start_run(NewRun {
                 sprint_id: &sprint.id,
@@ -92,7 +92,7 @@ impl Orchestrator {
             attempt: sprint.attempt,
             branch: sprint.branch.clone(),
             contract_id: sprint.contract_id.clone(),
-            run_id: run.run_id.clone(),
+            run_id: run_id.clone(),
             workdir: workdir.display().to_string(),
             previous_message,
             review_issues,
@@ -105,7 +105,7 @@ impl Orchestrator {
         let request = RunRequest {
             spec: self.config.agent.spec(actor),
             contract,
-            contract_path: self.store.contract_path(&run.run_id),
+            contract_path: self.store.contract_path(&run_id),
             workdir,
             token_env: self.config.token_env().to_string(),
         };
@@ -121,7 +121,6 @@ impl Orchestrator {
         let store = self.store.clone();
         let finished = self.finished_tx.clone();
         let sprint_id = sprint.id.clone();
-        let run_id = run.run_id.clone();
         let span = tracing::info_span!("run", sprint = %sprint_id, run = %run_id, actor = %actor);
         tracing::info!(parent: &span, round = sprint.round, attempt = sprint.attempt, "spawning sister");
         let missing_project = project_workdir.is_none().then(|| sprint.project.clone());

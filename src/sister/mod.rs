@@ -286,32 +286,52 @@ async fn run_inner(req: &RunRequest, control: RunControl) -> RunReport {
     let over_cap = Arc::new(Notify::new());
     let stdout: SharedCapture = Arc::new(Mutex::new(Default::default()));
     let stderr: SharedCapture = Arc::new(Mutex::new(Default::default()));
-    let mut readers = tokio::task::JoinSet::new();
-    if let Some(pipe) = child.stdout.take() {
-        readers.spawn(process::read_head(
+    // The pipes are served inside this task, beside the wait: no task to hand each chunk
+    // to, and the prompt is written on the first poll.
+    let read_out = child.stdout.take().map(|pipe| {
+        process::read_head(
             pipe,
             spec.max_output_bytes,
             stdout.clone(),
             over_cap.clone(),
             activity.clone(),
-        ));
-    }
-    if let Some(pipe) = child.stderr.take() {
-        readers.spawn(process::read_tail(
+        )
+    });
+    let read_err = child.stderr.take().map(|pipe| {
+        process::read_tail(
             pipe,
             spec.max_output_bytes,
             stderr.clone(),
             activity.clone(),
-        ));
-    }
-    // A sister that never reads its stdin, or closes it early, is normal: write errors
-    // are ignored, and the writer is dropped with the run.
-    let stdin_writer = child.stdin.take().map(|mut pipe| {
-        tokio::spawn(async move {
-            let _ = pipe.write_all(prompt.as_bytes()).await;
-            let _ = pipe.shutdown().await;
-        })
+        )
     });
+    // A sister that never reads its stdin, or closes it early, is normal: write errors
+    // are ignored.
+    let write_in = child.stdin.take().map(|mut pipe| async move {
+        let _ = pipe.write_all(prompt.as_bytes()).await;
+        let _ = pipe.shutdown().await;
+    });
+    let pipes = async {
+        tokio::join!(
+            async {
+                if let Some(f) = read_out {
+                    f.await;
+                }
+            },
+            async {
+                if let Some(f) = read_err {
+                    f.await;
+                }
+            },
+            async {
+                if let Some(f) = write_in {
+                    f.await;
+                }
+            },
+        );
+    };
+    tokio::pin!(pipes);
+    let mut pipes_done = false;
 
     let timeout = tokio::time::sleep(spec.timeout);
     tokio::pin!(timeout);
@@ -321,6 +341,7 @@ async fn run_inner(req: &RunRequest, control: RunControl) -> RunReport {
     let mut stop_open = true;
     let (status, interruption) = loop {
         tokio::select! {
+            () = &mut pipes, if !pipes_done => pipes_done = true,
             status = child.wait() => break (Some(status), None),
             () = &mut timeout => break (None, Some(Interruption::TimedOut)),
             () = over_cap.notified() => break (None, Some(Interruption::OverCap)),
@@ -343,16 +364,11 @@ async fn run_inner(req: &RunRequest, control: RunControl) -> RunReport {
         Some(status) => status,
         None => child.wait().await,
     };
-    if let Some(writer) = stdin_writer {
-        writer.abort();
-    }
     // The pipes reach EOF once the group is gone. A daemon that escaped the group (setsid)
     // could hold them open: wait a bounded time, then take what was read.
-    let _ = tokio::time::timeout(spec.kill_grace.max(Duration::from_secs(1)), async {
-        while readers.join_next().await.is_some() {}
-    })
-    .await;
-    readers.abort_all();
+    if !pipes_done {
+        let _ = tokio::time::timeout(spec.kill_grace.max(Duration::from_secs(1)), &mut pipes).await;
+    }
 
     let (out, out_total, out_over) = process::take(&stdout);
     let (err, err_total, _) = process::take(&stderr);

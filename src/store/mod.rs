@@ -14,7 +14,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::{Row, Sqlite, SqlitePool, Transaction};
 
 pub use rows::{
     Command, CommandKind, CommandStatus, ForumPost, Lease, Run, Spend, Sprint, TransitionRecord,
@@ -71,6 +71,13 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: SqlitePool,
+    /// One connection at `synchronous = NORMAL`, for the writes whose loss in a power cut
+    /// loses no result and lets nothing happen without a human's word: the start of a
+    /// planning, implementing or reviewing run (such a stage re-runs anyway), and a
+    /// running sister's pid (no process survives a power cut). In WAL mode these survive a
+    /// crash of this process all the same, and the next FULL commit makes them durable:
+    /// the log is written in order. Everything else goes through `pool` at FULL.
+    relaxed: SqlitePool,
     /// Where run contract files go: beside the database file.
     runs_dir: PathBuf,
 }
@@ -146,14 +153,15 @@ impl Store {
             .foreign_keys(true);
         let filename = options.get_filename().to_path_buf();
         let in_memory = filename.as_os_str().is_empty() || filename.as_os_str() == ":memory:";
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            // A local file: no connection goes stale, and the ping costs a round trip on
-            // every statement.
-            .test_before_acquire(false)
-            .connect_with(options)
-            .await
-            .map_err(open_err)?;
+        let connect = || {
+            SqlitePoolOptions::new()
+                .max_connections(4)
+                // A local file: no connection goes stale, and the ping costs a round trip
+                // on every statement.
+                .test_before_acquire(false)
+                .connect_with(options.clone())
+        };
+        let mut pool = connect().await.map_err(open_err)?;
         // Nothing to do when every migration is applied: the usual case, and a cheap read.
         if !migrations_of(&pool).await?.1.is_empty() {
             // sqlx does not lock SQLite migrations across processes: `serve` and a CLI
@@ -195,7 +203,23 @@ impl Store {
                     source,
                 })?;
             drop(migration_lock);
+            if !in_memory {
+                // The pool's other connections read the schema before it changed; SQLite
+                // would prepare on their stale copy and then find more columns than sqlx
+                // was told. Fresh connections read the new schema.
+                pool.close().await;
+                pool = connect().await.map_err(open_err)?;
+            }
         }
+        // A second pool on an in-memory database would be another database.
+        let relaxed = if in_memory {
+            pool.clone()
+        } else {
+            SqlitePoolOptions::new()
+                .max_connections(1)
+                .test_before_acquire(false)
+                .connect_lazy_with(options.synchronous(SqliteSynchronous::Normal))
+        };
         let runs_dir = if in_memory {
             std::env::temp_dir().join(format!("hanarang-runs-{}", std::process::id()))
         } else {
@@ -203,7 +227,11 @@ impl Store {
             dir.push(".runs");
             PathBuf::from(dir)
         };
-        Ok(Store { pool, runs_dir })
+        Ok(Store {
+            pool,
+            relaxed,
+            runs_dir,
+        })
     }
 
     /// Where a run's contract file is written.
@@ -214,6 +242,7 @@ impl Store {
     }
 
     pub async fn close(&self) {
+        self.relaxed.close().await;
         self.pool.close().await;
     }
 
@@ -323,66 +352,113 @@ impl Store {
             .map(serde_json::to_string)
             .transpose()
             .map_err(|e| StoreError::Encode("note", e))?;
+        let message_json = c
+            .run
+            .and_then(|r| r.message.as_ref())
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::Encode("message", e))?;
         let seq = c.before.last_seq + 1;
         let after = c.after;
-        let mut tx = self.begin_write().await?;
-        let updated = sqlx::query(
-            "UPDATE sprints SET state = ?, round = ?, attempt = ?, resume_stage = ?, resume_round = ?,
-                 contract_id = ?, branch = ?, next_run_at = ?, focus = ?, budget_usd = ?, last_seq = ?, updated_at = ?
-             WHERE id = ? AND last_seq = ?",
-        )
-        .bind(after.state.as_str())
-        .bind(i64::from(after.round))
-        .bind(i64::from(after.attempt))
-        .bind(after.resume.map(|r| r.stage.state().as_str()))
-        .bind(after.resume.map(|r| i64::from(r.round)))
-        .bind(&after.contract_id)
-        .bind(&after.branch)
-        .bind(after.next_run_at)
-        .bind(&after.focus)
-        .bind(after.budget_usd)
-        .bind(seq)
-        .bind(c.at)
-        .bind(&c.before.id)
-        .bind(c.before.last_seq)
-        .execute(&mut *tx)
-        .await?;
-        if updated.rows_affected() != 1 {
-            return Err(StoreError::Conflict(c.before.id.clone()));
-        }
         let run_id = c.run.map(|r| r.run_id.as_str());
-        sqlx::query(
-            "INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&c.before.id)
-        .bind(seq)
-        .bind(c.transition.from.state.as_str())
-        .bind(c.transition.to.state.as_str())
-        .bind(c.event.name())
-        .bind(&event_json)
-        .bind(&note_json)
-        .bind(i64::from(c.transition.to.round))
-        .bind(i64::from(c.transition.to.attempt))
-        .bind(run_id)
-        .bind(&c.after.branch)
-        .bind(c.at)
-        .execute(&mut *tx)
-        .await?;
+        // The whole transition in one round trip to SQLite's thread: the sprint (its
+        // `last_seq` guards the write; the run's spend is rolled up here), the log entry,
+        // the run's end, the command's answer. `?` parameters count on across statements.
+        let mut sql = String::from(
+            "UPDATE sprints SET state = ?, round = ?, attempt = ?, resume_stage = ?, resume_round = ?,
+                 contract_id = ?, branch = ?, next_run_at = ?, focus = ?, budget_usd = ?, last_seq = ?, updated_at = ?,
+                 input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, cost_usd = cost_usd + ?
+             WHERE id = ? AND last_seq = ?
+             RETURNING 'sprint', last_seq;
+             INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             RETURNING 'transition', global_seq;",
+        );
+        if c.run.is_some() {
+            sql.push_str(END_RUN);
+        }
+        if c.command.is_some() {
+            sql.push_str(RESOLVE_COMMAND);
+        }
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(after.state.as_str())
+            .bind(i64::from(after.round))
+            .bind(i64::from(after.attempt))
+            .bind(after.resume.map(|r| r.stage.state().as_str()))
+            .bind(after.resume.map(|r| i64::from(r.round)))
+            .bind(&after.contract_id)
+            .bind(&after.branch)
+            .bind(after.next_run_at)
+            .bind(&after.focus)
+            .bind(after.budget_usd)
+            .bind(seq)
+            .bind(c.at)
+            .bind(c.run.and_then(|r| r.input_tokens).unwrap_or(0))
+            .bind(c.run.and_then(|r| r.output_tokens).unwrap_or(0))
+            .bind(c.run.and_then(|r| r.cost_usd).unwrap_or(0.0))
+            .bind(&c.before.id)
+            .bind(c.before.last_seq)
+            .bind(&c.before.id)
+            .bind(seq)
+            .bind(c.transition.from.state.as_str())
+            .bind(c.transition.to.state.as_str())
+            .bind(c.event.name())
+            .bind(&event_json)
+            .bind(&note_json)
+            .bind(i64::from(c.transition.to.round))
+            .bind(i64::from(c.transition.to.attempt))
+            .bind(run_id)
+            .bind(&c.after.branch)
+            .bind(c.at);
         if let Some(run) = c.run {
-            end_run(&mut tx, run).await?;
+            query = bind_run_end(query, run, message_json);
         }
         if let Some((id, result)) = c.command {
-            resolve_command(&mut tx, id, CommandStatus::Applied, result, c.at).await?;
+            query = query
+                .bind(CommandStatus::Applied.as_str())
+                .bind(result)
+                .bind(c.at)
+                .bind(id);
         }
-        let raw: TransitionRaw =
-            sqlx::query_as("SELECT * FROM transitions WHERE sprint_id = ? AND seq = ?")
-                .bind(&c.before.id)
-                .bind(seq)
-                .fetch_one(&mut *tx)
-                .await?;
+        let mut tx = self.begin_write().await?;
+        let written = query.fetch_all(&mut *tx).await.map_err(|e| {
+            // Another commit took this `seq` first.
+            if e.as_database_error()
+                .is_some_and(|d| d.is_unique_violation())
+            {
+                StoreError::Conflict(c.before.id.clone())
+            } else {
+                StoreError::Sql(e)
+            }
+        })?;
+        let returned = |what: &str| {
+            written.iter().find_map(|row| {
+                (row.try_get::<&str, _>(0).ok() == Some(what))
+                    .then(|| row.try_get::<i64, _>(1).ok())
+                    .flatten()
+            })
+        };
+        let (Some(_), Some(global_seq)) = (returned("sprint"), returned("transition")) else {
+            // The sprint moved on since it was read: nothing of this is committed.
+            return Err(StoreError::Conflict(c.before.id.clone()));
+        };
         tx.commit().await?;
-        TransitionRecord::try_from(raw)
+        // What was just written, as `transitions` reads it back.
+        Ok(TransitionRecord {
+            global_seq,
+            sprint_id: c.before.id.clone(),
+            seq,
+            from: c.transition.from.state,
+            to: c.transition.to.state,
+            event: c.event.name(),
+            round: c.transition.to.round,
+            attempt: c.transition.to.attempt,
+            at: c.at,
+            run_id: run_id.map(str::to_string),
+            branch: Some(c.after.branch.clone()),
+            detail: c.event.clone(),
+            note: c.transition.note.clone(),
+        })
     }
 
     // --- the transitions log -------------------------------------------------------------
@@ -415,23 +491,26 @@ impl Store {
     // --- runs ----------------------------------------------------------------------------
 
     /// Records a run before it is spawned, so a crash while it runs is found at restart.
-    pub async fn start_run(&self, new: NewRun<'_>) -> Result<Run> {
+    /// Returns its id: the sprint's id and the run's number, `SPRINT-001-R03`.
+    ///
+    /// A deploy's start is written at FULL durability: after a power cut it must be found
+    /// in flight, so that the deploy escalates instead of running again. The other stages'
+    /// starts go through the relaxed connection (see `Store::relaxed`).
+    pub async fn start_run(&self, new: NewRun<'_>) -> Result<String> {
         let handoff_json =
             serde_json::to_string(new.handoff).map_err(|e| StoreError::Encode("handoff", e))?;
-        let mut tx = self.begin_write().await?;
-        let number: i64 =
-            sqlx::query_scalar("SELECT COALESCE(MAX(number), 0) + 1 FROM runs WHERE sprint_id = ?")
-                .bind(new.sprint_id)
-                .fetch_one(&mut *tx)
-                .await?;
-        let id = format!("{}-R{number:02}", new.sprint_id);
-        sqlx::query(
+        let pool = if new.actor == Actor::Erang {
+            &self.pool
+        } else {
+            &self.relaxed
+        };
+        let insert = sqlx::query_scalar(
             "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             SELECT ?1 || '-R' || printf('%02d', n), ?1, n, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10
+             FROM (SELECT COALESCE(MAX(number), 0) + 1 AS n FROM runs WHERE sprint_id = ?1)
+             RETURNING id",
         )
-        .bind(&id)
         .bind(new.sprint_id)
-        .bind(number)
         .bind(new.actor.as_str())
         .bind(i64::from(new.round))
         .bind(i64::from(new.attempt))
@@ -440,35 +519,53 @@ impl Store {
         .bind(i64::from(new.synthesized))
         .bind(new.focus)
         .bind(new.git_head)
-        .bind(new.started_at)
-        .execute(&mut *tx)
-        .await?;
+        .bind(new.started_at);
+        if new.focus.is_none() {
+            // One statement: atomic on its own.
+            return Ok(insert.fetch_one(pool).await?);
+        }
+        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        let id: String = insert.fetch_one(&mut *tx).await?;
         // The focus goes with this run; the next one does not get it again.
         sqlx::query("UPDATE sprints SET focus = NULL WHERE id = ?")
             .bind(new.sprint_id)
             .execute(&mut *tx)
             .await?;
-        let raw: RunRaw = sqlx::query_as("SELECT * FROM runs WHERE id = ?")
-            .bind(&id)
-            .fetch_one(&mut *tx)
-            .await?;
         tx.commit().await?;
-        Run::try_from(raw)
+        Ok(id)
     }
 
+    /// Through the relaxed connection: a pid means nothing after a power cut.
     pub async fn set_run_pid(&self, run_id: &str, pid: u32) -> Result<()> {
         sqlx::query("UPDATE runs SET pid = ? WHERE id = ?")
             .bind(i64::from(pid))
             .bind(run_id)
-            .execute(&self.pool)
+            .execute(&self.relaxed)
             .await?;
         Ok(())
     }
 
-    /// Closes a run that caused no transition.
+    /// Closes a run that caused no transition, and rolls its spend up on its sprint.
     pub async fn end_run(&self, run: &RunEnd) -> Result<()> {
+        let message_json = run
+            .message
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::Encode("message", e))?;
+        let sql = format!(
+            "{END_RUN}
+             UPDATE sprints SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+                 cost_usd = cost_usd + ?
+             WHERE id = (SELECT sprint_id FROM runs WHERE id = ?);"
+        );
+        let query = bind_run_end(sqlx::query(sqlx::AssertSqlSafe(sql)), run, message_json)
+            .bind(run.input_tokens.unwrap_or(0))
+            .bind(run.output_tokens.unwrap_or(0))
+            .bind(run.cost_usd.unwrap_or(0.0))
+            .bind(&run.run_id);
         let mut tx = self.begin_write().await?;
-        end_run(&mut tx, run).await?;
+        query.execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -594,9 +691,13 @@ impl Store {
         result: &str,
         at: i64,
     ) -> Result<()> {
-        let mut tx = self.begin_write().await?;
-        resolve_command(&mut tx, id, status, result, at).await?;
-        tx.commit().await?;
+        sqlx::query(RESOLVE_COMMAND)
+            .bind(status.as_str())
+            .bind(result)
+            .bind(at)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 
@@ -810,65 +911,37 @@ async fn fetch_sprint(tx: &mut Transaction<'static, Sqlite>, id: &str) -> Result
         .ok_or_else(|| StoreError::NoSprint(id.to_string()))
 }
 
-async fn end_run(tx: &mut Transaction<'static, Sqlite>, run: &RunEnd) -> Result<()> {
-    let message_json = run
-        .message
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| StoreError::Encode("message", e))?;
-    sqlx::query(
-        "UPDATE runs SET outcome = ?, detail = ?, rejection = ?, exit_code = ?, signal = ?, duration_ms = ?,
-             stdout_tail = ?, stderr_tail = ?, message_json = ?, input_tokens = ?, output_tokens = ?,
-             cost_usd = ?, ended_at = ?
-         WHERE id = ?",
-    )
-    .bind(run.outcome.as_str())
-    .bind(&run.detail)
-    .bind(&run.rejection)
-    .bind(run.exit_code)
-    .bind(run.signal)
-    .bind(run.duration_ms)
-    .bind(&run.stdout_tail)
-    .bind(&run.stderr_tail)
-    .bind(&message_json)
-    .bind(run.input_tokens)
-    .bind(run.output_tokens)
-    .bind(run.cost_usd)
-    .bind(run.ended_at)
-    .bind(&run.run_id)
-    .execute(&mut **tx)
-    .await?;
-    // The sprint's rolled-up spend, in the same transaction.
-    sqlx::query(
-        "UPDATE sprints SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
-             cost_usd = cost_usd + ?
-         WHERE id = (SELECT sprint_id FROM runs WHERE id = ?)",
-    )
-    .bind(run.input_tokens.unwrap_or(0))
-    .bind(run.output_tokens.unwrap_or(0))
-    .bind(run.cost_usd.unwrap_or(0.0))
-    .bind(&run.run_id)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
+/// How a run ended; its parameters are bound by `bind_run_end`. Its spend is rolled up
+/// on the sprint by the caller, in the same transaction.
+const END_RUN: &str = "
+    UPDATE runs SET outcome = ?, detail = ?, rejection = ?, exit_code = ?, signal = ?, duration_ms = ?,
+        stdout_tail = ?, stderr_tail = ?, message_json = ?, input_tokens = ?, output_tokens = ?,
+        cost_usd = ?, ended_at = ?
+    WHERE id = ?;";
 
-async fn resolve_command(
-    tx: &mut Transaction<'static, Sqlite>,
-    id: i64,
-    status: CommandStatus,
-    result: &str,
-    at: i64,
-) -> Result<()> {
-    sqlx::query(
-        "UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending'",
-    )
-    .bind(status.as_str())
-    .bind(result)
-    .bind(at)
-    .bind(id)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
+/// A command's answer: status, result, time, id.
+const RESOLVE_COMMAND: &str = "
+    UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending';";
+
+/// Binds `END_RUN`'s parameters, in order, after those already bound.
+fn bind_run_end<'q>(
+    query: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
+    run: &'q RunEnd,
+    message_json: Option<String>,
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
+    query
+        .bind(run.outcome.as_str())
+        .bind(&run.detail)
+        .bind(&run.rejection)
+        .bind(run.exit_code)
+        .bind(run.signal)
+        .bind(run.duration_ms)
+        .bind(&run.stdout_tail)
+        .bind(&run.stderr_tail)
+        .bind(message_json)
+        .bind(run.input_tokens)
+        .bind(run.output_tokens)
+        .bind(run.cost_usd)
+        .bind(run.ended_at)
+        .bind(&run.run_id)
 }
