@@ -778,6 +778,16 @@ fn child_main(mode: &str, n: usize) {
         println!("STMT {count} {ns} {text}");
     }
     let (own, children) = cpu_ticks();
+    if std::env::var_os("BENCH_THREADS").is_some() {
+        for task in std::fs::read_dir("/proc/self/task")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            eprintln!("TASK {stat}");
+        }
+    }
     println!(
         "RESULT elapsed_ns={} deployed={} problems={} statements={statements} in_sqlite_ns={} cpu_self_ticks={own} cpu_children_ticks={children}",
         run.elapsed.as_nanos(),

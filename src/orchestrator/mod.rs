@@ -74,6 +74,9 @@ struct Running {
     stop: Option<oneshot::Sender<Stop>>,
     /// A user's command that waits for the run to end before it is committed.
     waiting: Option<Command>,
+    /// The sprint as it is in the database, kept current by `transition`: this loop is
+    /// the only writer of a sprint once it is queued (the lease guarantees one loop).
+    sprint: Sprint,
 }
 
 /// A run that ended, sent back to the loop by its task.
@@ -97,6 +100,9 @@ pub struct Orchestrator {
     /// A sprint reached a state that frees its project's pipeline lock since the queues
     /// were last read.
     lock_freed: bool,
+    /// Sprints this loop moved into a stage since the stages were last read, as written:
+    /// a pass right after a transition spawns from these without reading them back.
+    entered_stage: Vec<Sprint>,
 }
 
 impl Orchestrator {
@@ -124,6 +130,7 @@ impl Orchestrator {
             finished_tx,
             finished_rx,
             lock_freed: true,
+            entered_stage: Vec::new(),
         };
         orchestrator.recover().await?;
         Ok(orchestrator)
@@ -206,9 +213,15 @@ impl Orchestrator {
                 }
             }
         }
+        let in_stages = if look_for_commands {
+            self.entered_stage.clear();
+            self.store.sprints_in_stages().await?
+        } else {
+            std::mem::take(&mut self.entered_stage)
+        };
         let now = now_ms();
         let mut next_due = IDLE;
-        for sprint in self.store.sprints_in_stages().await? {
+        for sprint in in_stages {
             if !self.wants(&sprint.id) || self.running.contains_key(&sprint.id) {
                 continue;
             }
@@ -296,6 +309,14 @@ impl Orchestrator {
                 at,
             })
             .await?;
+        // The sprint as the database now holds it.
+        after.last_seq = record.seq;
+        after.updated_at = at;
+        if let Some(running) = self.running.get_mut(&after.id) {
+            running.sprint = after;
+        } else if after.state.stage().is_some() {
+            self.entered_stage.push(after);
+        }
         tracing::info!(sprint = %sprint.id, seq = record.seq, from = %t.from.state, to = %t.to.state, event = %record.event, "transition");
         // A terminal sprint frees its project's lock (a queued sprint aborted changes the
         // queue's head).
@@ -415,8 +436,7 @@ impl Orchestrator {
                 .running
                 .get_mut(&done.sprint_id)
                 .and_then(|r| r.waiting.take());
-            let Some(sprint) = self.store.sprint(&done.sprint_id).await? else {
-                self.running.remove(&done.sprint_id);
+            let Some(sprint) = self.running.get(&done.sprint_id).map(|r| r.sprint.clone()) else {
                 return Ok(());
             };
             let report = done.report;
@@ -445,7 +465,12 @@ impl Orchestrator {
                     let event = command.event();
                     self.transition(&sprint, event, Some(&end), Some(&command))
                         .await?;
-                    self.running.remove(&done.sprint_id);
+                    // A handed-off stage runs again, in a fresh session.
+                    if let Some(ended) = self.running.remove(&done.sprint_id)
+                        && ended.sprint.state.stage().is_some()
+                    {
+                        self.entered_stage.push(ended.sprint);
+                    }
                     return Ok(());
                 }
                 None => {}

@@ -116,6 +116,11 @@ impl Orchestrator {
             Running {
                 stop: Some(stop_tx),
                 waiting: None,
+                // `start_run` took the focus away with it.
+                sprint: Sprint {
+                    focus: None,
+                    ..sprint.clone()
+                },
             },
         );
         let store = self.store.clone();
