@@ -1803,6 +1803,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
             .await
             .expect("create a sprint");
         let mut run_ids: HashMap<String, String> = HashMap::new();
+        let mut number = 0;
         for t in &history.transitions {
             let mut event = t.detail.clone();
             if let Event::Reported {
@@ -1824,9 +1825,11 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                         .as_ref()
                         .and_then(|p| run_ids.get(p))
                         .cloned();
+                    number += 1;
                     let new_id = store
                         .start_run(NewRun {
                             sprint_id: &sprint.id,
+                            number,
                             actor: r.actor,
                             round: r.round,
                             attempt: r.attempt,
@@ -1893,6 +1896,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                     run: end.as_ref(),
                     command: command.map(|id| (id, result.as_str())),
                     at: now,
+                    read_runs: false,
                 })
                 .await
                 .expect("commit a replayed transition");

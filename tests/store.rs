@@ -4,8 +4,10 @@
 
 mod support;
 
+use hanarang::handoff::{Actor, HandoffDocument, Verdict};
 use hanarang::pipeline::{Event, Facts, Policy, State, apply};
-use hanarang::store::{Commit, MigrationStatus, Store, StoreError};
+use hanarang::sister::RunOutcome;
+use hanarang::store::{Commit, MigrationStatus, NewRun, RunEnd, Store, StoreError};
 use sqlx::sqlite::SqlitePoolOptions;
 use support::TempDir;
 
@@ -140,8 +142,9 @@ async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing() {
         run: None,
         command: None,
         at,
+        read_runs: false,
     };
-    let first = store.commit(commit(2)).await.unwrap();
+    let first = store.commit(commit(2)).await.unwrap().record;
     assert_eq!((first.seq, first.to), (1, State::Planning));
     // The same transition again, from the read taken before the first one.
     match store.commit(commit(3)).await {
@@ -156,4 +159,115 @@ async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing() {
         (now.state, now.last_seq, now.updated_at),
         (State::Planning, 1, 2)
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_runs_a_commit_reads_back_are_the_runs_the_database_holds() {
+    let dir = TempDir::new("store");
+    let store = Store::open(&url(&dir)).await.unwrap();
+    let queued = store
+        .create_sprint("app", "goal", None, "b", 1)
+        .await
+        .unwrap();
+    let policy = Policy::default();
+    let step = |before: &hanarang::store::Sprint, event: &Event| {
+        let facts = Facts {
+            sprint_id: &before.id,
+            sister_running: false,
+        };
+        let t = apply(before.position(), event, facts, &policy).unwrap();
+        let mut after = before.clone();
+        after.state = t.to.state;
+        after.round = t.to.round;
+        after.attempt = t.to.attempt;
+        (t, after)
+    };
+    let lock = Event::LockAcquired;
+    let (t, mut planning) = step(&queued, &lock);
+    let committed = store
+        .commit(Commit {
+            before: &queued,
+            after: &planning,
+            transition: &t,
+            event: &lock,
+            run: None,
+            command: None,
+            at: 2,
+            read_runs: true,
+        })
+        .await
+        .unwrap();
+    assert_eq!(committed.runs, Some(Vec::new()));
+    planning.last_seq = committed.record.seq;
+
+    let document = HandoffDocument {
+        goal: "goal".into(),
+        ..HandoffDocument::default()
+    };
+    let run_id = store
+        .start_run(NewRun {
+            sprint_id: &planning.id,
+            number: 1,
+            actor: Actor::Harang,
+            round: 0,
+            attempt: 1,
+            parent_run_id: None,
+            handoff: &document,
+            synthesized: true,
+            focus: None,
+            git_head: None,
+            started_at: 3,
+        })
+        .await
+        .unwrap();
+    assert_eq!(run_id, format!("{}-R01", planning.id));
+    let end = RunEnd {
+        run_id,
+        outcome: RunOutcome::Handoff,
+        detail: "harang PLAN_READY".into(),
+        rejection: None,
+        exit_code: Some(0),
+        signal: None,
+        duration_ms: 5,
+        stdout_tail: "{}".into(),
+        stderr_tail: String::new(),
+        message: Some(serde_json::json!({"actor": "harang"})),
+        input_tokens: Some(10),
+        output_tokens: Some(20),
+        cost_usd: Some(0.5),
+        ended_at: 8,
+    };
+    let ready = Event::Reported {
+        actor: Actor::Harang,
+        verdict: Verdict::PlanReady,
+        sprint_id: None,
+        reason: None,
+    };
+    let (t, implementing) = step(&planning, &ready);
+    let committed = store
+        .commit(Commit {
+            before: &planning,
+            after: &implementing,
+            transition: &t,
+            event: &ready,
+            run: Some(&end),
+            command: None,
+            at: 8,
+            read_runs: true,
+        })
+        .await
+        .unwrap();
+    let held = store.runs(&planning.id).await.unwrap();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].outcome, Some(RunOutcome::Handoff));
+    assert_eq!(held[0].cost_usd, Some(0.5));
+    assert_eq!(
+        committed.runs,
+        Some(held),
+        "read in the commit, after its writes"
+    );
+    let usage = store.usage(&planning.id).await.unwrap();
+    assert_eq!(usage.total.cost_usd, 0.5);
+    let rolled_up = store.status_json().await.unwrap();
+    assert!(rolled_up.contains("\"cost_usd\":0.5"), "{rolled_up}");
 }

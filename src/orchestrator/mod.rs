@@ -24,7 +24,7 @@ use crate::pipeline::fsm::Note;
 use crate::pipeline::{Event, Facts, Failure, FailureKind, Policy, State, Transition, apply};
 use crate::sister::{RunOutcome, RunReport, Stop};
 use crate::store::{
-    Command, CommandKind, CommandStatus, RunEnd, Sprint, Store, StoreError, TransitionRecord,
+    Command, CommandKind, CommandStatus, Run, RunEnd, Sprint, Store, StoreError, TransitionRecord,
 };
 
 /// How often the database is looked at for commands from another process (the CLI).
@@ -100,9 +100,10 @@ pub struct Orchestrator {
     /// A sprint reached a state that frees its project's pipeline lock since the queues
     /// were last read.
     lock_freed: bool,
-    /// Sprints this loop moved into a stage since the stages were last read, as written:
-    /// a pass right after a transition spawns from these without reading them back.
-    entered_stage: Vec<Sprint>,
+    /// Sprints this loop moved into a stage since the stages were last read, as written,
+    /// with their runs when the commit read them: a pass right after a transition spawns
+    /// from these without reading them back.
+    entered_stage: Vec<(Sprint, Option<Vec<Run>>)>,
 }
 
 impl Orchestrator {
@@ -215,13 +216,14 @@ impl Orchestrator {
         }
         let in_stages = if look_for_commands {
             self.entered_stage.clear();
-            self.store.sprints_in_stages().await?
+            let from_db = self.store.sprints_in_stages().await?;
+            from_db.into_iter().map(|s| (s, None)).collect()
         } else {
             std::mem::take(&mut self.entered_stage)
         };
         let now = now_ms();
         let mut next_due = IDLE;
-        for sprint in in_stages {
+        for (sprint, runs) in in_stages {
             if !self.wants(&sprint.id) || self.running.contains_key(&sprint.id) {
                 continue;
             }
@@ -238,7 +240,7 @@ impl Orchestrator {
                         };
                         self.transition(&sprint, event, None, None).await?;
                     }
-                    None => self.spawn(&sprint).await?,
+                    None => self.spawn(&sprint, runs).await?,
                 },
             }
         }
@@ -297,7 +299,8 @@ impl Orchestrator {
         }
         let at = now_ms();
         let result = format!("{}: {} → {}", sprint.id, t.from.state, t.to.state);
-        let record = self
+        let running = self.running.contains_key(&sprint.id);
+        let committed = self
             .store
             .commit(crate::store::Commit {
                 before: sprint,
@@ -307,15 +310,17 @@ impl Orchestrator {
                 run,
                 command: command.map(|c| (c.id, result.as_str())),
                 at,
+                read_runs: !running && after.state.stage().is_some(),
             })
             .await?;
+        let record = committed.record;
         // The sprint as the database now holds it.
         after.last_seq = record.seq;
         after.updated_at = at;
         if let Some(running) = self.running.get_mut(&after.id) {
             running.sprint = after;
         } else if after.state.stage().is_some() {
-            self.entered_stage.push(after);
+            self.entered_stage.push((after, committed.runs));
         }
         tracing::info!(sprint = %sprint.id, seq = record.seq, from = %t.from.state, to = %t.to.state, event = %record.event, "transition");
         // A terminal sprint frees its project's lock (a queued sprint aborted changes the
@@ -469,7 +474,7 @@ impl Orchestrator {
                     if let Some(ended) = self.running.remove(&done.sprint_id)
                         && ended.sprint.state.stage().is_some()
                     {
-                        self.entered_stage.push(ended.sprint);
+                        self.entered_stage.push((ended.sprint, None));
                     }
                     return Ok(());
                 }

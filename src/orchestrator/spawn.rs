@@ -10,15 +10,23 @@ use crate::handoff::compose::{Known, Observed, after_handoff, synthesize};
 use crate::handoff::message::{HandoffMessage, ReviewIssue, Severity};
 use crate::handoff::schema::{self, Dialect};
 use crate::sister::{self, ContractFile, RunControl, RunOutcome, RunRequest};
-use crate::store::{NewRun, Run, Sprint};
+use crate::store::{NewRun, Run, Sprint, Store};
 
 impl Orchestrator {
-    pub(super) async fn spawn(&mut self, sprint: &Sprint) -> Result<(), OrchestratorError> {
+    /// `runs`: the sprint's runs, when the commit that moved it here read them.
+    pub(super) async fn spawn(
+        &mut self,
+        sprint: &Sprint,
+        runs: Option<Vec<Run>>,
+    ) -> Result<(), OrchestratorError> {
         let Some(stage) = sprint.state.stage() else {
             return Ok(());
         };
         let actor = stage.actor();
-        let runs = self.store.runs(&sprint.id).await?;
+        let runs = match runs {
+            Some(runs) => runs,
+            None => self.store.runs(&sprint.id).await?,
+        };
         let project_workdir = self
             .config
             .projects
@@ -68,21 +76,9 @@ impl Orchestrator {
         let focus = sprint.focus.clone();
         let git_head = sister::facts::head(&workdir).await;
 
-        let run_id = self
-            .store
-            .start_run(NewRun {
-                sprint_id: &sprint.id,
-                actor,
-                round: sprint.round,
-                attempt: sprint.attempt,
-                parent_run_id: parent.map(|r| r.run_id.as_str()),
-                handoff: &handoff,
-                synthesized,
-                focus: focus.as_deref(),
-                git_head: git_head.as_deref(),
-                started_at: now_ms(),
-            })
-            .await?;
+        // The next number: this loop is the only one that adds runs to its sprints.
+        let number = runs.iter().map(|r| r.number).max().unwrap_or(0) + 1;
+        let run_id = Store::run_id(&sprint.id, number);
         let contract = ContractFile {
             sprint_id: sprint.id.clone(),
             goal: sprint.goal.clone(),
@@ -109,6 +105,32 @@ impl Orchestrator {
             workdir,
             token_env: self.config.token_env().to_string(),
         };
+        let missing_project = project_workdir.is_none().then(|| sprint.project.clone());
+        let new_run = NewRun {
+            sprint_id: &sprint.id,
+            number,
+            actor,
+            round: sprint.round,
+            attempt: sprint.attempt,
+            parent_run_id: parent.map(|r| r.run_id.as_str()),
+            handoff: &request.contract.handoff,
+            synthesized,
+            focus: request.contract.focus.as_deref(),
+            git_head: git_head.as_deref(),
+            started_at: now_ms(),
+        };
+        // The run is on record before its sister starts; its files are written while the
+        // record is.
+        let (recorded, prepared) = tokio::join!(self.store.start_run(new_run), async {
+            match &missing_project {
+                // The project left the config since the sprint was queued.
+                Some(project) => Err(Box::new(sister::RunReport::spawn_failed(format!(
+                    "project {project:?} is no longer configured ([projects.{project}])"
+                )))),
+                None => sister::prepare(&request),
+            }
+        });
+        recorded?;
         let (stop_tx, stop) = oneshot::channel();
         let (spawned_tx, spawned) = oneshot::channel();
         self.running.insert(
@@ -128,7 +150,6 @@ impl Orchestrator {
         let sprint_id = sprint.id.clone();
         let span = tracing::info_span!("run", sprint = %sprint_id, run = %run_id, actor = %actor);
         tracing::info!(parent: &span, round = sprint.round, attempt = sprint.attempt, "spawning sister");
-        let missing_project = project_workdir.is_none().then(|| sprint.project.clone());
         tokio::spawn(
             async move {
                 let pid_run_id = run_id.clone();
@@ -143,15 +164,15 @@ impl Orchestrator {
                     stop,
                     spawned: Some(spawned_tx),
                 };
-                let report = match missing_project {
-                    // The project left the config since the sprint was queued.
-                    Some(project) => sister::RunReport::spawn_failed(format!(
-                        "project {project:?} is no longer configured ([projects.{project}])"
-                    )),
-                    None => {
-                        let (report, ()) = tokio::join!(sister::run(&request, control), record_pid);
+                let report = match prepared {
+                    Ok(prepared) => {
+                        let (report, ()) = tokio::join!(
+                            sister::run_prepared(&request, prepared, control),
+                            record_pid
+                        );
                         report
                     }
+                    Err(report) => *report,
                 };
                 let _ = finished.send(Finished {
                     sprint_id,

@@ -190,17 +190,29 @@ impl RunControl {
     }
 }
 
-/// Runs one sister to its end. Never panics on anything the child does; every path ends
-/// with the sister's whole process group gone.
+/// Runs one sister to its end: `prepare`, then `run_prepared`. Never panics on anything
+/// the child does; every path ends with the sister's whole process group gone.
 pub async fn run(req: &RunRequest, control: RunControl) -> RunReport {
     let started = Instant::now();
-    let mut report = run_inner(req, control).await;
+    let mut report = match prepare(req) {
+        Ok(prepared) => run_inner(req, prepared, control).await,
+        Err(report) => *report,
+    };
     report.duration = started.elapsed();
     report
 }
 
-async fn run_inner(req: &RunRequest, control: RunControl) -> RunReport {
-    let RunControl { mut stop, spawned } = control;
+/// A run's files written (the contract, and the schema files its arguments name) and its
+/// command line and prompt rendered: everything before the spawn.
+#[derive(Debug)]
+pub struct Prepared {
+    args: Vec<String>,
+    prompt: String,
+}
+
+/// Writes the run's files and renders its arguments and prompt. The error is the run's
+/// report (`spawn_failed`, saying which file or folder).
+pub fn prepare(req: &RunRequest) -> Result<Prepared, Box<RunReport>> {
     let spec = &req.spec;
     let c = &req.contract;
     let contract_file = req.contract_path.display().to_string();
@@ -210,10 +222,10 @@ async fn run_inner(req: &RunRequest, control: RunControl) -> RunReport {
     let schemas = match schema_inputs(req) {
         Ok(s) => s,
         Err(e) => {
-            return RunReport::early(
+            return Err(Box::new(RunReport::early(
                 RunOutcome::SpawnFailed,
                 format!("cannot write the schema files beside {contract_file}: {e}"),
-            );
+            )));
         }
     };
     let values = [
@@ -237,18 +249,37 @@ async fn run_inner(req: &RunRequest, control: RunControl) -> RunReport {
         .collect();
 
     if !req.workdir.is_dir() {
-        return RunReport::early(
+        return Err(Box::new(RunReport::early(
             RunOutcome::SpawnFailed,
             format!("the workdir {workdir} does not exist or is not a directory"),
-        );
+        )));
     }
     if let Err(e) = write_contract(req) {
-        return RunReport::early(
+        return Err(Box::new(RunReport::early(
             RunOutcome::SpawnFailed,
             format!("cannot write the contract file {contract_file}: {e}"),
-        );
+        )));
     }
     let prompt = render_prompt(c, &contract_file);
+    Ok(Prepared { args, prompt })
+}
+
+/// Spawns a prepared run and supervises it to its end (see `run`).
+pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunControl) -> RunReport {
+    let started = Instant::now();
+    let mut report = run_inner(req, prepared, control).await;
+    report.duration = started.elapsed();
+    report
+}
+
+async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) -> RunReport {
+    let RunControl { mut stop, spawned } = control;
+    let Prepared { args, prompt } = prepared;
+    let spec = &req.spec;
+    let c = &req.contract;
+    let contract_file = req.contract_path.display().to_string();
+    let round = c.round.to_string();
+    let attempt = c.attempt.to_string();
 
     let mut cmd = Command::new(&spec.program);
     cmd.args(&args)

@@ -14,7 +14,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Row, Sqlite, SqlitePool, Transaction};
+use sqlx::{FromRow, Row, Sqlite, SqlitePool, Transaction};
 
 pub use rows::{
     Command, CommandKind, CommandStatus, ForumPost, Lease, Run, Spend, Sprint, TransitionRecord,
@@ -98,6 +98,16 @@ pub struct Commit<'a> {
     /// The command that asked for it, answered in the same transaction.
     pub command: Option<(i64, &'a str)>,
     pub at: i64,
+    /// Also read back the sprint's runs as they are after the commit, in the same round
+    /// trip: what the spawn that follows a move into a stage needs.
+    pub read_runs: bool,
+}
+
+/// What a commit wrote: the log entry to broadcast, and the sprint's runs when asked.
+#[derive(Debug)]
+pub struct Committed {
+    pub record: TransitionRecord,
+    pub runs: Option<Vec<Run>>,
 }
 
 /// How a run ended, as recorded.
@@ -123,6 +133,8 @@ pub struct RunEnd {
 #[derive(Debug, Clone)]
 pub struct NewRun<'a> {
     pub sprint_id: &'a str,
+    /// The next number among the sprint's runs; the run's id is `Store::run_id`.
+    pub number: i64,
     pub actor: Actor,
     pub round: u32,
     pub attempt: u32,
@@ -342,7 +354,7 @@ impl Store {
 
     /// Records a transition and everything that goes with it, in one transaction.
     /// Returns the log entry to broadcast (only after this returns: after the commit).
-    pub async fn commit(&self, c: Commit<'_>) -> Result<TransitionRecord> {
+    pub async fn commit(&self, c: Commit<'_>) -> Result<Committed> {
         let event_json =
             serde_json::to_string(c.event).map_err(|e| StoreError::Encode("event", e))?;
         let note_json = c
@@ -369,16 +381,19 @@ impl Store {
                  contract_id = ?, branch = ?, next_run_at = ?, focus = ?, budget_usd = ?, last_seq = ?, updated_at = ?,
                  input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, cost_usd = cost_usd + ?
              WHERE id = ? AND last_seq = ?
-             RETURNING 'sprint', last_seq;
+             RETURNING 'sprint' AS written, last_seq AS n;
              INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-             RETURNING 'transition', global_seq;",
+             RETURNING 'transition' AS written, global_seq AS n;",
         );
         if c.run.is_some() {
             sql.push_str(END_RUN);
         }
         if c.command.is_some() {
             sql.push_str(RESOLVE_COMMAND);
+        }
+        if c.read_runs {
+            sql.push_str(" SELECT * FROM runs WHERE sprint_id = ? ORDER BY number;");
         }
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(after.state.as_str())
@@ -420,6 +435,9 @@ impl Store {
                 .bind(c.at)
                 .bind(id);
         }
+        if c.read_runs {
+            query = query.bind(&c.before.id);
+        }
         let mut tx = self.begin_write().await?;
         let written = query.fetch_all(&mut *tx).await.map_err(|e| {
             // Another commit took this `seq` first.
@@ -433,8 +451,8 @@ impl Store {
         })?;
         let returned = |what: &str| {
             written.iter().find_map(|row| {
-                (row.try_get::<&str, _>(0).ok() == Some(what))
-                    .then(|| row.try_get::<i64, _>(1).ok())
+                (row.try_get::<&str, _>("written").ok() == Some(what))
+                    .then(|| row.try_get::<i64, _>("n").ok())
                     .flatten()
             })
         };
@@ -442,9 +460,20 @@ impl Store {
             // The sprint moved on since it was read: nothing of this is committed.
             return Err(StoreError::Conflict(c.before.id.clone()));
         };
+        let runs = if c.read_runs {
+            let rows = written
+                .iter()
+                .filter(|row| row.try_get::<&str, _>("written").is_err())
+                .map(|row| RunRaw::from_row(row).map_err(StoreError::Sql))
+                .map(|raw| raw.and_then(Run::try_from))
+                .collect::<Result<Vec<Run>>>()?;
+            Some(rows)
+        } else {
+            None
+        };
         tx.commit().await?;
         // What was just written, as `transitions` reads it back.
-        Ok(TransitionRecord {
+        let record = TransitionRecord {
             global_seq,
             sprint_id: c.before.id.clone(),
             seq,
@@ -458,7 +487,8 @@ impl Store {
             branch: Some(c.after.branch.clone()),
             detail: c.event.clone(),
             note: c.transition.note.clone(),
-        })
+        };
+        Ok(Committed { record, runs })
     }
 
     // --- the transitions log -------------------------------------------------------------
@@ -490,8 +520,14 @@ impl Store {
 
     // --- runs ----------------------------------------------------------------------------
 
+    /// A run's id: its sprint's id and its number, `SPRINT-001-R03`.
+    pub fn run_id(sprint_id: &str, number: i64) -> String {
+        format!("{sprint_id}-R{number:02}")
+    }
+
     /// Records a run before it is spawned, so a crash while it runs is found at restart.
-    /// Returns its id: the sprint's id and the run's number, `SPRINT-001-R03`.
+    /// Returns its id (`Store::run_id`). A number already taken is an error: nothing is
+    /// overwritten.
     ///
     /// A deploy's start is written at FULL durability: after a power cut it must be found
     /// in flight, so that the deploy escalates instead of running again. The other stages'
@@ -504,13 +540,14 @@ impl Store {
         } else {
             &self.relaxed
         };
-        let insert = sqlx::query_scalar(
+        let id = Store::run_id(new.sprint_id, new.number);
+        let insert = sqlx::query(
             "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at)
-             SELECT ?1 || '-R' || printf('%02d', n), ?1, n, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10
-             FROM (SELECT COALESCE(MAX(number), 0) + 1 AS n FROM runs WHERE sprint_id = ?1)
-             RETURNING id",
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
+        .bind(&id)
         .bind(new.sprint_id)
+        .bind(new.number)
         .bind(new.actor.as_str())
         .bind(i64::from(new.round))
         .bind(i64::from(new.attempt))
@@ -522,10 +559,11 @@ impl Store {
         .bind(new.started_at);
         if new.focus.is_none() {
             // One statement: atomic on its own.
-            return Ok(insert.fetch_one(pool).await?);
+            insert.execute(pool).await?;
+            return Ok(id);
         }
         let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-        let id: String = insert.fetch_one(&mut *tx).await?;
+        insert.execute(&mut *tx).await?;
         // The focus goes with this run; the next one does not get it again.
         sqlx::query("UPDATE sprints SET focus = NULL WHERE id = ?")
             .bind(new.sprint_id)
