@@ -38,7 +38,7 @@ async fn many_openers_of_a_fresh_database_all_succeed() {
     }
     assert_eq!(
         Store::migration_status(&url).await.unwrap(),
-        MigrationStatus::Current { applied: 6 }
+        MigrationStatus::Current { applied: 7 }
     );
 }
 
@@ -58,18 +58,19 @@ async fn an_upgrade_backs_the_database_up_before_migrating() {
     store.close().await;
     // Make it look like a database from before the last migration.
     let pool = raw(&url).await;
-    sqlx::query("ALTER TABLE sprints DROP COLUMN budget_usd")
-        .execute(&pool)
-        .await
-        .unwrap();
-    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = 4")
-        .execute(&pool)
-        .await
-        .unwrap();
+    for undo in [
+        "DROP TRIGGER sprints_status_doc_insert",
+        "DROP TRIGGER sprints_status_doc_update",
+        "DROP VIEW sprint_status_doc",
+        "ALTER TABLE sprints DROP COLUMN status_doc",
+        "DELETE FROM _sqlx_migrations WHERE version = 7",
+    ] {
+        sqlx::query(undo).execute(&pool).await.unwrap();
+    }
     pool.close().await;
     assert_eq!(
         Store::migration_status(&url).await.unwrap(),
-        MigrationStatus::Pending(vec![4])
+        MigrationStatus::Pending(vec![7])
     );
 
     let store = Store::open(&url).await.unwrap();
@@ -77,6 +78,10 @@ async fn an_upgrade_backs_the_database_up_before_migrating() {
         store.sprint("SPRINT-001").await.unwrap().unwrap().goal,
         "keep me"
     );
+    // The migration filled in what the old rows lacked.
+    let listed: serde_json::Value =
+        serde_json::from_str(&store.status_json().await.unwrap()).unwrap();
+    assert_eq!(listed[0]["goal"], "keep me", "{listed}");
     let backups: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .flatten()
@@ -90,7 +95,7 @@ async fn an_upgrade_backs_the_database_up_before_migrating() {
     let backup = format!("sqlite://{}", backups[0].path().display());
     assert_eq!(
         Store::migration_status(&backup).await.unwrap(),
-        MigrationStatus::Pending(vec![4])
+        MigrationStatus::Pending(vec![7])
     );
 }
 

@@ -646,25 +646,13 @@ impl Store {
         Ok(usage)
     }
 
-    /// Every sprint with its total spend as one JSON array, built by SQLite: the same
-    /// document `sprint status --json` prints from `Sprint` + `Spend` (a test holds the two
-    /// equal), without handing 10,000 rows one by one across sqlx's worker thread.
+    /// Every sprint with its total spend as one JSON array: the documents each sprint
+    /// row keeps (migration 0007), joined in order. The same document `sprint status
+    /// --json` prints from `Sprint` + `Spend` (a test holds the two equal), without
+    /// building or handing 10,000 rows one by one across sqlx's worker thread.
     pub async fn status_json(&self) -> Result<String> {
         let json: Option<String> = sqlx::query_scalar(
-            "SELECT json_group_array(json(doc)) FROM (
-                 SELECT json_patch('{}', json_object(
-                     'id', s.id, 'project', s.project, 'goal', s.goal, 'state', s.state,
-                     'round', s.round, 'attempt', s.attempt,
-                     'resume', json(CASE WHEN s.resume_stage IS NULL THEN NULL
-                                    ELSE json_object('stage', s.resume_stage, 'round', s.resume_round) END),
-                     'contract_id', s.contract_id, 'branch', s.branch,
-                     'next_run_at', s.next_run_at, 'focus', s.focus, 'budget_usd', s.budget_usd,
-                     'created_at', s.created_at, 'updated_at', s.updated_at,
-                     'usage', json_object('input_tokens', s.input_tokens,
-                                          'output_tokens', s.output_tokens,
-                                          'cost_usd', s.cost_usd))) AS doc
-                 FROM sprints s
-                 ORDER BY s.number)",
+            "SELECT '[' || COALESCE(string_agg(status_doc, ',' ORDER BY number), '') || ']' FROM sprints",
         )
         .fetch_one(&self.pool)
         .await?;
