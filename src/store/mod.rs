@@ -67,6 +67,14 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
+/// The columns `SprintRaw` reads: every one but the stored status document, which only
+/// `status_json` wants (it would triple what a listing of sprints copies).
+macro_rules! sprint_columns {
+    () => {
+        "id, number, project, goal, state, round, attempt, resume_stage, resume_round, contract_id, branch, next_run_at, focus, budget_usd, last_seq, created_at, updated_at"
+    };
+}
+
 /// A handle on the database; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -310,18 +318,26 @@ impl Store {
     }
 
     pub async fn sprint(&self, id: &str) -> Result<Option<Sprint>> {
-        let raw: Option<SprintRaw> = sqlx::query_as("SELECT * FROM sprints WHERE id = ?")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
+        let raw: Option<SprintRaw> = sqlx::query_as(concat!(
+            "SELECT ",
+            sprint_columns!(),
+            " FROM sprints WHERE id = ?"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
         raw.map(Sprint::try_from).transpose()
     }
 
     /// Every sprint, oldest first.
     pub async fn sprints(&self) -> Result<Vec<Sprint>> {
-        let raws: Vec<SprintRaw> = sqlx::query_as("SELECT * FROM sprints ORDER BY number")
-            .fetch_all(&self.pool)
-            .await?;
+        let raws: Vec<SprintRaw> = sqlx::query_as(concat!(
+            "SELECT ",
+            sprint_columns!(),
+            " FROM sprints ORDER BY number"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
         raws.into_iter().map(Sprint::try_from).collect()
     }
 
@@ -329,7 +345,11 @@ impl Store {
     /// deploying), oldest first.
     pub async fn sprints_in_stages(&self) -> Result<Vec<Sprint>> {
         let raws: Vec<SprintRaw> = sqlx::query_as(
-            "SELECT * FROM sprints WHERE state IN ('planning', 'implementing', 'reviewing', 'deploying') ORDER BY number",
+            concat!(
+                "SELECT ",
+                sprint_columns!(),
+                " FROM sprints WHERE state IN ('planning', 'implementing', 'reviewing', 'deploying') ORDER BY number"
+            ),
         )
         .fetch_all(&self.pool)
         .await?;
@@ -339,14 +359,16 @@ impl Store {
     /// For each project whose pipeline lock is free (no sprint between planning and a
     /// terminal state), its oldest queued sprint.
     pub async fn next_in_queues(&self) -> Result<Vec<Sprint>> {
-        let raws: Vec<SprintRaw> = sqlx::query_as(
-            "SELECT * FROM sprints s
+        let raws: Vec<SprintRaw> = sqlx::query_as(concat!(
+            "SELECT ",
+            sprint_columns!(),
+            " FROM sprints s
              WHERE s.state = 'queued'
                AND s.number = (SELECT MIN(q.number) FROM sprints q WHERE q.project = s.project AND q.state = 'queued')
                AND NOT EXISTS (SELECT 1 FROM sprints b WHERE b.project = s.project
                                AND b.state NOT IN ('queued', 'deployed', 'aborted'))
-             ORDER BY s.number",
-        )
+             ORDER BY s.number"
+        ))
         .fetch_all(&self.pool)
         .await?;
         raws.into_iter().map(Sprint::try_from).collect()
@@ -931,10 +953,14 @@ pub fn sprint_id(number: i64) -> String {
 }
 
 async fn fetch_sprint(tx: &mut Transaction<'static, Sqlite>, id: &str) -> Result<Sprint> {
-    let raw: Option<SprintRaw> = sqlx::query_as("SELECT * FROM sprints WHERE id = ?")
-        .bind(id)
-        .fetch_optional(&mut **tx)
-        .await?;
+    let raw: Option<SprintRaw> = sqlx::query_as(concat!(
+        "SELECT ",
+        sprint_columns!(),
+        " FROM sprints WHERE id = ?"
+    ))
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?;
     raw.map(Sprint::try_from)
         .transpose()?
         .ok_or_else(|| StoreError::NoSprint(id.to_string()))
