@@ -220,11 +220,19 @@ struct Setup {
 
 impl Setup {
     fn new(label: &str, bin: &Path) -> Setup {
-        Setup::with_db_in(label, bin, None)
+        Setup::with_db_in(label, bin, None, None)
     }
 
     /// The database (and so the contract files, beside it) under `db_root` when given.
-    fn with_db_in(label: &str, bin: &Path, db_root: Option<&Path>) -> Setup {
+    /// With `keep_contracts`, the sister is started through `sh`, which first copies its
+    /// contract file (one per sprint, rewritten for each run) to `<run id>.contract.json`
+    /// in that folder: the warm-up keeps each run's contract for the baseline that way.
+    fn with_db_in(
+        label: &str,
+        bin: &Path,
+        db_root: Option<&Path>,
+        keep_contracts: Option<&Path>,
+    ) -> Setup {
         let dir = TempDir::new(label);
         let db_dir = db_root.map(|root| TempDir::new_in(root, label));
         let db = db_dir
@@ -233,6 +241,20 @@ impl Setup {
             .join("hanarang.db");
         let workdir = dir.path().join(PROJECT);
         std::fs::create_dir_all(&workdir).expect("create the workdir");
+        let (program, args) = match keep_contracts {
+            None => (
+                bin.display().to_string(),
+                r#"["simulate-sister"]"#.to_string(),
+            ),
+            Some(keep) => (
+                "/bin/sh".to_string(),
+                format!(
+                    r#"["-c", "cp \"$HANARANG_CONTRACT_FILE\" \"{}/$HANARANG_RUN_ID.contract.json\" && exec \"$0\" simulate-sister", "{}"]"#,
+                    keep.display(),
+                    bin.display()
+                ),
+            ),
+        };
         let toml = format!(
             r#"[database]
 url = "sqlite://{db}"
@@ -241,8 +263,8 @@ url = "sqlite://{db}"
 backoff = {{ initial = "10ms", factor = 2.0, max = "50ms" }}
 
 [agent]
-program = "{bin}"
-args = ["simulate-sister"]
+program = "{program}"
+args = {args}
 kill_grace = "2s"
 env = {{ SIMULATE_DELAY_MS = "0" }}
 
@@ -250,7 +272,6 @@ env = {{ SIMULATE_DELAY_MS = "0" }}
 workdir = "{workdir}"
 "#,
             db = db.display(),
-            bin = bin.display(),
             workdir = workdir.display(),
         );
         let config_path = dir.path().join("config.toml");
@@ -322,7 +343,11 @@ struct PipelineRun {
 /// `done` (a command in the database plus a wake-up, as `run --auto-approve` does). Timed
 /// from the orchestrator's first pass to the last sprint deployed.
 async fn pipeline_once(bin: &Path, n: usize, label: &str, db_root: Option<&Path>) -> PipelineRun {
-    let setup = Setup::with_db_in(label, bin, db_root);
+    pipeline_in(Setup::with_db_in(label, bin, db_root, None), n).await
+}
+
+/// `pipeline_once` in a given setup.
+async fn pipeline_in(setup: Setup, n: usize) -> PipelineRun {
     let config = setup.config();
     let store = Store::open(&config.database.url)
         .await
@@ -469,11 +494,16 @@ struct Template {
     steps: Vec<Step>,
     history: History,
     /// The warm-up's folder: the contract files the baseline names stay there.
-    _warm_up: Setup,
+    _warm_up: (Setup, TempDir),
 }
 
 async fn warm_up(bin: &Path) -> Template {
-    let run = pipeline_once(bin, 2, "warm-up", None).await;
+    let kept = TempDir::new("warm-up-contracts");
+    let run = pipeline_in(
+        Setup::with_db_in("warm-up", bin, None, Some(kept.path())),
+        2,
+    )
+    .await;
     assert!(
         run.problems.is_empty() && run.deployed == 2,
         "the warm-up pipeline failed: {:?}",
@@ -487,7 +517,7 @@ async fn warm_up(bin: &Path) -> Template {
     let transitions = store.transitions(&sprint).await.expect("read transitions");
     let mut bare = Vec::new();
     for r in &runs {
-        let path = store.contract_path(&r.run_id);
+        let path = kept.path().join(format!("{}.contract.json", r.run_id));
         let bytes = std::fs::read(&path).expect("read a contract file of the warm-up");
         let contract: ContractFile =
             serde_json::from_slice(&bytes).expect("the contract file parses");
@@ -521,7 +551,7 @@ async fn warm_up(bin: &Path) -> Template {
         runs: bare,
         steps,
         history: History { runs, transitions },
-        _warm_up: run.setup,
+        _warm_up: (run.setup, kept),
     }
 }
 

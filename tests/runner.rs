@@ -521,6 +521,35 @@ async fn after_bad_output_the_next_prompt_and_contract_say_why() {
     assert_eq!(contract["previousRejection"], reason);
 }
 
+/// The contract file is one per sprint, rewritten in place for each run: a shorter
+/// contract after a longer one must leave nothing of the old one behind.
+#[tokio::test]
+async fn each_run_rewrites_the_contract_file_whole() {
+    let f = Fixture::new(Actor::Narang, "echo_inputs.sh");
+    let echo = f.dir.path().join("echo");
+    std::fs::create_dir_all(&echo).unwrap();
+    let mut f = f.env("ECHO_DIR", echo.display().to_string());
+    f.request.contract.focus = Some("a long focus ".repeat(2000));
+    assert_eq!(run_fixture(&f).await.outcome, RunOutcome::Handoff);
+    let long = std::fs::metadata(&f.request.contract_path).unwrap().len();
+
+    f.request.contract.focus = None;
+    f.request.contract.attempt = 2;
+    assert_eq!(run_fixture(&f).await.outcome, RunOutcome::Handoff);
+    let seen = std::fs::read_to_string(echo.join("contract.json")).unwrap();
+    let contract: serde_json::Value = serde_json::from_str(&seen).expect("the whole file parses");
+    assert_eq!(contract["attempt"], 2);
+    assert!(
+        contract.get("focus").is_none_or(serde_json::Value::is_null),
+        "{contract}"
+    );
+    let short = std::fs::metadata(&f.request.contract_path).unwrap().len();
+    assert!(
+        short < long / 4,
+        "cut to length: {short} bytes after {long}"
+    );
+}
+
 // --- facts over claims ----------------------------------------------------------------
 
 /// A repository with `main` and `feature/login`, each one commit ahead of the root.

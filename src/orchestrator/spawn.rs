@@ -101,7 +101,7 @@ impl Orchestrator {
         let request = RunRequest {
             spec: self.config.agent.spec(actor),
             contract,
-            contract_path: self.store.contract_path(&run_id),
+            contract_path: self.store.contract_path(&sprint.id),
             workdir,
             token_env: self.config.token_env().to_string(),
         };

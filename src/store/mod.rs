@@ -254,11 +254,12 @@ impl Store {
         })
     }
 
-    /// Where a run's contract file is written.
-    pub fn contract_path(&self, run_id: &str) -> PathBuf {
-        // One file per run, no folder: creating inodes is the slow part of a spawn on
-        // some file systems (docs/benchmarks.md).
-        self.runs_dir.join(format!("{run_id}.contract.json"))
+    /// Where the contract file of a sprint's runs is written: one file per sprint,
+    /// rewritten in place for each of its runs (they run one at a time). The database
+    /// keeps every run's inputs; creating a file per run is the slow part of a spawn on
+    /// some file systems (docs/benchmarks.md).
+    pub fn contract_path(&self, sprint_id: &str) -> PathBuf {
+        self.runs_dir.join(format!("{sprint_id}.contract.json"))
     }
 
     pub async fn close(&self) {
