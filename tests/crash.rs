@@ -236,3 +236,105 @@ async fn a_second_serve_is_refused_with_the_holders_pid() {
     );
     assert_eq!(first.stop(), Some(0));
 }
+
+/// A crash between a sister's spawn and the write of its pid: the next start finds the
+/// sister by its environment (its run, and this database's contract file) and kills its
+/// group. A process that carries the same run id for another database is left alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sister_whose_pid_was_never_written_is_found_by_its_environment() {
+    use hanarang::handoff::HandoffDocument;
+    use hanarang::orchestrator::Orchestrator;
+    use hanarang::pipeline::{Event, Facts, Policy, apply};
+    use hanarang::store::{Commit, NewRun};
+    use std::os::unix::process::CommandExt;
+
+    let files = Files::new(&Setup::default());
+    let config = std::sync::Arc::new(files.config());
+    let store = Store::open(&config.database.url).await.unwrap();
+    // SPRINT-001 in planning, its planner's run on record without a pid.
+    let queued = store
+        .create_sprint("app", "goal", None, &config.pipeline.branch_template, 1)
+        .await
+        .unwrap();
+    let facts = Facts {
+        sprint_id: &queued.id,
+        sister_running: false,
+    };
+    let t = apply(
+        queued.position(),
+        &Event::LockAcquired,
+        facts,
+        &Policy::default(),
+    )
+    .unwrap();
+    let mut planning = queued.clone();
+    planning.state = t.to.state;
+    planning.attempt = t.to.attempt;
+    store
+        .commit(Commit {
+            before: &queued,
+            after: &planning,
+            transition: &t,
+            event: &Event::LockAcquired,
+            run: None,
+            command: None,
+            at: 2,
+            read_runs: false,
+        })
+        .await
+        .unwrap();
+    let document = HandoffDocument::default();
+    let run_id = store
+        .start_run(NewRun {
+            sprint_id: &queued.id,
+            number: 1,
+            actor: Actor::Harang,
+            round: 0,
+            attempt: 1,
+            parent_run_id: None,
+            handoff: &document,
+            synthesized: true,
+            focus: None,
+            git_head: None,
+            started_at: 3,
+        })
+        .await
+        .unwrap();
+    let ours = store.contract_path(&queued.id).display().to_string();
+    let theirs = files
+        .dir
+        .path()
+        .join("elsewhere.db.runs/SPRINT-001.contract.json");
+    let sister = |contract_file: &str| {
+        Command::new("sleep")
+            .arg("60")
+            .env("HANARANG_RUN_ID", &run_id)
+            .env("HANARANG_CONTRACT_FILE", contract_file)
+            .process_group(0)
+            .spawn()
+            .expect("spawn sleep")
+    };
+    let mut orphan = sister(&ours);
+    let mut stranger = sister(&theirs.display().to_string());
+
+    let orchestrator = Orchestrator::start(config.clone(), store.clone())
+        .await
+        .expect("the orchestrator starts and recovers");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while orphan.try_wait().unwrap().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the orphaned sister was not killed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        stranger.try_wait().unwrap().is_none(),
+        "another database's process was killed"
+    );
+    let _ = stranger.kill();
+    let _ = stranger.wait();
+    let runs = store.runs(&queued.id).await.unwrap();
+    assert_eq!(runs[0].outcome, Some(RunOutcome::Interrupted));
+    drop(orchestrator);
+}

@@ -57,6 +57,8 @@ impl Bot {
         discord::check_token(&config, &http)
             .await
             .expect("the fake accepts its token");
+        // Counted before the bot starts: a fast READY must not be counted in `ready`.
+        let ready = fake.ready_count();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(discord::run(
             p.config.clone(),
@@ -67,7 +69,6 @@ impl Bot {
                 let _ = stopped.await;
             },
         ));
-        let ready = fake.ready_count();
         assert!(
             fake.wait_until(PATIENCE, |f| f.ready_count() > ready
                 && !f.commands().is_empty())

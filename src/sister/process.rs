@@ -142,8 +142,20 @@ pub fn group_alive(pgid: u32) -> bool {
 
 /// The live members of a process group, read from /proc; `None` where there is no /proc.
 pub fn live_members(pgid: u32) -> Option<Vec<u32>> {
+    Some(
+        live_processes()?
+            .into_iter()
+            .filter(|&(_, pgrp)| pgrp == pgid)
+            .map(|(pid, _)| pid)
+            .collect(),
+    )
+}
+
+/// Every live (not zombie) process /proc shows, with its process group; `None` where
+/// there is no /proc.
+fn live_processes() -> Option<Vec<(u32, u32)>> {
     let entries = std::fs::read_dir("/proc").ok()?;
-    let mut members = Vec::new();
+    let mut live = Vec::new();
     for entry in entries.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -162,11 +174,34 @@ pub fn live_members(pgid: u32) -> Option<Vec<u32>> {
         let mut fields = rest.split_whitespace();
         let state = fields.next();
         let pgrp = fields.nth(1).and_then(|s| s.parse::<u32>().ok());
-        if pgrp == Some(pgid) && state != Some("Z") && state != Some("X") {
-            members.push(pid);
+        if let Some(pgrp) = pgrp
+            && state != Some("Z")
+            && state != Some("X")
+        {
+            live.push((pid, pgrp));
         }
     }
-    Some(members)
+    Some(live)
+}
+
+/// Whether a process's environment holds `marker` (`NAME=value`) exactly. A process of
+/// another user, or one already gone, does not.
+fn environ_has(pid: u32, marker: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == marker.as_bytes()))
+}
+
+/// The process groups of every live process whose environment holds all of `markers`.
+pub fn groups_carrying(markers: &[String]) -> Vec<u32> {
+    let mut groups: Vec<u32> = live_processes()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&(pid, _)| markers.iter().all(|m| environ_has(pid, m)))
+        .map(|(_, pgrp)| pgrp)
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    groups
 }
 
 /// Stops every process in the group: SIGTERM, then SIGKILL for whatever is still alive
@@ -209,10 +244,7 @@ pub async fn kill_leftovers(pgid: u32, run_id: &str, grace: Duration) {
         return;
     };
     let marker = format!("HANARANG_RUN_ID={run_id}");
-    let ours = members.iter().any(|pid| {
-        std::fs::read(format!("/proc/{pid}/environ"))
-            .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == marker.as_bytes()))
-    });
+    let ours = members.iter().any(|&pid| environ_has(pid, &marker));
     if ours {
         tracing::warn!(
             pgid,
