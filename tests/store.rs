@@ -164,6 +164,66 @@ async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing() {
         (now.state, now.last_seq, now.updated_at),
         (State::Planning, 1, 2)
     );
+    // Further behind: the sprint is at seq 2 and the read said 0. The entry's seq comes
+    // from the sprint row only where the update matched, so it is NULL: refused too.
+    let abort = Event::Abort {
+        by: "ops".into(),
+        reason: None,
+    };
+    let facts = Facts {
+        sprint_id: &sprint.id,
+        sister_running: false,
+    };
+    let t2 = apply(now.position(), &abort, facts, &Policy::default()).unwrap();
+    let mut aborted = now.clone();
+    aborted.state = t2.to.state;
+    let abort_from = |before| Commit {
+        before,
+        after: &aborted,
+        transition: &t2,
+        event: &abort,
+        run: None,
+        command: None,
+        at: 4,
+        read_runs: false,
+    };
+    store.commit(abort_from(&now)).await.unwrap();
+    let mut older = now.clone();
+    older.last_seq = 0;
+    match store.commit(abort_from(&older)).await {
+        Err(StoreError::Conflict(id)) => assert_eq!(id, sprint.id),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(store.transitions(&sprint.id).await.unwrap().len(), 2);
+
+    // A refused commit leaves no transaction open on a pooled connection: writes on
+    // every connection of the pool still go through.
+    for n in 0..6 {
+        let queued = store
+            .create_sprint("app", &format!("after {n}"), None, "b", 6)
+            .await
+            .unwrap();
+        let facts = Facts {
+            sprint_id: &queued.id,
+            sister_running: false,
+        };
+        let t = apply(queued.position(), &event, facts, &Policy::default()).unwrap();
+        let mut after = queued.clone();
+        after.state = t.to.state;
+        store
+            .commit(Commit {
+                before: &queued,
+                after: &after,
+                transition: &t,
+                event: &event,
+                run: None,
+                command: None,
+                at: 7,
+                read_runs: false,
+            })
+            .await
+            .expect("a later commit goes through");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -396,17 +396,21 @@ impl Store {
         let seq = c.before.last_seq + 1;
         let after = c.after;
         let run_id = c.run.map(|r| r.run_id.as_str());
-        // The whole transition in one round trip to SQLite's thread: the sprint (its
-        // `last_seq` guards the write; the run's spend is rolled up here), the log entry,
-        // the run's end, the command's answer. `?` parameters count on across statements.
+        // The whole transaction in one round trip to SQLite's thread: the sprint (the
+        // run's spend is rolled up here), the log entry, the run's end, the command's
+        // answer, then COMMIT. `?` parameters count on across statements. The log entry
+        // takes its `seq` from the sprint row only where the update matched the `last_seq`
+        // read before: a stale read makes it NULL (or a taken `seq`), and the insert fails
+        // before the COMMIT.
         let mut sql = String::from(
-            "UPDATE sprints SET state = ?, round = ?, attempt = ?, resume_stage = ?, resume_round = ?,
+            "BEGIN IMMEDIATE;
+             UPDATE sprints SET state = ?, round = ?, attempt = ?, resume_stage = ?, resume_round = ?,
                  contract_id = ?, branch = ?, next_run_at = ?, focus = ?, budget_usd = ?, last_seq = ?, updated_at = ?,
                  input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, cost_usd = cost_usd + ?
              WHERE id = ? AND last_seq = ?
              RETURNING 'sprint' AS written, last_seq AS n;
              INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             VALUES (?, (SELECT last_seq FROM sprints WHERE id = ? AND last_seq = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
              RETURNING 'transition' AS written, global_seq AS n;",
         );
         if c.run.is_some() {
@@ -418,6 +422,7 @@ impl Store {
         if c.read_runs {
             sql.push_str(" SELECT * FROM runs WHERE sprint_id = ? ORDER BY number;");
         }
+        sql.push_str(" COMMIT;");
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(after.state.as_str())
             .bind(i64::from(after.round))
@@ -436,6 +441,7 @@ impl Store {
             .bind(c.run.and_then(|r| r.cost_usd).unwrap_or(0.0))
             .bind(&c.before.id)
             .bind(c.before.last_seq)
+            .bind(&c.before.id)
             .bind(&c.before.id)
             .bind(seq)
             .bind(c.transition.from.state.as_str())
@@ -461,17 +467,26 @@ impl Store {
         if c.read_runs {
             query = query.bind(&c.before.id);
         }
-        let mut tx = self.begin_write().await?;
-        let written = query.fetch_all(&mut *tx).await.map_err(|e| {
-            // Another commit took this `seq` first.
-            if e.as_database_error()
-                .is_some_and(|d| d.is_unique_violation())
-            {
-                StoreError::Conflict(c.before.id.clone())
-            } else {
-                StoreError::Sql(e)
+        let mut conn = self.pool.acquire().await?;
+        let written = match query.fetch_all(&mut *conn).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                // The batch stopped at the failing statement, inside its transaction:
+                // roll it back before the connection serves anyone else, or close it.
+                if sqlx::query("ROLLBACK").execute(&mut *conn).await.is_err() {
+                    conn.close_on_drop();
+                }
+                let stale = e.as_database_error().is_some_and(|d| {
+                    d.is_unique_violation()
+                        || matches!(d.kind(), sqlx::error::ErrorKind::NotNullViolation)
+                });
+                return Err(if stale {
+                    StoreError::Conflict(c.before.id.clone())
+                } else {
+                    StoreError::Sql(e)
+                });
             }
-        })?;
+        };
         let returned = |what: &str| {
             written.iter().find_map(|row| {
                 (row.try_get::<&str, _>("written").ok() == Some(what))
@@ -480,8 +495,13 @@ impl Store {
             })
         };
         let (Some(_), Some(global_seq)) = (returned("sprint"), returned("transition")) else {
-            // The sprint moved on since it was read: nothing of this is committed.
-            return Err(StoreError::Conflict(c.before.id.clone()));
+            // Cannot happen: the log entry's insert fails unless the sprint's update
+            // matched, and then both return their row.
+            return Err(StoreError::corrupt(
+                "transitions",
+                &format!("{}#{seq}", c.before.id),
+                "the commit returned no log entry",
+            ));
         };
         let runs = if c.read_runs {
             let rows = written
@@ -494,7 +514,6 @@ impl Store {
         } else {
             None
         };
-        tx.commit().await?;
         // What was just written, as `transitions` reads it back.
         let record = TransitionRecord {
             global_seq,
