@@ -145,7 +145,6 @@ pub async fn run(
         .framework(framework)
         .await
         .map_err(|e| StartError::Client(e.to_string()))?;
-    let shards = client.shard_manager.clone();
     let bridge = Bridge::new(client.http.clone(), handle.store.clone(), config, discord);
     let (stop_bridge, bridge_stopped) = tokio::sync::oneshot::channel::<()>();
     let bridge_task = tokio::spawn(bridge.run(handle.subscribe(), async {
@@ -153,10 +152,12 @@ pub async fn run(
     }));
     let result = tokio::select! {
         r = client.start() => r.map_err(|e| StartError::Client(e.to_string())),
-        () = shutdown => {
-            shards.shutdown_all().await;
-            Ok(())
-        }
+        // No `shard_manager.shutdown_all()`: serenity 0.12's shard shutdown waits for the
+        // gateway's close frame in a loop that spins without yielding once the stream has
+        // ended (`checked_shutdown`), which would hold a worker thread and keep the
+        // runtime from ever stopping. The shards are dropped with the runtime instead;
+        // Discord sees the connection close.
+        () = shutdown => Ok(()),
     };
     let _ = stop_bridge.send(());
     let _ = bridge_task.await;
