@@ -13,8 +13,8 @@ use hanarang::pipeline::State;
 use hanarang::pipeline::fsm::{Escalation, Note};
 use hanarang::sister::RunOutcome;
 use hanarang::store::Store;
-use support::alive;
 use support::pipeline::{Files, PATIENCE, Setup, assert_log_is_whole, wait_for};
+use support::{alive, commit_event, record_planner_run};
 
 struct Serve {
     child: Child,
@@ -242,10 +242,8 @@ async fn a_second_serve_is_refused_with_the_holders_pid() {
 /// group. A process that carries the same run id for another database is left alone.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sister_whose_pid_was_never_written_is_found_by_its_environment() {
-    use hanarang::handoff::HandoffDocument;
     use hanarang::orchestrator::Orchestrator;
-    use hanarang::pipeline::{Event, Facts, Policy, apply};
-    use hanarang::store::{Commit, NewRun};
+    use hanarang::pipeline::Event;
     use std::os::unix::process::CommandExt;
 
     let files = Files::new(&Setup::default());
@@ -256,50 +254,10 @@ async fn a_sister_whose_pid_was_never_written_is_found_by_its_environment() {
         .create_sprint("app", "goal", None, &config.pipeline.branch_template, 1)
         .await
         .unwrap();
-    let facts = Facts {
-        sprint_id: &queued.id,
-        sister_running: false,
-    };
-    let t = apply(
-        queued.position(),
-        &Event::LockAcquired,
-        facts,
-        &Policy::default(),
-    )
-    .unwrap();
-    let mut planning = queued.clone();
-    planning.state = t.to.state;
-    planning.attempt = t.to.attempt;
-    store
-        .commit(Commit {
-            before: &queued,
-            after: &planning,
-            transition: &t,
-            event: &Event::LockAcquired,
-            run: None,
-            command: None,
-            at: 2,
-            read_runs: false,
-        })
+    commit_event(&store, &queued, &Event::LockAcquired, None, 2)
         .await
         .unwrap();
-    let document = HandoffDocument::default();
-    let run_id = store
-        .start_run(NewRun {
-            sprint_id: &queued.id,
-            number: 1,
-            actor: Actor::Harang,
-            round: 0,
-            attempt: 1,
-            parent_run_id: None,
-            handoff: &document,
-            synthesized: true,
-            focus: None,
-            git_head: None,
-            started_at: 3,
-        })
-        .await
-        .unwrap();
+    let run_id = record_planner_run(&store, &queued.id).await;
     let ours = store.contract_path(&queued.id).display().to_string();
     let theirs = files
         .dir

@@ -4,12 +4,12 @@
 
 mod support;
 
-use hanarang::handoff::{Actor, HandoffDocument, Verdict};
-use hanarang::pipeline::{Event, Facts, Policy, State, apply};
+use hanarang::handoff::{Actor, Verdict};
+use hanarang::pipeline::{Event, State};
 use hanarang::sister::RunOutcome;
-use hanarang::store::{Commit, MigrationStatus, NewRun, RunEnd, Store, StoreError};
+use hanarang::store::{MigrationStatus, RunEnd, Sprint, Store, StoreError};
 use sqlx::sqlite::SqlitePoolOptions;
-use support::TempDir;
+use support::{TempDir, commit_event, record_planner_run};
 
 fn url(dir: &TempDir) -> String {
     format!("sqlite://{}", dir.path().join("hanarang.db").display())
@@ -131,35 +131,19 @@ async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing() {
         .create_sprint("app", "goal", None, "b", 1)
         .await
         .unwrap();
-    let facts = Facts {
-        sprint_id: &sprint.id,
-        sister_running: false,
-    };
-    let event = Event::LockAcquired;
-    let t = apply(sprint.position(), &event, facts, &Policy::default()).unwrap();
-    let mut after = sprint.clone();
-    after.state = t.to.state;
-    let commit = |at| Commit {
-        before: &sprint,
-        after: &after,
-        transition: &t,
-        event: &event,
-        run: None,
-        command: None,
-        at,
-        read_runs: false,
-    };
-    let first = store.commit(commit(2)).await.unwrap().record;
+    let lock = Event::LockAcquired;
+    let (now, first) = commit_event(&store, &sprint, &lock, None, 2).await.unwrap();
+    let first = first.record;
     assert_eq!((first.seq, first.to), (1, State::Planning));
     // The same transition again, from the read taken before the first one.
-    match store.commit(commit(3)).await {
+    match commit_event(&store, &sprint, &lock, None, 3).await {
         Err(StoreError::Conflict(id)) => assert_eq!(id, sprint.id),
         other => panic!("expected a conflict, got {other:?}"),
     }
     let log = store.transitions(&sprint.id).await.unwrap();
     assert_eq!(log.len(), 1, "{log:#?}");
     assert_eq!(log[0], first, "what commit returned is what the log holds");
-    let now = store.sprint(&sprint.id).await.unwrap().unwrap();
+    assert_eq!(store.sprint(&sprint.id).await.unwrap(), Some(now.clone()));
     assert_eq!(
         (now.state, now.last_seq, now.updated_at),
         (State::Planning, 1, 2)
@@ -170,27 +154,12 @@ async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing() {
         by: "ops".into(),
         reason: None,
     };
-    let facts = Facts {
-        sprint_id: &sprint.id,
-        sister_running: false,
+    commit_event(&store, &now, &abort, None, 4).await.unwrap();
+    let older = Sprint {
+        last_seq: 0,
+        ..now.clone()
     };
-    let t2 = apply(now.position(), &abort, facts, &Policy::default()).unwrap();
-    let mut aborted = now.clone();
-    aborted.state = t2.to.state;
-    let abort_from = |before| Commit {
-        before,
-        after: &aborted,
-        transition: &t2,
-        event: &abort,
-        run: None,
-        command: None,
-        at: 4,
-        read_runs: false,
-    };
-    store.commit(abort_from(&now)).await.unwrap();
-    let mut older = now.clone();
-    older.last_seq = 0;
-    match store.commit(abort_from(&older)).await {
+    match commit_event(&store, &older, &abort, None, 5).await {
         Err(StoreError::Conflict(id)) => assert_eq!(id, sprint.id),
         other => panic!("expected a conflict, got {other:?}"),
     }
@@ -203,24 +172,7 @@ async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing() {
             .create_sprint("app", &format!("after {n}"), None, "b", 6)
             .await
             .unwrap();
-        let facts = Facts {
-            sprint_id: &queued.id,
-            sister_running: false,
-        };
-        let t = apply(queued.position(), &event, facts, &Policy::default()).unwrap();
-        let mut after = queued.clone();
-        after.state = t.to.state;
-        store
-            .commit(Commit {
-                before: &queued,
-                after: &after,
-                transition: &t,
-                event: &event,
-                run: None,
-                command: None,
-                at: 7,
-                read_runs: false,
-            })
+        commit_event(&store, &queued, &lock, None, 7)
             .await
             .expect("a later commit goes through");
     }
@@ -234,57 +186,12 @@ async fn the_runs_a_commit_reads_back_are_the_runs_the_database_holds() {
         .create_sprint("app", "goal", None, "b", 1)
         .await
         .unwrap();
-    let policy = Policy::default();
-    let step = |before: &hanarang::store::Sprint, event: &Event| {
-        let facts = Facts {
-            sprint_id: &before.id,
-            sister_running: false,
-        };
-        let t = apply(before.position(), event, facts, &policy).unwrap();
-        let mut after = before.clone();
-        after.state = t.to.state;
-        after.round = t.to.round;
-        after.attempt = t.to.attempt;
-        (t, after)
-    };
-    let lock = Event::LockAcquired;
-    let (t, mut planning) = step(&queued, &lock);
-    let committed = store
-        .commit(Commit {
-            before: &queued,
-            after: &planning,
-            transition: &t,
-            event: &lock,
-            run: None,
-            command: None,
-            at: 2,
-            read_runs: true,
-        })
+    let (planning, committed) = commit_event(&store, &queued, &Event::LockAcquired, None, 2)
         .await
         .unwrap();
     assert_eq!(committed.runs, Some(Vec::new()));
-    planning.last_seq = committed.record.seq;
 
-    let document = HandoffDocument {
-        goal: "goal".into(),
-        ..HandoffDocument::default()
-    };
-    let run_id = store
-        .start_run(NewRun {
-            sprint_id: &planning.id,
-            number: 1,
-            actor: Actor::Harang,
-            round: 0,
-            attempt: 1,
-            parent_run_id: None,
-            handoff: &document,
-            synthesized: true,
-            focus: None,
-            git_head: None,
-            started_at: 3,
-        })
-        .await
-        .unwrap();
+    let run_id = record_planner_run(&store, &planning.id).await;
     assert_eq!(run_id, format!("{}-R01", planning.id));
     let end = RunEnd {
         run_id,
@@ -308,18 +215,7 @@ async fn the_runs_a_commit_reads_back_are_the_runs_the_database_holds() {
         sprint_id: None,
         reason: None,
     };
-    let (t, implementing) = step(&planning, &ready);
-    let committed = store
-        .commit(Commit {
-            before: &planning,
-            after: &implementing,
-            transition: &t,
-            event: &ready,
-            run: Some(&end),
-            command: None,
-            at: 8,
-            read_runs: true,
-        })
+    let (_, committed) = commit_event(&store, &planning, &ready, Some(&end), 8)
         .await
         .unwrap();
     let held = store.runs(&planning.id).await.unwrap();

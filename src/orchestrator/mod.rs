@@ -299,7 +299,7 @@ impl Orchestrator {
         }
         let at = now_ms();
         let result = format!("{}: {} → {}", sprint.id, t.from.state, t.to.state);
-        let running = self.running.contains_key(&sprint.id);
+        let sister_running = self.running.contains_key(&sprint.id);
         let committed = self
             .store
             .commit(crate::store::Commit {
@@ -310,7 +310,7 @@ impl Orchestrator {
                 run,
                 command: command.map(|c| (c.id, result.as_str())),
                 at,
-                read_runs: !running && after.state.stage().is_some(),
+                read_runs: !sister_running && after.state.stage().is_some(),
             })
             .await?;
         let record = committed.record;

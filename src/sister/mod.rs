@@ -193,13 +193,10 @@ impl RunControl {
 /// Runs one sister to its end: `prepare`, then `run_prepared`. Never panics on anything
 /// the child does; every path ends with the sister's whole process group gone.
 pub async fn run(req: &RunRequest, control: RunControl) -> RunReport {
-    let started = Instant::now();
-    let mut report = match prepare(req) {
-        Ok(prepared) => run_inner(req, prepared, control).await,
+    match prepare(req) {
+        Ok(prepared) => run_prepared(req, prepared, control).await,
         Err(report) => *report,
-    };
-    report.duration = started.elapsed();
-    report
+    }
 }
 
 /// A run's files written (the contract, and the schema files its arguments name) and its

@@ -5,7 +5,7 @@
 //! Every transition is one database transaction that writes the sprint's new state,
 //! appends to its log (contiguous `seq`), closes the run that caused it and answers the
 //! command that asked for it. The SQL is kept portable (a PostgreSQL backend is planned);
-//! SQLite specifics are confined to `open` and `begin_write`.
+//! SQLite specifics are confined to `open` and `BEGIN_WRITE`.
 
 pub mod rows;
 
@@ -66,6 +66,14 @@ impl StoreError {
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Takes SQLite's write lock at once, so a write transaction never fails half-way
+/// because another connection wrote first.
+const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
+
+async fn begin_write(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>> {
+    Ok(pool.begin_with(BEGIN_WRITE).await?)
+}
 
 /// The columns `SprintRaw` reads: every one but the stored status document, which only
 /// `status_json` wants (it would triple what a listing of sprints copies).
@@ -267,10 +275,9 @@ impl Store {
         self.pool.close().await;
     }
 
-    /// A write transaction that takes SQLite's write lock at once, so it never fails
-    /// half-way because another connection wrote first.
+    /// A write transaction on the main pool (see `begin_write`).
     async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+        begin_write(&self.pool).await
     }
 
     // --- sprints ---------------------------------------------------------------------
@@ -402,8 +409,8 @@ impl Store {
         // takes its `seq` from the sprint row only where the update matched the `last_seq`
         // read before: a stale read makes it NULL (or a taken `seq`), and the insert fails
         // before the COMMIT.
-        let mut sql = String::from(
-            "BEGIN IMMEDIATE;
+        let mut sql = format!(
+            "{BEGIN_WRITE};
              UPDATE sprints SET state = ?, round = ?, attempt = ?, resume_stage = ?, resume_round = ?,
                  contract_id = ?, branch = ?, next_run_at = ?, focus = ?, budget_usd = ?, last_seq = ?, updated_at = ?,
                  input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, cost_usd = cost_usd + ?
@@ -604,7 +611,7 @@ impl Store {
             insert.execute(pool).await?;
             return Ok(id);
         }
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(pool).await?;
         insert.execute(&mut *tx).await?;
         // The focus goes with this run; the next one does not get it again.
         sqlx::query("UPDATE sprints SET focus = NULL WHERE id = ?")

@@ -11,7 +11,9 @@ use hanarang::config::{AgentConfig, SisterSpec};
 use hanarang::handoff::HandoffDocument;
 use hanarang::handoff::message::Actor;
 use hanarang::handoff::schema::{self, Dialect};
+use hanarang::pipeline::{Event, Facts, Policy, apply};
 use hanarang::sister::{ContractFile, RunRequest};
+use hanarang::store::{Commit, Committed, NewRun, RunEnd, Sprint, Store, StoreError};
 
 pub mod fake_discord;
 pub mod pipeline;
@@ -147,4 +149,61 @@ pub fn git(dir: &std::path::Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Commits `event` on `before` the way the orchestrator does: the rules' transition,
+/// written with `run`'s end. Returns the sprint as the database then holds it, and what
+/// the commit returned.
+pub async fn commit_event(
+    store: &Store,
+    before: &Sprint,
+    event: &Event,
+    run: Option<&RunEnd>,
+    at: i64,
+) -> Result<(Sprint, Committed), StoreError> {
+    let facts = Facts {
+        sprint_id: &before.id,
+        sister_running: false,
+    };
+    let t = apply(before.position(), event, facts, &Policy::default())
+        .expect("the rules accept the test's event");
+    let mut after = before.clone();
+    after.state = t.to.state;
+    after.round = t.to.round;
+    after.attempt = t.to.attempt;
+    let committed = store
+        .commit(Commit {
+            before,
+            after: &after,
+            transition: &t,
+            event,
+            run,
+            command: None,
+            at,
+            read_runs: true,
+        })
+        .await?;
+    after.last_seq = committed.record.seq;
+    after.updated_at = at;
+    Ok((after, committed))
+}
+
+/// Records a sprint's first run, its planner's, as the orchestrator does before a spawn.
+pub async fn record_planner_run(store: &Store, sprint_id: &str) -> String {
+    store
+        .start_run(NewRun {
+            sprint_id,
+            number: 1,
+            actor: Actor::Harang,
+            round: 0,
+            attempt: 1,
+            parent_run_id: None,
+            handoff: &HandoffDocument::default(),
+            synthesized: true,
+            focus: None,
+            git_head: None,
+            started_at: 3,
+        })
+        .await
+        .expect("record the run")
 }
