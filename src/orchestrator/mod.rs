@@ -113,18 +113,21 @@ impl Orchestrator {
         config: Arc<Config>,
         store: Store,
     ) -> Result<Orchestrator, OrchestratorError> {
-        let lease = LeaseGuard::acquire(&store).await?;
+        // The loop's statements go through one connection: its page cache stays warm. The
+        // handle's users (the Discord bridge) read through the shared pool.
+        let own = store.single_connection();
+        let lease = LeaseGuard::acquire(&own).await?;
         let (finished_tx, finished_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
         let mut orchestrator = Orchestrator {
             policy: Policy::from(&config.pipeline),
             handle: Handle {
-                store: store.clone(),
+                store,
                 wake: Arc::new(Notify::new()),
                 events,
             },
             config,
-            store,
+            store: own,
             lease,
             only: None,
             running: HashMap::new(),

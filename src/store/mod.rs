@@ -71,8 +71,36 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// because another connection wrote first.
 const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 
+/// A run's start (`Store::start_run`).
+const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
 async fn begin_write(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>> {
     Ok(pool.begin_with(BEGIN_WRITE).await?)
+}
+
+/// Runs `sql` at `synchronous = NORMAL` on the connection it gets, and puts FULL back: for
+/// the writes whose loss in a power cut loses no result and lets nothing happen without a
+/// human's word (see `Store::start_run`, `Store::set_run_pid`). In WAL mode such a write
+/// survives a crash of this process all the same, and the next FULL commit makes it
+/// durable: the log is written in order.
+fn relaxed(sql: &str) -> String {
+    format!("PRAGMA synchronous = NORMAL; {sql}; PRAGMA synchronous = FULL;")
+}
+
+/// Executes a batch that would leave its connection changed if it stopped half-way (a
+/// transaction open, `synchronous` lowered): after an error that connection is closed,
+/// never handed to anyone else.
+async fn execute_batch<'q>(
+    pool: &SqlitePool,
+    query: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
+) -> Result<()> {
+    let mut conn = pool.acquire().await?;
+    if let Err(e) = query.execute(&mut *conn).await {
+        conn.close_on_drop();
+        return Err(e.into());
+    }
+    Ok(())
 }
 
 /// The columns `SprintRaw` reads: every one but the stored status document, which only
@@ -87,13 +115,8 @@ macro_rules! sprint_columns {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: SqlitePool,
-    /// One connection at `synchronous = NORMAL`, for the writes whose loss in a power cut
-    /// loses no result and lets nothing happen without a human's word: the start of a
-    /// planning, implementing or reviewing run (such a stage re-runs anyway), and a
-    /// running sister's pid (no process survives a power cut). In WAL mode these survive a
-    /// crash of this process all the same, and the next FULL commit makes them durable:
-    /// the log is written in order. Everything else goes through `pool` at FULL.
-    relaxed: SqlitePool,
+    /// One connection of its own, for `Store::single_connection`.
+    single: SqlitePool,
     /// Where run contract files go: beside the database file.
     runs_dir: PathBuf,
 }
@@ -240,13 +263,13 @@ impl Store {
             }
         }
         // A second pool on an in-memory database would be another database.
-        let relaxed = if in_memory {
+        let single = if in_memory {
             pool.clone()
         } else {
             SqlitePoolOptions::new()
                 .max_connections(1)
                 .test_before_acquire(false)
-                .connect_lazy_with(options.synchronous(SqliteSynchronous::Normal))
+                .connect_lazy_with(options)
         };
         let runs_dir = if in_memory {
             std::env::temp_dir().join(format!("hanarang-runs-{}", std::process::id()))
@@ -257,9 +280,22 @@ impl Store {
         };
         Ok(Store {
             pool,
-            relaxed,
+            single,
             runs_dir,
         })
+    }
+
+    /// The same database through one connection of its own, for the orchestrator's loop.
+    /// SQLite drops a connection's whole page cache when another connection has written
+    /// since it last read, so a pool that hands its connections round re-reads the tables
+    /// on nearly every statement; one connection that does all of the loop's writes keeps
+    /// its cache (docs/benchmarks.md). Its statements queue behind each other: the loop
+    /// makes one at a time anyway.
+    pub fn single_connection(&self) -> Store {
+        Store {
+            pool: self.single.clone(),
+            ..self.clone()
+        }
     }
 
     /// Where the contract file of a sprint's runs is written: one file per sprint,
@@ -271,7 +307,7 @@ impl Store {
     }
 
     pub async fn close(&self) {
-        self.relaxed.close().await;
+        self.single.close().await;
         self.pool.close().await;
     }
 
@@ -580,56 +616,52 @@ impl Store {
     ///
     /// A deploy's start is written at FULL durability: after a power cut it must be found
     /// in flight, so that the deploy escalates instead of running again. The other stages'
-    /// starts go through the relaxed connection (see `Store::relaxed`).
+    /// starts are `relaxed`: such a stage re-runs anyway.
     pub async fn start_run(&self, new: NewRun<'_>) -> Result<String> {
         let handoff_json =
             serde_json::to_string(new.handoff).map_err(|e| StoreError::Encode("handoff", e))?;
-        let pool = if new.actor == Actor::Erang {
-            &self.pool
-        } else {
-            &self.relaxed
-        };
         let id = Store::run_id(new.sprint_id, new.number);
-        let insert = sqlx::query(
-            "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&id)
-        .bind(new.sprint_id)
-        .bind(new.number)
-        .bind(new.actor.as_str())
-        .bind(i64::from(new.round))
-        .bind(i64::from(new.attempt))
-        .bind(new.parent_run_id)
-        .bind(&handoff_json)
-        .bind(i64::from(new.synthesized))
-        .bind(new.focus)
-        .bind(new.git_head)
-        .bind(new.started_at);
-        if new.focus.is_none() {
-            // One statement: atomic on its own.
-            insert.execute(pool).await?;
-            return Ok(id);
-        }
-        let mut tx = begin_write(pool).await?;
-        insert.execute(&mut *tx).await?;
-        // The focus goes with this run; the next one does not get it again.
-        sqlx::query("UPDATE sprints SET focus = NULL WHERE id = ?")
+        // The focus goes with this run; the next one does not get it again. One statement
+        // is atomic on its own; two are a transaction.
+        let sql = if new.focus.is_some() {
+            format!(
+                "{BEGIN_WRITE}; {INSERT_RUN}; UPDATE sprints SET focus = NULL WHERE id = ?; COMMIT"
+            )
+        } else {
+            INSERT_RUN.to_string()
+        };
+        let sql = if new.actor == Actor::Erang {
+            sql
+        } else {
+            relaxed(&sql)
+        };
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&id)
             .bind(new.sprint_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
+            .bind(new.number)
+            .bind(new.actor.as_str())
+            .bind(i64::from(new.round))
+            .bind(i64::from(new.attempt))
+            .bind(new.parent_run_id)
+            .bind(&handoff_json)
+            .bind(i64::from(new.synthesized))
+            .bind(new.focus)
+            .bind(new.git_head)
+            .bind(new.started_at);
+        if new.focus.is_some() {
+            query = query.bind(new.sprint_id);
+        }
+        execute_batch(&self.pool, query).await?;
         Ok(id)
     }
 
-    /// Through the relaxed connection: a pid means nothing after a power cut.
+    /// `relaxed`: a pid means nothing after a power cut.
     pub async fn set_run_pid(&self, run_id: &str, pid: u32) -> Result<()> {
-        sqlx::query("UPDATE runs SET pid = ? WHERE id = ?")
+        let sql = relaxed("UPDATE runs SET pid = ? WHERE id = ?");
+        let query = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(i64::from(pid))
-            .bind(run_id)
-            .execute(&self.relaxed)
-            .await?;
-        Ok(())
+            .bind(run_id);
+        execute_batch(&self.pool, query).await
     }
 
     /// Closes a run that caused no transition, and rolls its spend up on its sprint.
@@ -1026,4 +1058,51 @@ fn bind_run_end<'q>(
         .bind(run.cost_usd)
         .bind(run.ended_at)
         .bind(&run.run_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A relaxed write that fails half-way must not leave its connection at NORMAL: the
+    /// next transition committed on it would then not be durable.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_failed_relaxed_write_leaves_no_connection_at_normal() {
+        let dir = std::env::temp_dir().join(format!("hanarang-relaxed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("hanarang.db").display());
+        let store = Store::open(&url).await.unwrap().single_connection();
+        let sprint = store
+            .create_sprint("app", "goal", None, "b", 1)
+            .await
+            .unwrap();
+        let handoff = HandoffDocument::default();
+        let new = NewRun {
+            sprint_id: &sprint.id,
+            number: 1,
+            actor: Actor::Harang,
+            round: 0,
+            attempt: 1,
+            parent_run_id: None,
+            handoff: &handoff,
+            synthesized: true,
+            focus: None,
+            git_head: None,
+            started_at: 2,
+        };
+        store.start_run(new.clone()).await.unwrap();
+        let level = || async {
+            sqlx::query_scalar::<_, i64>("PRAGMA synchronous")
+                .fetch_one(&store.pool)
+                .await
+                .unwrap()
+        };
+        assert_eq!(level().await, 2, "FULL after a relaxed write");
+        // The same number again: the INSERT fails between the two PRAGMAs.
+        assert!(store.start_run(new).await.is_err());
+        assert_eq!(level().await, 2, "FULL after a failed relaxed write");
+        store.close().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
