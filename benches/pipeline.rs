@@ -1916,7 +1916,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                     run: end.as_ref(),
                     command: command.map(|id| (id, result.as_str())),
                     at: now,
-                    read_runs: false,
+                    start: None,
                 })
                 .await
                 .expect("commit a replayed transition");

@@ -58,7 +58,7 @@ impl Drop for Serve {
     }
 }
 
-/// Waits until the sister of `actor` hangs, with its pid recorded in the database.
+/// Waits until the sister of `actor` hangs, with its run recorded in the database.
 async fn hanging(files: &Files, store: &Store, actor: Actor) -> u32 {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
@@ -67,7 +67,7 @@ async fn hanging(files: &Files, store: &Store, actor: Actor) -> u32 {
             .await
             .unwrap()
             .iter()
-            .any(|r| r.actor == actor && r.pid.is_some());
+            .any(|r| r.actor == actor);
         if recorded && let Some(pid) = files.hanging_pid(actor) {
             return pid;
         }
@@ -237,11 +237,11 @@ async fn a_second_serve_is_refused_with_the_holders_pid() {
     assert_eq!(first.stop(), Some(0));
 }
 
-/// A crash between a sister's spawn and the write of its pid: the next start finds the
-/// sister by its environment (its run, and this database's contract file) and kills its
-/// group. A process that carries the same run id for another database is left alone.
+/// The next start finds an interrupted run's sister by its environment (its run, and this
+/// database's contract file) and kills its group. A process that carries the same run id
+/// for another database is left alone.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_sister_whose_pid_was_never_written_is_found_by_its_environment() {
+async fn a_sister_is_found_by_its_environment_and_another_databases_is_not() {
     use hanarang::orchestrator::Orchestrator;
     use hanarang::pipeline::Event;
     use std::os::unix::process::CommandExt;
@@ -249,12 +249,12 @@ async fn a_sister_whose_pid_was_never_written_is_found_by_its_environment() {
     let files = Files::new(&Setup::default());
     let config = std::sync::Arc::new(files.config());
     let store = Store::open(&config.database.url).await.unwrap();
-    // SPRINT-001 in planning, its planner's run on record without a pid.
+    // SPRINT-001 in planning, its planner's run on record.
     let queued = store
         .create_sprint("app", "goal", None, &config.pipeline.branch_template, 1)
         .await
         .unwrap();
-    commit_event(&store, &queued, &Event::LockAcquired, None, 2)
+    commit_event(&store, &queued, &Event::LockAcquired, None, None, 2)
         .await
         .unwrap();
     let run_id = record_planner_run(&store, &queued.id).await;

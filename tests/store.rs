@@ -4,12 +4,13 @@
 
 mod support;
 
+use hanarang::handoff::HandoffDocument;
 use hanarang::handoff::{Actor, Verdict};
 use hanarang::pipeline::{Event, State};
 use hanarang::sister::RunOutcome;
-use hanarang::store::{MigrationStatus, RunEnd, Sprint, Store, StoreError};
+use hanarang::store::{MigrationStatus, Run, RunEnd, Sprint, Store, StoreError};
 use sqlx::sqlite::SqlitePoolOptions;
-use support::{TempDir, commit_event, record_planner_run};
+use support::{TempDir, commit_event, planner_run};
 
 fn url(dir: &TempDir) -> String {
     format!("sqlite://{}", dir.path().join("hanarang.db").display())
@@ -132,11 +133,12 @@ async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing() {
         .await
         .unwrap();
     let lock = Event::LockAcquired;
-    let (now, first) = commit_event(&store, &sprint, &lock, None, 2).await.unwrap();
-    let first = first.record;
+    let (now, first) = commit_event(&store, &sprint, &lock, None, None, 2)
+        .await
+        .unwrap();
     assert_eq!((first.seq, first.to), (1, State::Planning));
     // The same transition again, from the read taken before the first one.
-    match commit_event(&store, &sprint, &lock, None, 3).await {
+    match commit_event(&store, &sprint, &lock, None, None, 3).await {
         Err(StoreError::Conflict(id)) => assert_eq!(id, sprint.id),
         other => panic!("expected a conflict, got {other:?}"),
     }
@@ -154,12 +156,14 @@ async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing() {
         by: "ops".into(),
         reason: None,
     };
-    commit_event(&store, &now, &abort, None, 4).await.unwrap();
+    commit_event(&store, &now, &abort, None, None, 4)
+        .await
+        .unwrap();
     let older = Sprint {
         last_seq: 0,
         ..now.clone()
     };
-    match commit_event(&store, &older, &abort, None, 5).await {
+    match commit_event(&store, &older, &abort, None, None, 5).await {
         Err(StoreError::Conflict(id)) => assert_eq!(id, sprint.id),
         other => panic!("expected a conflict, got {other:?}"),
     }
@@ -172,37 +176,50 @@ async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing() {
             .create_sprint("app", &format!("after {n}"), None, "b", 6)
             .await
             .unwrap();
-        commit_event(&store, &queued, &lock, None, 7)
+        commit_event(&store, &queued, &lock, None, None, 7)
             .await
             .expect("a later commit goes through");
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_runs_a_commit_reads_back_are_the_runs_the_database_holds() {
+async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds() {
     let dir = TempDir::new("store");
     let store = Store::open(&url(&dir)).await.unwrap();
     let queued = store
         .create_sprint("app", "goal", None, "b", 1)
         .await
         .unwrap();
-    let (planning, committed) = commit_event(&store, &queued, &Event::LockAcquired, None, 2)
-        .await
-        .unwrap();
-    assert_eq!(committed.runs, Some(Vec::new()));
+    // The move into planning records the planner's run in the same commit.
+    let handoff = HandoffDocument::default();
+    let mut start = planner_run(&queued.id, &handoff);
+    start.focus = Some("look at the tests first");
+    let (planning, _) = commit_event(
+        &store,
+        &queued,
+        &Event::LockAcquired,
+        None,
+        Some(start.clone()),
+        2,
+    )
+    .await
+    .unwrap();
+    let mut kept = vec![Run::started(&start)];
+    let held = store.runs(&planning.id).await.unwrap();
+    assert_eq!(held, kept, "as started");
+    assert_eq!(held[0].run_id, format!("{}-R01", planning.id));
+    assert_eq!(held[0].focus.as_deref(), Some("look at the tests first"));
 
-    let run_id = record_planner_run(&store, &planning.id).await;
-    assert_eq!(run_id, format!("{}-R01", planning.id));
     let end = RunEnd {
-        run_id,
+        run_id: held[0].run_id.clone(),
         outcome: RunOutcome::Handoff,
         detail: "harang PLAN_READY".into(),
-        rejection: None,
+        rejection: Some("none".into()),
         exit_code: Some(0),
         signal: None,
         duration_ms: 5,
         stdout_tail: "{}".into(),
-        stderr_tail: String::new(),
+        stderr_tail: "log".into(),
         message: Some(serde_json::json!({"actor": "harang"})),
         input_tokens: Some(10),
         output_tokens: Some(20),
@@ -215,20 +232,33 @@ async fn the_runs_a_commit_reads_back_are_the_runs_the_database_holds() {
         sprint_id: None,
         reason: None,
     };
-    let (_, committed) = commit_event(&store, &planning, &ready, Some(&end), 8)
+    let (implementing, _) = commit_event(&store, &planning, &ready, Some(&end), None, 8)
         .await
         .unwrap();
-    let held = store.runs(&planning.id).await.unwrap();
-    assert_eq!(held.len(), 1);
-    assert_eq!(held[0].outcome, Some(RunOutcome::Handoff));
-    assert_eq!(held[0].cost_usd, Some(0.5));
-    assert_eq!(
-        committed.runs,
-        Some(held),
-        "read in the commit, after its writes"
-    );
+    kept[0].end(&end);
+    assert_eq!(store.runs(&planning.id).await.unwrap(), kept, "as ended");
     let usage = store.usage(&planning.id).await.unwrap();
     assert_eq!(usage.total.cost_usd, 0.5);
     let rolled_up = store.status_json().await.unwrap();
     assert!(rolled_up.contains("\"cost_usd\":0.5"), "{rolled_up}");
+
+    // A run whose number is taken fails the whole commit: no log entry, no move.
+    let done = Event::Reported {
+        actor: Actor::Narang,
+        verdict: Verdict::ImplDone,
+        sprint_id: None,
+        reason: None,
+    };
+    let taken = planner_run(&queued.id, &handoff);
+    assert!(
+        commit_event(&store, &implementing, &done, None, Some(taken), 9)
+            .await
+            .is_err()
+    );
+    assert_eq!(store.transitions(&planning.id).await.unwrap().len(), 2);
+    assert_eq!(
+        store.sprint(&planning.id).await.unwrap(),
+        Some(implementing)
+    );
+    assert_eq!(store.runs(&planning.id).await.unwrap(), kept);
 }

@@ -77,6 +77,8 @@ struct Running {
     /// The sprint as it is in the database, kept current by `transition`: this loop is
     /// the only writer of a sprint once it is queued (the lease guarantees one loop).
     sprint: Sprint,
+    /// The sprint's runs as the database holds them, this one included (as started).
+    runs: Vec<Run>,
 }
 
 /// A run that ended, sent back to the loop by its task.
@@ -104,6 +106,13 @@ pub struct Orchestrator {
     /// with their runs when the commit read them: a pass right after a transition spawns
     /// from these without reading them back.
     entered_stage: Vec<(Sprint, Option<Vec<Run>>)>,
+    /// Sprints this loop moved to rest in `done` or `escalated` (where they wait for a
+    /// human's word), as written, with their runs: a command on one of them needs no read.
+    /// At most one per project: a resting sprint keeps its project's pipeline lock.
+    parked: HashMap<String, (Sprint, Vec<Run>)>,
+    /// No transition starts a sister: while recovering (the loop spawns once it runs),
+    /// and once shutting down.
+    hold_spawns: bool,
 }
 
 impl Orchestrator {
@@ -135,8 +144,11 @@ impl Orchestrator {
             finished_rx,
             lock_freed: true,
             entered_stage: Vec::new(),
+            parked: HashMap::new(),
+            hold_spawns: true,
         };
         orchestrator.recover().await?;
+        orchestrator.hold_spawns = false;
         Ok(orchestrator)
     }
 
@@ -212,7 +224,8 @@ impl Orchestrator {
             self.lock_freed = false;
             for sprint in self.store.next_in_queues().await? {
                 if self.wants(&sprint.id) {
-                    self.transition(&sprint, Event::LockAcquired, None, None)
+                    // A queued sprint has never run.
+                    self.transition(&sprint, Event::LockAcquired, None, None, Some(Vec::new()))
                         .await?;
                 }
             }
@@ -235,30 +248,36 @@ impl Orchestrator {
                     let wait = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
                     next_due = next_due.min(wait);
                 }
-                _ => match self.over_budget(&sprint).await? {
-                    Some((spent_usd, limit_usd)) => {
-                        let event = Event::BudgetExceeded {
-                            spent_usd,
-                            limit_usd,
-                        };
-                        self.transition(&sprint, event, None, None).await?;
+                _ => {
+                    let runs = match runs {
+                        Some(runs) => runs,
+                        None => self.store.runs(&sprint.id).await?,
+                    };
+                    match self.over_budget(&sprint, &runs) {
+                        Some((spent_usd, limit_usd)) => {
+                            let event = Event::BudgetExceeded {
+                                spent_usd,
+                                limit_usd,
+                            };
+                            self.transition(&sprint, event, None, None, Some(runs))
+                                .await?;
+                        }
+                        None => self.spawn(&sprint, runs).await?,
                     }
-                    None => self.spawn(&sprint, runs).await?,
-                },
+                }
             }
         }
         Ok(next_due)
     }
 
     /// `Some((spent, limit))` when the sprint has spent more than it may: checked before
-    /// every spawn, so nothing more is spent without a human's word.
-    async fn over_budget(&self, sprint: &Sprint) -> Result<Option<(f64, f64)>, OrchestratorError> {
-        let Some(limit) = self.config.pipeline.max_cost_usd else {
-            return Ok(None);
-        };
+    /// every spawn, so nothing more is spent without a human's word. `runs`: all of the
+    /// sprint's, as recorded (what `Store::usage` sums).
+    fn over_budget(&self, sprint: &Sprint, runs: &[Run]) -> Option<(f64, f64)> {
+        let limit = self.config.pipeline.max_cost_usd?;
         let limit = sprint.budget_usd.unwrap_or(limit);
-        let spent = self.store.usage(&sprint.id).await?.total.cost_usd;
-        Ok((spent > limit).then_some((spent, limit)))
+        let spent: f64 = runs.iter().filter_map(|r| r.cost_usd).sum();
+        (spent > limit).then_some((spent, limit))
     }
 
     fn wants(&self, sprint_id: &str) -> bool {
@@ -266,20 +285,28 @@ impl Orchestrator {
     }
 
     /// Applies one event to a sprint and commits it; `Ok(None)` when the rules refuse it.
+    /// A move into a stage whose sister may start at once records that run in the same
+    /// commit and launches it. `runs`: the sprint's runs as they are with `run` ended, when
+    /// the caller knows them (they are read otherwise).
     async fn transition(
         &mut self,
         sprint: &Sprint,
         event: Event,
         run: Option<&RunEnd>,
         command: Option<&Command>,
+        mut runs: Option<Vec<Run>>,
     ) -> Result<Option<TransitionRecord>, OrchestratorError> {
+        // Whatever happens, a copy kept from before is no longer the sprint.
+        self.parked.remove(&sprint.id);
+        let sister_running = self.running.contains_key(&sprint.id);
         let facts = Facts {
             sprint_id: &sprint.id,
-            sister_running: self.running.contains_key(&sprint.id),
+            sister_running,
         };
         let t = match apply(sprint.position(), &event, facts, &self.policy) {
             Ok(t) => t,
             Err(refusal) => {
+                self.park(sprint.clone(), runs);
                 if let Some(c) = command {
                     self.store
                         .resolve_command(c.id, CommandStatus::Refused, &refusal.reason, now_ms())
@@ -300,10 +327,29 @@ impl Orchestrator {
                 after.budget_usd = Some(spent + limit);
             }
         }
+        let starts_now = after.state.stage().is_some()
+            && after.next_run_at.is_none()
+            && !sister_running
+            && !self.hold_spawns
+            && self.wants(&after.id);
+        let mut launch = None;
+        if starts_now {
+            let known = match runs.take() {
+                Some(runs) => runs,
+                None => self.store.runs(&sprint.id).await?,
+            };
+            if self.over_budget(&after, &known).is_some() {
+                // The next pass escalates it.
+                runs = Some(known);
+            } else {
+                launch = self.compose(&after, known).await;
+                // The run takes the focus with it.
+                after.focus = None;
+            }
+        }
         let at = now_ms();
         let result = format!("{}: {} → {}", sprint.id, t.from.state, t.to.state);
-        let sister_running = self.running.contains_key(&sprint.id);
-        let committed = self
+        let record = self
             .store
             .commit(crate::store::Commit {
                 before: sprint,
@@ -313,18 +359,12 @@ impl Orchestrator {
                 run,
                 command: command.map(|c| (c.id, result.as_str())),
                 at,
-                read_runs: !sister_running && after.state.stage().is_some(),
+                start: launch.as_ref().map(spawn::Composed::record),
             })
             .await?;
-        let record = committed.record;
         // The sprint as the database now holds it.
         after.last_seq = record.seq;
         after.updated_at = at;
-        if let Some(running) = self.running.get_mut(&after.id) {
-            running.sprint = after;
-        } else if after.state.stage().is_some() {
-            self.entered_stage.push((after, committed.runs));
-        }
         tracing::info!(sprint = %sprint.id, seq = record.seq, from = %t.from.state, to = %t.to.state, event = %record.event, "transition");
         // A terminal sprint frees its project's lock (a queued sprint aborted changes the
         // queue's head).
@@ -333,7 +373,28 @@ impl Orchestrator {
         }
         // After the commit, never before: a subscriber only ever hears of what is durable.
         let _ = self.handle.events.send(record.clone());
+        if let Some(composed) = launch {
+            let prepared = composed.prepare();
+            self.launch(after, composed, prepared);
+        } else if let Some(running) = self.running.get_mut(&after.id) {
+            running.sprint = after;
+        } else if after.state.stage().is_some() {
+            self.entered_stage.push((after, runs));
+        } else {
+            self.park(after, runs);
+        }
         Ok(Some(record))
+    }
+
+    /// Keeps a sprint that rests in `done` or `escalated` with its runs, when they are
+    /// known and no sister of it runs.
+    fn park(&mut self, sprint: Sprint, runs: Option<Vec<Run>>) {
+        if let Some(runs) = runs
+            && matches!(sprint.state, State::Done | State::Escalated)
+            && !self.running.contains_key(&sprint.id)
+        {
+            self.parked.insert(sprint.id.clone(), (sprint, runs));
+        }
     }
 
     /// The sprint after a transition: the new position, plus what the event tells.
@@ -386,7 +447,11 @@ impl Orchestrator {
     async fn apply_command(&mut self, command: Command) -> Result<(), OrchestratorError> {
         let span = tracing::info_span!("command", id = command.id, sprint = %command.sprint_id, kind = command.kind.as_str());
         async {
-            let Some(sprint) = self.store.sprint(&command.sprint_id).await? else {
+            let (sprint, runs) = match self.parked.remove(&command.sprint_id) {
+                Some((sprint, runs)) => (Some(sprint), Some(runs)),
+                None => (self.store.sprint(&command.sprint_id).await?, None),
+            };
+            let Some(sprint) = sprint else {
                 let reason = format!("no sprint {}", command.sprint_id);
                 self.store
                     .resolve_command(command.id, CommandStatus::Refused, &reason, now_ms())
@@ -428,7 +493,7 @@ impl Orchestrator {
                     return Ok(());
                 }
             }
-            self.transition(&sprint, event, None, Some(&command))
+            self.transition(&sprint, event, None, Some(&command), runs)
                 .await?;
             Ok(())
         }
@@ -444,7 +509,11 @@ impl Orchestrator {
                 .running
                 .get_mut(&done.sprint_id)
                 .and_then(|r| r.waiting.take());
-            let Some(sprint) = self.running.get(&done.sprint_id).map(|r| r.sprint.clone()) else {
+            let Some((sprint, runs)) = self
+                .running
+                .get_mut(&done.sprint_id)
+                .map(|r| (r.sprint.clone(), std::mem::take(&mut r.runs)))
+            else {
                 return Ok(());
             };
             let report = done.report;
@@ -471,13 +540,14 @@ impl Orchestrator {
                 // running: that is when the command was accepted.
                 Some(command) => {
                     let event = command.event();
-                    self.transition(&sprint, event, Some(&end), Some(&command))
+                    self.transition(&sprint, event, Some(&end), Some(&command), None)
                         .await?;
                     // A handed-off stage runs again, in a fresh session.
                     if let Some(ended) = self.running.remove(&done.sprint_id)
                         && ended.sprint.state.stage().is_some()
                     {
-                        self.entered_stage.push((ended.sprint, None));
+                        let runs = with_end(runs, &end);
+                        self.entered_stage.push((ended.sprint, Some(runs)));
                     }
                     return Ok(());
                 }
@@ -509,7 +579,9 @@ impl Orchestrator {
                 end.outcome = RunOutcome::ProtocolViolation;
                 end.detail = reason.clone();
             }
-            self.transition(&sprint, event, Some(&end), None).await?;
+            let runs = with_end(runs, &end);
+            self.transition(&sprint, event, Some(&end), None, Some(runs))
+                .await?;
             Ok(())
         }
         .instrument(span)
@@ -519,6 +591,7 @@ impl Orchestrator {
     /// At shutdown: stop every running sister, record it as interrupted and apply the
     /// retry policy (an interrupted deploy escalates), so nothing is left in flight.
     async fn stop_all(&mut self) -> Result<(), OrchestratorError> {
+        self.hold_spawns = true;
         for running in self.running.values_mut() {
             if let Some(tx) = running.stop.take() {
                 let _ = tx.send(Stop::Shutdown);
@@ -532,6 +605,14 @@ impl Orchestrator {
         }
         Ok(())
     }
+}
+
+/// A sprint's runs with one of them ended, as recording `end` leaves them.
+fn with_end(mut runs: Vec<Run>, end: &RunEnd) -> Vec<Run> {
+    if let Some(run) = runs.iter_mut().find(|r| r.run_id == end.run_id) {
+        run.end(end);
+    }
+    runs
 }
 
 /// The record of a run's end, from the runner's report.

@@ -12,25 +12,20 @@ const INTERRUPTED: &str = "the orchestrator stopped while this run was in flight
 impl Orchestrator {
     pub(super) async fn recover(&mut self) -> Result<(), OrchestratorError> {
         for run in self.store.runs_in_flight().await? {
+            // What is left of its sister is found by its environment, which names this run
+            // and this database's contract file: a recycled pid, or the same run id of
+            // another database, is never touched. Its whole process group goes.
             let grace = self.config.agent.spec(run.actor).kill_grace;
-            match run.pid {
-                Some(pgid) => process::kill_leftovers(pgid, &run.run_id, grace).await,
-                // The crash came between the spawn and the pid's write: the sister is
-                // found by its environment, which names this run and this database's
-                // contract file.
-                None => {
-                    let markers = [
-                        format!("HANARANG_RUN_ID={}", run.run_id),
-                        format!(
-                            "HANARANG_CONTRACT_FILE={}",
-                            self.store.contract_path(&run.sprint_id).display()
-                        ),
-                    ];
-                    for pgid in process::groups_carrying(&markers) {
-                        tracing::warn!(pgid, run = %run.run_id, "killing the sister of an interrupted run, found by its environment");
-                        process::kill_group(pgid, grace).await;
-                    }
-                }
+            let markers = [
+                format!("HANARANG_RUN_ID={}", run.run_id),
+                format!(
+                    "HANARANG_CONTRACT_FILE={}",
+                    self.store.contract_path(&run.sprint_id).display()
+                ),
+            ];
+            for pgid in process::groups_carrying(&markers) {
+                tracing::warn!(pgid, run = %run.run_id, "killing what is left of an interrupted run");
+                process::kill_group(pgid, grace).await;
             }
             tracing::warn!(sprint = %run.sprint_id, run = %run.run_id, "run was in flight: recorded as interrupted");
             let end = RunEnd {
@@ -61,7 +56,8 @@ impl Orchestrator {
             };
             // Refused only when the sprint already left the stage (the run was cancelled
             // but the crash came first); then the run is simply closed.
-            self.transition(&sprint, event, Some(&end), None).await?;
+            self.transition(&sprint, event, Some(&end), None, None)
+                .await?;
         }
         Ok(())
     }

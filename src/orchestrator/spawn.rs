@@ -12,21 +12,81 @@ use crate::handoff::schema::{self, Dialect};
 use crate::sister::{self, ContractFile, RunControl, RunOutcome, RunRequest};
 use crate::store::{NewRun, Run, Sprint, Store};
 
+/// A stage's next run, composed from the sprint and its history: its record and what
+/// its sister is given.
+pub(super) struct Composed {
+    request: RunRequest,
+    number: i64,
+    parent_run_id: Option<String>,
+    git_head: Option<String>,
+    /// The project left the config since the sprint was queued.
+    missing_project: Option<String>,
+    started_at: i64,
+    /// The sprint's runs, this one included (as it starts).
+    runs: Vec<Run>,
+}
+
+impl Composed {
+    /// The run's record, for `start_run` or the commit that starts it.
+    pub(super) fn record(&self) -> NewRun<'_> {
+        let c = &self.request.contract;
+        NewRun {
+            sprint_id: &c.sprint_id,
+            number: self.number,
+            actor: c.role,
+            round: c.round,
+            attempt: c.attempt,
+            parent_run_id: self.parent_run_id.as_deref(),
+            handoff: &c.handoff,
+            synthesized: c.handoff_synthesized,
+            focus: c.focus.as_deref(),
+            git_head: self.git_head.as_deref(),
+            started_at: self.started_at,
+        }
+    }
+
+    /// Writes the run's files (see `sister::prepare`); the error is its report.
+    pub(super) fn prepare(&self) -> Result<sister::Prepared, Box<sister::RunReport>> {
+        match &self.missing_project {
+            Some(project) => Err(Box::new(sister::RunReport::spawn_failed(format!(
+                "project {project:?} is no longer configured ([projects.{project}])"
+            )))),
+            None => sister::prepare(&self.request),
+        }
+    }
+}
+
 impl Orchestrator {
-    /// `runs`: the sprint's runs, when the commit that moved it here read them.
+    /// Starts the stage's sister of a sprint already in its stage: the run is recorded,
+    /// then launched. (A transition into a stage records its run itself: `transition`.)
     pub(super) async fn spawn(
         &mut self,
         sprint: &Sprint,
-        runs: Option<Vec<Run>>,
+        runs: Vec<Run>,
     ) -> Result<(), OrchestratorError> {
-        let Some(stage) = sprint.state.stage() else {
+        let Some(composed) = self.compose(sprint, runs).await else {
             return Ok(());
         };
-        let actor = stage.actor();
-        let runs = match runs {
-            Some(runs) => runs,
-            None => self.store.runs(&sprint.id).await?,
+        // The run is on record before its sister starts; its files are written while the
+        // record is.
+        let (recorded, prepared) = tokio::join!(self.store.start_run(composed.record()), async {
+            composed.prepare()
+        });
+        recorded?;
+        // `start_run` took the focus away with it.
+        let sprint = Sprint {
+            focus: None,
+            ..sprint.clone()
         };
+        self.launch(sprint, composed, prepared);
+        Ok(())
+    }
+
+    /// The next run of the sprint's stage (`None` when it is in no stage): the chain of
+    /// documents, the reviewer's issues, the reason of the last rejection, the focus.
+    pub(super) async fn compose(&self, sprint: &Sprint, mut runs: Vec<Run>) -> Option<Composed> {
+        let stage = sprint.state.stage()?;
+        let actor = stage.actor();
         let project_workdir = self
             .config
             .projects
@@ -66,6 +126,7 @@ impl Orchestrator {
                 None => (synthesize(known, previous_message.as_ref(), stage), true),
             },
         };
+        let parent_run_id = parent.map(|r| r.run_id.clone());
         let previous_rejection = previous_rejection(&runs, sprint);
         let review_issues = match (&previous_message, stage) {
             (Some(HandoffMessage::Darang(m)), crate::pipeline::Stage::Implementing) => {
@@ -73,12 +134,10 @@ impl Orchestrator {
             }
             _ => Vec::new(),
         };
-        let focus = sprint.focus.clone();
         let git_head = sister::facts::head(&workdir).await;
 
         // The next number: this loop is the only one that adds runs to its sprints.
         let number = runs.iter().map(|r| r.number).max().unwrap_or(0) + 1;
-        let run_id = Store::run_id(&sprint.id, number);
         let contract = ContractFile {
             sprint_id: sprint.id.clone(),
             goal: sprint.goal.clone(),
@@ -88,13 +147,13 @@ impl Orchestrator {
             attempt: sprint.attempt,
             branch: sprint.branch.clone(),
             contract_id: sprint.contract_id.clone(),
-            run_id: run_id.clone(),
+            run_id: Store::run_id(&sprint.id, number),
             workdir: workdir.display().to_string(),
             previous_message,
             review_issues,
             handoff,
             handoff_synthesized: synthesized,
-            focus,
+            focus: sprint.focus.clone(),
             previous_rejection,
             schema: schema::schema(Some(actor), Dialect::Draft07).unwrap_or_default(),
         };
@@ -105,72 +164,51 @@ impl Orchestrator {
             workdir,
             token_env: self.config.token_env().to_string(),
         };
-        let missing_project = project_workdir.is_none().then(|| sprint.project.clone());
-        let new_run = NewRun {
-            sprint_id: &sprint.id,
+        let mut composed = Composed {
+            request,
             number,
-            actor,
-            round: sprint.round,
-            attempt: sprint.attempt,
-            parent_run_id: parent.map(|r| r.run_id.as_str()),
-            handoff: &request.contract.handoff,
-            synthesized,
-            focus: request.contract.focus.as_deref(),
-            git_head: git_head.as_deref(),
+            parent_run_id,
+            git_head,
+            missing_project: project_workdir.is_none().then(|| sprint.project.clone()),
             started_at: now_ms(),
+            runs: Vec::new(),
         };
-        // The run is on record before its sister starts; its files are written while the
-        // record is.
-        let (recorded, prepared) = tokio::join!(self.store.start_run(new_run), async {
-            match &missing_project {
-                // The project left the config since the sprint was queued.
-                Some(project) => Err(Box::new(sister::RunReport::spawn_failed(format!(
-                    "project {project:?} is no longer configured ([projects.{project}])"
-                )))),
-                None => sister::prepare(&request),
-            }
-        });
-        recorded?;
+        runs.push(Run::started(&composed.record()));
+        composed.runs = runs;
+        Some(composed)
+    }
+
+    /// Runs a recorded run's sister in its own task, which reports back to the loop.
+    /// `prepared`: its files (or why they could not be written). `sprint`: as the database
+    /// holds it once the run is recorded.
+    pub(super) fn launch(
+        &mut self,
+        sprint: Sprint,
+        composed: Composed,
+        prepared: Result<sister::Prepared, Box<sister::RunReport>>,
+    ) {
+        let Composed { request, runs, .. } = composed;
+        let run_id = request.contract.run_id.clone();
+        let actor = request.contract.role;
+        let span = tracing::info_span!("run", sprint = %sprint.id, run = %run_id, actor = %actor);
+        tracing::info!(parent: &span, round = sprint.round, attempt = sprint.attempt, "spawning sister");
         let (stop_tx, stop) = oneshot::channel();
-        let (spawned_tx, spawned) = oneshot::channel();
+        let sprint_id = sprint.id.clone();
         self.running.insert(
             sprint.id.clone(),
             Running {
                 stop: Some(stop_tx),
                 waiting: None,
-                // `start_run` took the focus away with it.
-                sprint: Sprint {
-                    focus: None,
-                    ..sprint.clone()
-                },
+                sprint,
+                runs,
             },
         );
-        let store = self.store.clone();
         let finished = self.finished_tx.clone();
-        let sprint_id = sprint.id.clone();
-        let span = tracing::info_span!("run", sprint = %sprint_id, run = %run_id, actor = %actor);
-        tracing::info!(parent: &span, round = sprint.round, attempt = sprint.attempt, "spawning sister");
         tokio::spawn(
             async move {
-                let pid_run_id = run_id.clone();
-                let record_pid = async move {
-                    if let Ok(pid) = spawned.await
-                        && let Err(e) = store.set_run_pid(&pid_run_id, pid).await
-                    {
-                        tracing::warn!(error = %e, "could not record the sister's pid");
-                    }
-                };
-                let control = RunControl {
-                    stop,
-                    spawned: Some(spawned_tx),
-                };
                 let report = match prepared {
                     Ok(prepared) => {
-                        let (report, ()) = tokio::join!(
-                            sister::run_prepared(&request, prepared, control),
-                            record_pid
-                        );
-                        report
+                        sister::run_prepared(&request, prepared, RunControl { stop }).await
                     }
                     Err(report) => *report,
                 };
@@ -182,7 +220,6 @@ impl Orchestrator {
             }
             .instrument(span),
         );
-        Ok(())
     }
 }
 

@@ -174,19 +174,13 @@ enum Interruption {
 pub struct RunControl {
     /// Stops the run; dropping the sender means it is never stopped.
     pub stop: oneshot::Receiver<Stop>,
-    /// Told the process group id as soon as the sister is spawned (recorded so a restart
-    /// after a crash can kill what is left of it).
-    pub spawned: Option<oneshot::Sender<u32>>,
 }
 
 impl RunControl {
     /// A run nobody will stop, and whose pid nobody needs.
     pub fn unattended() -> RunControl {
         let (_, stop) = oneshot::channel();
-        RunControl {
-            stop,
-            spawned: None,
-        }
+        RunControl { stop }
     }
 }
 
@@ -270,7 +264,7 @@ pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunCont
 }
 
 async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) -> RunReport {
-    let RunControl { mut stop, spawned } = control;
+    let RunControl { mut stop } = control;
     let Prepared { args, prompt } = prepared;
     let spec = &req.spec;
     let c = &req.contract;
@@ -306,9 +300,6 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
         );
     };
     tracing::debug!(pgid, program = %spec.program, "sister spawned");
-    if let Some(spawned) = spawned {
-        let _ = spawned.send(pgid);
-    }
 
     let activity = Activity::new();
     let over_cap = Arc::new(Notify::new());

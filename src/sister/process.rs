@@ -236,21 +236,3 @@ pub async fn kill_group(pgid: u32, grace: Duration) {
 pub fn signal_name(signal: i32) -> String {
     Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_string())
 }
-
-/// After a crash: kills what is left of a run's process group, but only processes that
-/// carry the run's id in their environment, so a recycled pid is never touched.
-pub async fn kill_leftovers(pgid: u32, run_id: &str, grace: Duration) {
-    let Some(members) = live_members(pgid) else {
-        return;
-    };
-    let marker = format!("HANARANG_RUN_ID={run_id}");
-    let ours = members.iter().any(|&pid| environ_has(pid, &marker));
-    if ours {
-        tracing::warn!(
-            pgid,
-            run = run_id,
-            "killing what is left of an interrupted run"
-        );
-        kill_group(pgid, grace).await;
-    }
-}

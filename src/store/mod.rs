@@ -14,7 +14,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{FromRow, Row, Sqlite, SqlitePool, Transaction};
+use sqlx::{Row, Sqlite, SqlitePool, Transaction};
 
 pub use rows::{
     Command, CommandKind, CommandStatus, ForumPost, Lease, Run, Spend, Sprint, TransitionRecord,
@@ -81,7 +81,7 @@ async fn begin_write(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>> 
 
 /// Runs `sql` at `synchronous = NORMAL` on the connection it gets, and puts FULL back: for
 /// the writes whose loss in a power cut loses no result and lets nothing happen without a
-/// human's word (see `Store::start_run`, `Store::set_run_pid`). In WAL mode such a write
+/// human's word (see `Store::start_run`). In WAL mode such a write
 /// survives a crash of this process all the same, and the next FULL commit makes it
 /// durable: the log is written in order.
 fn relaxed(sql: &str) -> String {
@@ -137,16 +137,9 @@ pub struct Commit<'a> {
     /// The command that asked for it, answered in the same transaction.
     pub command: Option<(i64, &'a str)>,
     pub at: i64,
-    /// Also read back the sprint's runs as they are after the commit, in the same round
-    /// trip: what the spawn that follows a move into a stage needs.
-    pub read_runs: bool,
-}
-
-/// What a commit wrote: the log entry to broadcast, and the sprint's runs when asked.
-#[derive(Debug)]
-pub struct Committed {
-    pub record: TransitionRecord,
-    pub runs: Option<Vec<Run>>,
+    /// The run the move into a stage starts at once, recorded with it (as `start_run`
+    /// would, at the transition's durability). Its focus, if any, is `after`'s no more.
+    pub start: Option<NewRun<'a>>,
 }
 
 /// How a run ended, as recorded.
@@ -420,7 +413,7 @@ impl Store {
 
     /// Records a transition and everything that goes with it, in one transaction.
     /// Returns the log entry to broadcast (only after this returns: after the commit).
-    pub async fn commit(&self, c: Commit<'_>) -> Result<Committed> {
+    pub async fn commit(&self, c: Commit<'_>) -> Result<TransitionRecord> {
         let event_json =
             serde_json::to_string(c.event).map_err(|e| StoreError::Encode("event", e))?;
         let note_json = c
@@ -462,8 +455,9 @@ impl Store {
         if c.command.is_some() {
             sql.push_str(RESOLVE_COMMAND);
         }
-        if c.read_runs {
-            sql.push_str(" SELECT * FROM runs WHERE sprint_id = ? ORDER BY number;");
+        if c.start.is_some() {
+            sql.push_str(INSERT_RUN);
+            sql.push(';');
         }
         sql.push_str(" COMMIT;");
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -507,8 +501,14 @@ impl Store {
                 .bind(c.at)
                 .bind(id);
         }
-        if c.read_runs {
-            query = query.bind(&c.before.id);
+        let start_handoff = c
+            .start
+            .as_ref()
+            .map(|new| serde_json::to_string(new.handoff))
+            .transpose()
+            .map_err(|e| StoreError::Encode("handoff", e))?;
+        if let (Some(new), Some(handoff_json)) = (&c.start, start_handoff) {
+            query = bind_new_run(query, new, handoff_json);
         }
         let mut conn = self.pool.acquire().await?;
         let written = match query.fetch_all(&mut *conn).await {
@@ -546,19 +546,8 @@ impl Store {
                 "the commit returned no log entry",
             ));
         };
-        let runs = if c.read_runs {
-            let rows = written
-                .iter()
-                .filter(|row| row.try_get::<&str, _>("written").is_err())
-                .map(|row| RunRaw::from_row(row).map_err(StoreError::Sql))
-                .map(|raw| raw.and_then(Run::try_from))
-                .collect::<Result<Vec<Run>>>()?;
-            Some(rows)
-        } else {
-            None
-        };
         // What was just written, as `transitions` reads it back.
-        let record = TransitionRecord {
+        Ok(TransitionRecord {
             global_seq,
             sprint_id: c.before.id.clone(),
             seq,
@@ -572,8 +561,7 @@ impl Store {
             branch: Some(c.after.branch.clone()),
             detail: c.event.clone(),
             note: c.transition.note.clone(),
-        };
-        Ok(Committed { record, runs })
+        })
     }
 
     // --- the transitions log -------------------------------------------------------------
@@ -620,7 +608,6 @@ impl Store {
     pub async fn start_run(&self, new: NewRun<'_>) -> Result<String> {
         let handoff_json =
             serde_json::to_string(new.handoff).map_err(|e| StoreError::Encode("handoff", e))?;
-        let id = Store::run_id(new.sprint_id, new.number);
         // The focus goes with this run; the next one does not get it again. One statement
         // is atomic on its own; two are a transaction.
         let sql = if new.focus.is_some() {
@@ -635,33 +622,12 @@ impl Store {
         } else {
             relaxed(&sql)
         };
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(&id)
-            .bind(new.sprint_id)
-            .bind(new.number)
-            .bind(new.actor.as_str())
-            .bind(i64::from(new.round))
-            .bind(i64::from(new.attempt))
-            .bind(new.parent_run_id)
-            .bind(&handoff_json)
-            .bind(i64::from(new.synthesized))
-            .bind(new.focus)
-            .bind(new.git_head)
-            .bind(new.started_at);
+        let mut query = bind_new_run(sqlx::query(sqlx::AssertSqlSafe(sql)), &new, handoff_json);
         if new.focus.is_some() {
             query = query.bind(new.sprint_id);
         }
         execute_batch(&self.pool, query).await?;
-        Ok(id)
-    }
-
-    /// `relaxed`: a pid means nothing after a power cut.
-    pub async fn set_run_pid(&self, run_id: &str, pid: u32) -> Result<()> {
-        let sql = relaxed("UPDATE runs SET pid = ? WHERE id = ?");
-        let query = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(i64::from(pid))
-            .bind(run_id);
-        execute_batch(&self.pool, query).await
+        Ok(Store::run_id(new.sprint_id, new.number))
     }
 
     /// Closes a run that caused no transition, and rolls its spend up on its sprint.
@@ -1038,6 +1004,26 @@ const RESOLVE_COMMAND: &str = "
     UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending';";
 
 /// Binds `END_RUN`'s parameters, in order, after those already bound.
+fn bind_new_run<'q>(
+    query: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
+    new: &NewRun<'q>,
+    handoff_json: String,
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
+    query
+        .bind(Store::run_id(new.sprint_id, new.number))
+        .bind(new.sprint_id)
+        .bind(new.number)
+        .bind(new.actor.as_str())
+        .bind(i64::from(new.round))
+        .bind(i64::from(new.attempt))
+        .bind(new.parent_run_id)
+        .bind(handoff_json)
+        .bind(i64::from(new.synthesized))
+        .bind(new.focus)
+        .bind(new.git_head)
+        .bind(new.started_at)
+}
+
 fn bind_run_end<'q>(
     query: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
     run: &'q RunEnd,

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::StoreError;
+use super::{NewRun, RunEnd, Store, StoreError};
 use crate::handoff::HandoffDocument;
 use crate::handoff::message::Actor;
 use crate::pipeline::fsm::{Note, ResumePoint};
@@ -200,8 +200,6 @@ pub struct Run {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub focus: Option<String>,
     #[serde(skip)]
-    pub pid: Option<u32>,
-    #[serde(skip)]
     pub git_head: Option<String>,
     pub started_at: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -244,7 +242,6 @@ pub(super) struct RunRaw {
     handoff_json: String,
     synthesized: i64,
     focus: Option<String>,
-    pid: Option<i64>,
     git_head: Option<String>,
     started_at: i64,
     ended_at: Option<i64>,
@@ -260,6 +257,57 @@ pub(super) struct RunRaw {
     input_tokens: Option<i64>,
     output_tokens: Option<i64>,
     cost_usd: Option<f64>,
+}
+
+impl Run {
+    /// The run as `start_run` (or a commit that starts it) records it: what the loop keeps
+    /// of a sprint's runs without reading them back.
+    pub fn started(new: &NewRun<'_>) -> Run {
+        Run {
+            run_id: Store::run_id(new.sprint_id, new.number),
+            sprint_id: new.sprint_id.to_string(),
+            number: new.number,
+            actor: new.actor,
+            round: new.round,
+            attempt: new.attempt,
+            parent_run_id: new.parent_run_id.map(str::to_string),
+            handoff: new.handoff.clone(),
+            synthesized: new.synthesized,
+            focus: new.focus.map(str::to_string),
+            git_head: new.git_head.map(str::to_string),
+            started_at: new.started_at,
+            ended_at: None,
+            outcome: None,
+            detail: None,
+            rejection: None,
+            exit_code: None,
+            signal: None,
+            duration_ms: None,
+            stdout_tail: None,
+            stderr_tail: None,
+            message: None,
+            input_tokens: None,
+            output_tokens: None,
+            cost_usd: None,
+        }
+    }
+
+    /// The run once its end is recorded (`end_run`, or the commit of what it caused).
+    pub fn end(&mut self, end: &RunEnd) {
+        self.ended_at = Some(end.ended_at);
+        self.outcome = Some(end.outcome);
+        self.detail = Some(end.detail.clone());
+        self.rejection.clone_from(&end.rejection);
+        self.exit_code = end.exit_code;
+        self.signal = end.signal;
+        self.duration_ms = Some(end.duration_ms);
+        self.stdout_tail = Some(end.stdout_tail.clone());
+        self.stderr_tail = Some(end.stderr_tail.clone());
+        self.message.clone_from(&end.message);
+        self.input_tokens = end.input_tokens;
+        self.output_tokens = end.output_tokens;
+        self.cost_usd = end.cost_usd;
+    }
 }
 
 impl TryFrom<RunRaw> for Run {
@@ -285,7 +333,6 @@ impl TryFrom<RunRaw> for Run {
                 .map_err(|e| bad(&format!("handoff_json: {e}")))?,
             synthesized: r.synthesized != 0,
             focus: r.focus,
-            pid: r.pid.and_then(|p| u32::try_from(p).ok()),
             git_head: r.git_head,
             started_at: r.started_at,
             ended_at: r.ended_at,

@@ -13,7 +13,7 @@ use hanarang::handoff::message::Actor;
 use hanarang::handoff::schema::{self, Dialect};
 use hanarang::pipeline::{Event, Facts, Policy, apply};
 use hanarang::sister::{ContractFile, RunRequest};
-use hanarang::store::{Commit, Committed, NewRun, RunEnd, Sprint, Store, StoreError};
+use hanarang::store::{Commit, NewRun, RunEnd, Sprint, Store, StoreError, TransitionRecord};
 
 pub mod fake_discord;
 pub mod pipeline;
@@ -152,15 +152,16 @@ pub fn git(dir: &std::path::Path, args: &[&str]) -> String {
 }
 
 /// Commits `event` on `before` the way the orchestrator does: the rules' transition,
-/// written with `run`'s end. Returns the sprint as the database then holds it, and what
-/// the commit returned.
+/// written with `run`'s end (and `start` recorded). Returns the sprint as the database
+/// then holds it, and the log entry.
 pub async fn commit_event(
     store: &Store,
     before: &Sprint,
     event: &Event,
     run: Option<&RunEnd>,
+    start: Option<NewRun<'_>>,
     at: i64,
-) -> Result<(Sprint, Committed), StoreError> {
+) -> Result<(Sprint, TransitionRecord), StoreError> {
     let facts = Facts {
         sprint_id: &before.id,
         sister_running: false,
@@ -171,7 +172,7 @@ pub async fn commit_event(
     after.state = t.to.state;
     after.round = t.to.round;
     after.attempt = t.to.attempt;
-    let committed = store
+    let record = store
         .commit(Commit {
             before,
             after: &after,
@@ -180,30 +181,36 @@ pub async fn commit_event(
             run,
             command: None,
             at,
-            read_runs: true,
+            start,
         })
         .await?;
-    after.last_seq = committed.record.seq;
+    after.last_seq = record.seq;
     after.updated_at = at;
-    Ok((after, committed))
+    Ok((after, record))
+}
+
+/// A sprint's first run, its planner's, as the orchestrator records it.
+pub fn planner_run<'a>(sprint_id: &'a str, handoff: &'a HandoffDocument) -> NewRun<'a> {
+    NewRun {
+        sprint_id,
+        number: 1,
+        actor: Actor::Harang,
+        round: 0,
+        attempt: 1,
+        parent_run_id: None,
+        handoff,
+        synthesized: true,
+        focus: None,
+        git_head: None,
+        started_at: 3,
+    }
 }
 
 /// Records a sprint's first run, its planner's, as the orchestrator does before a spawn.
 pub async fn record_planner_run(store: &Store, sprint_id: &str) -> String {
+    let handoff = HandoffDocument::default();
     store
-        .start_run(NewRun {
-            sprint_id,
-            number: 1,
-            actor: Actor::Harang,
-            round: 0,
-            attempt: 1,
-            parent_run_id: None,
-            handoff: &HandoffDocument::default(),
-            synthesized: true,
-            focus: None,
-            git_head: None,
-            started_at: 3,
-        })
+        .start_run(planner_run(sprint_id, &handoff))
         .await
         .expect("record the run")
 }
