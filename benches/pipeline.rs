@@ -365,9 +365,10 @@ async fn pipeline_in(setup: Setup, n: usize) -> PipelineRun {
     let counted = sql_count::now();
     sql_count::reset_by_sql();
     let started = Instant::now();
-    let task = tokio::spawn(orchestrator.run(async {
+    // As `serve` runs it.
+    let task = orchestrator.run_on_own_thread(async move {
         let _ = stopped.await;
-    }));
+    });
     let mut deployed = 0;
     let mut problems = Vec::new();
     while deployed < n {
@@ -418,10 +419,8 @@ async fn pipeline_in(setup: Setup, n: usize) -> PipelineRun {
     };
     let by_sql = sql_count::by_sql();
     let _ = stop.send(());
-    match task.await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => problems.push(format!("the orchestrator failed: {e}")),
-        Err(e) => problems.push(format!("the orchestrator task failed: {e}")),
+    if let Err(e) = task.await {
+        problems.push(format!("the orchestrator failed: {e}"));
     }
 
     let mut spans_ms = Vec::new();

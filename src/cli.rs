@@ -317,7 +317,7 @@ async fn serve(config: Arc<Config>) -> Exit {
         }
     };
     tokio::pin!(bot);
-    let mut driver = tokio::spawn(orchestrator.run(stopped(&stop)));
+    let mut driver = orchestrator.run_on_own_thread(stopped(&stop));
     // Until a signal, or until the orchestrator or the bot stops on its own (an error).
     let (mut bot_result, mut driver_result) = (None, None);
     tokio::select! {
@@ -347,13 +347,9 @@ async fn serve(config: Arc<Config>) -> Exit {
         }
     }
     match driver_result {
-        Ok(Ok(())) => exit,
-        Ok(Err(e)) => {
-            eprintln!("hanarang serve: {e}");
-            Exit::Failure
-        }
+        Ok(()) => exit,
         Err(e) => {
-            eprintln!("hanarang serve: the orchestrator failed: {e}");
+            eprintln!("hanarang serve: {e}");
             Exit::Failure
         }
     }
@@ -437,9 +433,9 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
     let handle = orchestrator.handle();
     let mut events = handle.subscribe();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let mut driver = tokio::spawn(orchestrator.run(async {
+    let mut driver = orchestrator.run_on_own_thread(async move {
         let _ = stop_rx.await;
-    }));
+    });
     let mut console = Console::new(&sprint.id);
     let mut ended = None;
     let exit = loop {
@@ -512,16 +508,9 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
         Some(r) => r,
         None => driver.await,
     };
-    match ended {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            eprintln!("hanarang run: {e}");
-            return Exit::Failure;
-        }
-        Err(e) => {
-            eprintln!("hanarang run: the orchestrator task failed: {e}");
-            return Exit::Failure;
-        }
+    if let Err(e) = ended {
+        eprintln!("hanarang run: {e}");
+        return Exit::Failure;
     }
     if mode == RunMode::Demo && exit == Exit::Success {
         println!("\ndemo finished: the sprint went from planning to deployed.");

@@ -43,6 +43,10 @@ pub enum OrchestratorError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Lease(#[from] LeaseError),
+    #[error("cannot start the orchestrator's thread: {0}")]
+    Thread(std::io::Error),
+    #[error("the orchestrator's thread ended without a result (it panicked; see the log above)")]
+    Panicked,
 }
 
 pub use crate::clock::now_ms;
@@ -66,6 +70,24 @@ impl Handle {
     /// receiver catches up from the transitions log.
     pub fn subscribe(&self) -> broadcast::Receiver<TransitionRecord> {
         self.events.subscribe()
+    }
+}
+
+/// The loop running on its own thread (`Orchestrator::run_on_own_thread`): resolves to
+/// its result once it has stopped.
+#[derive(Debug)]
+pub struct Driver(oneshot::Receiver<Result<(), OrchestratorError>>);
+
+impl std::future::Future for Driver {
+    type Output = Result<(), OrchestratorError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(OrchestratorError::Panicked)))
     }
 }
 
@@ -160,6 +182,38 @@ impl Orchestrator {
 
     pub fn handle(&self) -> Handle {
         self.handle.clone()
+    }
+
+    /// `run` on a thread of its own, with a single-threaded runtime: what `serve` and
+    /// `run` do. The loop, its sisters' tasks and its database connection then share one
+    /// thread, so a run's end reaches the loop without waking another thread (on a 2-core
+    /// VM that cost more than a second worker gained: docs/benchmarks.md), and nothing
+    /// else in the process (the Discord bot) can hold the loop up. The handle works from
+    /// any thread.
+    pub fn run_on_own_thread(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Driver {
+        let (done_tx, done) = oneshot::channel();
+        let loop_thread = move || {
+            let result = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(self.run(shutdown)),
+                Err(e) => Err(OrchestratorError::Thread(e)),
+            };
+            let _ = done_tx.send(result);
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name("hanarang-loop".into())
+            .spawn(loop_thread)
+        {
+            let (tx, rx) = oneshot::channel();
+            let _ = tx.send(Err(OrchestratorError::Thread(e)));
+            return Driver(rx);
+        }
+        Driver(done)
     }
 
     /// Runs until `shutdown` resolves. Running sisters are then stopped, their runs

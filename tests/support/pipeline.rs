@@ -10,11 +10,10 @@ use std::time::Duration;
 use hanarang::config::Config;
 use hanarang::handoff::message::Actor;
 use hanarang::orchestrator::client::{self, Answer};
-use hanarang::orchestrator::{Handle, Orchestrator, OrchestratorError, now_ms};
+use hanarang::orchestrator::{Driver, Handle, Orchestrator, now_ms};
 use hanarang::pipeline::{Policy, State};
 use hanarang::store::{CommandKind, Run, Sprint, Store, TransitionRecord};
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use super::{TempDir, sister_script};
 
@@ -189,7 +188,7 @@ pub struct Pipeline {
     pub store: Store,
     pub handle: Handle,
     stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Result<(), OrchestratorError>>>,
+    task: Option<Driver>,
 }
 
 impl Pipeline {
@@ -207,9 +206,10 @@ impl Pipeline {
             .expect("the orchestrator starts");
         let handle = orchestrator.handle();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(orchestrator.run(async {
+        // As `serve` runs it: on a thread of its own.
+        let task = orchestrator.run_on_own_thread(async move {
             let _ = stopped.await;
-        }));
+        });
         Pipeline {
             files,
             config,
@@ -235,7 +235,6 @@ impl Pipeline {
             tokio::time::timeout(PATIENCE, task)
                 .await
                 .expect("the orchestrator stops within PATIENCE")
-                .expect("the orchestrator task")
                 .expect("the orchestrator stops cleanly");
         }
     }
