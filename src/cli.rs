@@ -226,12 +226,22 @@ fn with_config(path: Option<&Path>, f: impl FnOnce(Arc<Config>) -> Exit) -> Exit
     }
 }
 
+/// How long a command's runtime may take to stop once the command is done.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
 fn block_on(f: impl std::future::Future<Output = Exit>) -> Exit {
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(rt) => rt.block_on(f),
+        Ok(rt) => {
+            let exit = rt.block_on(f);
+            // Nothing left running may hold the exit up: serenity 0.12 leaves a bot's shard
+            // runner behind, and one whose connection has ended busy-loops until its next
+            // heartbeat (41 s) without yielding.
+            rt.shutdown_timeout(EXIT_GRACE);
+            exit
+        }
         Err(e) => {
             eprintln!("hanarang: cannot start the async runtime: {e}");
             Exit::Failure

@@ -45,42 +45,64 @@ async fn pipeline(setup: Setup, fake: &FakeDiscord) -> Pipeline {
     Pipeline::start_with(files).await
 }
 
+/// A bot as a process would run it, on a runtime of its own. When it stops, its runtime
+/// goes with it, while the fake Discord still runs: serenity 0.12 leaves the shard runner
+/// behind when `discord::run` returns, and a runner whose connection then ends busy-loops
+/// until its next heartbeat (41 s), which held the test's runtime up at its end.
 struct Bot {
     stop: oneshot::Sender<()>,
     task: JoinHandle<Result<(), StartError>>,
+    /// Always `Some` until dropped (a runtime must not be dropped in async code).
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Bot {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl Bot {
     async fn start(p: &Pipeline, fake: &FakeDiscord) -> Bot {
         let config = p.config.discord.clone().expect("a [discord] table");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("the bot's runtime");
         let http = discord::http(&config, &Token::new(fake.token()));
-        discord::check_token(&config, &http)
-            .await
-            .expect("the fake accepts its token");
         // Counted before the bot starts: a fast READY must not be counted in `ready`.
         let ready = fake.ready_count();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(discord::run(
-            p.config.clone(),
-            config,
-            p.handle.clone(),
-            http,
-            async {
+        let (app, handle) = (p.config.clone(), p.handle.clone());
+        let task = runtime.spawn(async move {
+            discord::check_token(&config, &http)
+                .await
+                .expect("the fake accepts its token");
+            discord::run(app, config, handle, http, async {
                 let _ = stopped.await;
-            },
-        ));
+            })
+            .await
+        });
         assert!(
             fake.wait_until(PATIENCE, |f| f.ready_count() > ready
                 && !f.commands().is_empty())
                 .await,
             "the bot connected and registered its commands"
         );
-        Bot { stop, task }
+        Bot {
+            stop,
+            task,
+            runtime: Some(runtime),
+        }
     }
 
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task
+    async fn stop(mut self) {
+        let (stop, _) = oneshot::channel();
+        let _ = std::mem::replace(&mut self.stop, stop).send(());
+        (&mut self.task)
             .await
             .expect("bot task")
             .expect("the bot stops cleanly");
