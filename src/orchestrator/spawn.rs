@@ -1,6 +1,7 @@
-//! Starting a stage's sister: the run is recorded first (so a crash while it runs is found
-//! at restart), its contract is assembled from the sprint's history, and it runs in its
-//! own task that reports back to the loop.
+//! Starting a stage's sister: its contract is assembled from the sprint's history, the run
+//! is recorded (in the commit of the transition into the stage, or on its own for a run
+//! due later) so a crash while it runs is found at restart, and it runs in its own task
+//! that reports back to the loop.
 
 use tokio::sync::oneshot;
 use tracing::Instrument;
