@@ -585,3 +585,39 @@ async fn status_of_all_sprints_is_the_same_document_as_each_sprints_status() {
     );
     p.stop().await;
 }
+
+/// The loop has a thread of its own: a caller whose runtime is stuck (a task that
+/// busy-loops, a blocking call) does not hold the pipeline up.
+#[tokio::test] // one thread, which the test then blocks
+async fn the_pipeline_goes_on_while_the_callers_runtime_is_stuck() {
+    let p = Pipeline::start(Setup {
+        narang: "hang",
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    // From here nothing of this test's runtime runs until the implementer has started:
+    // planning must run, be committed and hand over without it.
+    let deadline = std::time::Instant::now() + support::pipeline::PATIENCE;
+    let pid = loop {
+        if let Some(pid) = p.files.hanging_pid(Actor::Narang) {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pipeline stood still while the caller's runtime was stuck"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let runs = p.runs(&s.id).await;
+    assert_eq!(outcomes(&runs), ["harang:handoff", "narang:running"]);
+    let answer = p
+        .command(&s.id, CommandKind::Abort, Some("done here"))
+        .await;
+    assert_eq!(
+        answer,
+        Answer::Applied("SPRINT-001: implementing → aborted".into())
+    );
+    assert_eq!(alive(&[pid]), Vec::<u32>::new());
+    p.stop().await;
+}
