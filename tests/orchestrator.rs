@@ -590,14 +590,21 @@ async fn status_of_all_sprints_is_the_same_document_as_each_sprints_status() {
 /// busy-loops, a blocking call) does not hold the pipeline up.
 #[tokio::test] // one thread, which the test then blocks
 async fn the_pipeline_goes_on_while_the_callers_runtime_is_stuck() {
-    let p = Pipeline::start(Setup {
+    let files = Files::new(&Setup {
         narang: "hang",
         ..Setup::default()
-    })
-    .await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
-    // From here nothing of this test's runtime runs until the implementer has started:
-    // planning must run, be committed and hand over without it.
+    });
+    let config = files.config();
+    let s = hanarang::store::Store::open(&config.database.url)
+        .await
+        .unwrap()
+        .create_sprint("app", "Add a login page", None, "b", 1)
+        .await
+        .unwrap();
+    let p = Pipeline::start_with(files).await;
+    // From here nothing of this test's runtime runs until the implementer has started
+    // (not even what the orchestrator's start left to it): planning must run, be
+    // committed and hand over without it.
     let deadline = std::time::Instant::now() + support::pipeline::PATIENCE;
     let pid = loop {
         if let Some(pid) = p.files.hanging_pid(Actor::Narang) {
@@ -619,5 +626,49 @@ async fn the_pipeline_goes_on_while_the_callers_runtime_is_stuck() {
         Answer::Applied("SPRINT-001: implementing → aborted".into())
     );
     assert_eq!(alive(&[pid]), Vec::<u32>::new());
+    p.stop().await;
+}
+
+/// An approval and an abort given together (read in one batch): the abort is applied
+/// before any deploy starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_abort_given_with_an_approval_lands_before_the_deploy_starts() {
+    let p = Pipeline::start(Setup::default()).await;
+    let s = p.start_sprint("app", "one", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    // Both in one transaction, so the loop reads them together.
+    let pool = sqlx::SqlitePool::connect(&p.config.database.url)
+        .await
+        .unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    for kind in ["approve", "abort"] {
+        sqlx::query(
+            "INSERT INTO commands (sprint_id, kind, text, by, created_at) VALUES (?, ?, NULL, 'cli', 1)",
+        )
+        .bind(&s.id)
+        .bind(kind)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+    pool.close().await;
+    p.handle.wake();
+    p.wait_for(&s.id, State::Aborted).await;
+    let log = p.transitions(&s.id).await;
+    let moves: Vec<(State, State)> = log.iter().map(|t| (t.from, t.to)).collect();
+    assert_eq!(
+        moves[moves.len() - 2..],
+        [
+            (State::Done, State::Deploying),
+            (State::Deploying, State::Aborted)
+        ]
+    );
+    let runs = p.runs(&s.id).await;
+    assert!(
+        runs.iter().all(|r| r.actor != Actor::Erang),
+        "no deploy ran: {:?}",
+        outcomes(&runs)
+    );
     p.stop().await;
 }

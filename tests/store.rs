@@ -250,11 +250,13 @@ async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds() {
         reason: None,
     };
     let taken = planner_run(&queued.id, &handoff);
-    assert!(
-        commit_event(&store, &implementing, &done, None, Some(taken), 9)
-            .await
-            .is_err()
-    );
+    match commit_event(&store, &implementing, &done, None, Some(taken), 9).await {
+        Err(e) => assert_eq!(
+            e.to_string(),
+            "run SPRINT-001-R01 is already on record (the orchestrator's copy of its sprint's runs is behind); the transition was not applied"
+        ),
+        Ok(_) => panic!("a taken run number was committed"),
+    }
     assert_eq!(store.transitions(&planning.id).await.unwrap().len(), 2);
     assert_eq!(
         store.sprint(&planning.id).await.unwrap(),

@@ -43,7 +43,7 @@ pub enum OrchestratorError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Lease(#[from] LeaseError),
-    #[error("cannot start the orchestrator's thread: {0}")]
+    #[error("cannot start the orchestrator's thread or its runtime: {0}")]
     Thread(std::io::Error),
     #[error("the orchestrator's thread ended without a result (it panicked; see the log above)")]
     Panicked,
@@ -133,7 +133,8 @@ pub struct Orchestrator {
     /// At most one per project: a resting sprint keeps its project's pipeline lock.
     parked: HashMap<String, (Sprint, Vec<Run>)>,
     /// No transition starts a sister: while recovering (the loop spawns once it runs),
-    /// and once shutting down.
+    /// while a later command of the batch being applied is for the same sprint, and once
+    /// shutting down.
     hold_spawns: bool,
 }
 
@@ -200,7 +201,13 @@ impl Orchestrator {
                 .enable_all()
                 .build()
             {
-                Ok(rt) => rt.block_on(self.run(shutdown)),
+                Ok(rt) => rt.block_on(async move {
+                    // A connection of the loop's own runtime: the one `start` used hands
+                    // itself back to its pool on the caller's runtime, which may be busy.
+                    let mut this = self;
+                    this.store = this.store.single_connection();
+                    this.run(shutdown).await
+                }),
                 Err(e) => Err(OrchestratorError::Thread(e)),
             };
             let _ = done_tx.send(result);
@@ -264,11 +271,17 @@ impl Orchestrator {
     /// retry is due.
     async fn step(&mut self, look_for_commands: bool) -> Result<Duration, OrchestratorError> {
         if look_for_commands {
-            for command in self.store.pending_commands().await? {
+            let pending = self.store.pending_commands().await?;
+            let sprints: Vec<String> = pending.iter().map(|c| c.sprint_id.clone()).collect();
+            for (i, command) in pending.into_iter().enumerate() {
                 if self.wants(&command.sprint_id) {
+                    // A later command of this batch for the same sprint (an abort right
+                    // after an approval) is applied before its sister starts.
+                    self.hold_spawns = sprints[i + 1..].contains(&command.sprint_id);
                     self.apply_command(command).await?;
                 }
             }
+            self.hold_spawns = false;
         }
         // The design's single pipeline lock, per project: the oldest queued sprint starts
         // when no other sprint of its project is between planning and a terminal state. A
@@ -330,7 +343,7 @@ impl Orchestrator {
     fn over_budget(&self, sprint: &Sprint, runs: &[Run]) -> Option<(f64, f64)> {
         let limit = self.config.pipeline.max_cost_usd?;
         let limit = sprint.budget_usd.unwrap_or(limit);
-        let spent: f64 = runs.iter().filter_map(|r| r.cost_usd).sum();
+        let spent = spent_usd(runs);
         (spent > limit).then_some((spent, limit))
     }
 
@@ -375,8 +388,13 @@ impl Orchestrator {
         let mut after = self.next_sprint(sprint, &t, &event, run);
         if let (Event::Resume { .. }, Some(limit)) = (&event, self.config.pipeline.max_cost_usd) {
             // A human's resume is their word to spend more: another `max_cost_usd` from
-            // what is spent now.
-            let spent = self.store.usage(&sprint.id).await?.total.cost_usd;
+            // what is spent now, summed as the budget check sums it.
+            let known = match runs.take() {
+                Some(runs) => runs,
+                None => self.store.runs(&sprint.id).await?,
+            };
+            let spent = spent_usd(&known);
+            runs = Some(known);
             if spent >= sprint.budget_usd.unwrap_or(limit) {
                 after.budget_usd = Some(spent + limit);
             }
@@ -659,6 +677,11 @@ impl Orchestrator {
         }
         Ok(())
     }
+}
+
+/// What a sprint's runs cost, in USD.
+fn spent_usd(runs: &[Run]) -> f64 {
+    runs.iter().filter_map(|r| r.cost_usd).sum()
 }
 
 /// A sprint's runs with one of them ended, as recording `end` leaves them.

@@ -5,7 +5,8 @@
 //! Every transition is one database transaction that writes the sprint's new state,
 //! appends to its log (contiguous `seq`), closes the run that caused it and answers the
 //! command that asked for it. The SQL is kept portable (a PostgreSQL backend is planned);
-//! SQLite specifics are confined to `open` and `BEGIN_WRITE`.
+//! SQLite specifics are confined to `open`, `BEGIN_WRITE` and `relaxed` (a per-batch
+//! `PRAGMA synchronous`).
 
 pub mod rows;
 
@@ -49,6 +50,10 @@ pub enum StoreError {
     NoSprint(String),
     #[error("{0} changed while this transition was prepared; it was not applied")]
     Conflict(String),
+    #[error(
+        "run {0} is already on record (the orchestrator's copy of its sprint's runs is behind); the transition was not applied"
+    )]
+    RunTaken(String),
     #[error("cannot encode {0} as JSON: {1}")]
     Encode(&'static str, serde_json::Error),
 }
@@ -115,8 +120,9 @@ macro_rules! sprint_columns {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: SqlitePool,
-    /// One connection of its own, for `Store::single_connection`.
-    single: SqlitePool,
+    /// How `Store::single_connection` connects; `None` for an in-memory database (a
+    /// second connection would be another database).
+    single: Option<SqliteConnectOptions>,
     /// Where run contract files go: beside the database file.
     runs_dir: PathBuf,
 }
@@ -256,14 +262,7 @@ impl Store {
             }
         }
         // A second pool on an in-memory database would be another database.
-        let single = if in_memory {
-            pool.clone()
-        } else {
-            SqlitePoolOptions::new()
-                .max_connections(1)
-                .test_before_acquire(false)
-                .connect_lazy_with(options)
-        };
+        let single = (!in_memory).then_some(options);
         let runs_dir = if in_memory {
             std::env::temp_dir().join(format!("hanarang-runs-{}", std::process::id()))
         } else {
@@ -284,9 +283,21 @@ impl Store {
     /// on nearly every statement; one connection that does all of the loop's writes keeps
     /// its cache (docs/benchmarks.md). Its statements queue behind each other: the loop
     /// makes one at a time anyway.
+    ///
+    /// Call it on the runtime that will use it: sqlx hands a connection back to its pool
+    /// in a task on the runtime that dropped it, and the pool has no other task (no idle
+    /// timeout, no maximum lifetime: the connection stays open, and its cache warm).
     pub fn single_connection(&self) -> Store {
+        let Some(options) = &self.single else {
+            return self.clone();
+        };
         Store {
-            pool: self.single.clone(),
+            pool: SqlitePoolOptions::new()
+                .max_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .test_before_acquire(false)
+                .connect_lazy_with(options.clone()),
             ..self.clone()
         }
     }
@@ -300,7 +311,6 @@ impl Store {
     }
 
     pub async fn close(&self) {
-        self.single.close().await;
         self.pool.close().await;
     }
 
@@ -519,7 +529,18 @@ impl Store {
                 if sqlx::query("ROLLBACK").execute(&mut *conn).await.is_err() {
                     conn.close_on_drop();
                 }
-                let stale = e.as_database_error().is_some_and(|d| {
+                let database = e.as_database_error();
+                // The run's number taken: the caller's copy of the sprint's runs is behind.
+                if let (Some(d), Some(new)) = (database, &c.start)
+                    && d.is_unique_violation()
+                    && d.message().contains("runs.")
+                {
+                    return Err(StoreError::RunTaken(Store::run_id(
+                        new.sprint_id,
+                        new.number,
+                    )));
+                }
+                let stale = database.is_some_and(|d| {
                     d.is_unique_violation()
                         || matches!(d.kind(), sqlx::error::ErrorKind::NotNullViolation)
                 });
@@ -1003,7 +1024,7 @@ const END_RUN: &str = "
 const RESOLVE_COMMAND: &str = "
     UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending';";
 
-/// Binds `END_RUN`'s parameters, in order, after those already bound.
+/// Binds `INSERT_RUN`'s parameters, in order, after those already bound.
 fn bind_new_run<'q>(
     query: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
     new: &NewRun<'q>,
@@ -1024,6 +1045,7 @@ fn bind_new_run<'q>(
         .bind(new.started_at)
 }
 
+/// Binds `END_RUN`'s parameters, in order, after those already bound.
 fn bind_run_end<'q>(
     query: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
     run: &'q RunEnd,
