@@ -125,7 +125,7 @@ pub struct Orchestrator {
     /// were last read.
     lock_freed: bool,
     /// Sprints this loop moved into a stage since the stages were last read, as written,
-    /// with their runs when the commit read them: a pass right after a transition spawns
+    /// with their runs when the loop knows them: a pass right after a transition spawns
     /// from these without reading them back.
     entered_stage: Vec<(Sprint, Option<Vec<Run>>)>,
     /// Sprints this loop moved to rest in `done` or `escalated` (where they wait for a
@@ -145,21 +145,18 @@ impl Orchestrator {
         config: Arc<Config>,
         store: Store,
     ) -> Result<Orchestrator, OrchestratorError> {
-        // The loop's statements go through one connection: its page cache stays warm. The
-        // handle's users (the Discord bridge) read through the shared pool.
-        let own = store.single_connection();
-        let lease = LeaseGuard::acquire(&own).await?;
+        let lease = LeaseGuard::acquire(&store).await?;
         let (finished_tx, finished_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
         let mut orchestrator = Orchestrator {
             policy: Policy::from(&config.pipeline),
             handle: Handle {
-                store,
+                store: store.clone(),
                 wake: Arc::new(Notify::new()),
                 events,
             },
             config,
-            store: own,
+            store,
             lease,
             only: None,
             running: HashMap::new(),
@@ -201,13 +198,7 @@ impl Orchestrator {
                 .enable_all()
                 .build()
             {
-                Ok(rt) => rt.block_on(async move {
-                    // A connection of the loop's own runtime: the one `start` used hands
-                    // itself back to its pool on the caller's runtime, which may be busy.
-                    let mut this = self;
-                    this.store = this.store.single_connection();
-                    this.run(shutdown).await
-                }),
+                Ok(rt) => rt.block_on(self.run(shutdown)),
                 Err(e) => Err(OrchestratorError::Thread(e)),
             };
             let _ = done_tx.send(result);
@@ -229,6 +220,10 @@ impl Orchestrator {
         mut self,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), OrchestratorError> {
+        // The loop's statements go through one connection, opened on the runtime that
+        // runs the loop: its page cache stays warm, and no task of another runtime hands
+        // it back (`Store::single_connection`). The handle's users read through the pool.
+        self.store = self.store.single_connection();
         tokio::pin!(shutdown);
         let mut heartbeat = tokio::time::interval(lease::HEARTBEAT);
         // Commands (and sprints queued by another process) are looked for on a wake-up
@@ -316,10 +311,7 @@ impl Orchestrator {
                     next_due = next_due.min(wait);
                 }
                 _ => {
-                    let runs = match runs {
-                        Some(runs) => runs,
-                        None => self.store.runs(&sprint.id).await?,
-                    };
+                    let runs = self.runs_of(&sprint, runs).await?;
                     match self.over_budget(&sprint, &runs) {
                         Some((spent_usd, limit_usd)) => {
                             let event = Event::BudgetExceeded {
@@ -345,6 +337,18 @@ impl Orchestrator {
         let limit = sprint.budget_usd.unwrap_or(limit);
         let spent = spent_usd(runs);
         (spent > limit).then_some((spent, limit))
+    }
+
+    /// The sprint's runs: `known` when the loop kept them, read otherwise.
+    async fn runs_of(
+        &self,
+        sprint: &Sprint,
+        known: Option<Vec<Run>>,
+    ) -> Result<Vec<Run>, OrchestratorError> {
+        Ok(match known {
+            Some(runs) => runs,
+            None => self.store.runs(&sprint.id).await?,
+        })
     }
 
     fn wants(&self, sprint_id: &str) -> bool {
@@ -389,10 +393,7 @@ impl Orchestrator {
         if let (Event::Resume { .. }, Some(limit)) = (&event, self.config.pipeline.max_cost_usd) {
             // A human's resume is their word to spend more: another `max_cost_usd` from
             // what is spent now, summed as the budget check sums it.
-            let known = match runs.take() {
-                Some(runs) => runs,
-                None => self.store.runs(&sprint.id).await?,
-            };
+            let known = self.runs_of(sprint, runs.take()).await?;
             let spent = spent_usd(&known);
             runs = Some(known);
             if spent >= sprint.budget_usd.unwrap_or(limit) {
@@ -406,10 +407,7 @@ impl Orchestrator {
             && self.wants(&after.id);
         let mut launch = None;
         if starts_now {
-            let known = match runs.take() {
-                Some(runs) => runs,
-                None => self.store.runs(&sprint.id).await?,
-            };
+            let known = self.runs_of(sprint, runs.take()).await?;
             if self.over_budget(&after, &known).is_some() {
                 // The next pass escalates it.
                 runs = Some(known);

@@ -193,11 +193,11 @@ pub async fn run(req: &RunRequest, control: RunControl) -> RunReport {
     }
 }
 
-/// A run's files written (the contract, and the schema files its arguments name) and its
-/// command line and prompt rendered: everything before the spawn.
+/// A run's files written (the contract, and the schema files its arguments name), its
+/// command built and its prompt rendered: everything before the spawn.
 #[derive(Debug)]
 pub struct Prepared {
-    args: Vec<String>,
+    command: Command,
     prompt: String,
 }
 
@@ -252,28 +252,9 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, Box<RunReport>> {
         )));
     }
     let prompt = render_prompt(c, &contract_file);
-    Ok(Prepared { args, prompt })
-}
-
-/// Spawns a prepared run and supervises it to its end (see `run`).
-pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunControl) -> RunReport {
-    let started = Instant::now();
-    let mut report = run_inner(req, prepared, control).await;
-    report.duration = started.elapsed();
-    report
-}
-
-async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) -> RunReport {
-    let RunControl { mut stop } = control;
-    let Prepared { args, prompt } = prepared;
-    let spec = &req.spec;
-    let c = &req.contract;
-    let contract_file = req.contract_path.display().to_string();
-    let round = c.round.to_string();
-    let attempt = c.attempt.to_string();
-
-    let mut cmd = Command::new(&spec.program);
-    cmd.args(&args)
+    let mut command = Command::new(&spec.program);
+    command
+        .args(&args)
         .current_dir(&req.workdir)
         .env_remove(&req.token_env)
         .envs(&spec.env)
@@ -288,7 +269,25 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let mut child = match cmd.spawn() {
+    Ok(Prepared { command, prompt })
+}
+
+/// Spawns a prepared run and supervises it to its end (see `run`).
+pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunControl) -> RunReport {
+    let started = Instant::now();
+    let mut report = run_inner(req, prepared, control).await;
+    report.duration = started.elapsed();
+    report
+}
+
+async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) -> RunReport {
+    let RunControl { mut stop } = control;
+    let Prepared {
+        mut command,
+        prompt,
+    } = prepared;
+    let spec = &req.spec;
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => return RunReport::early(RunOutcome::SpawnFailed, spawn_error(&spec.program, &e)),
     };

@@ -80,10 +80,6 @@ const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
-async fn begin_write(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>> {
-    Ok(pool.begin_with(BEGIN_WRITE).await?)
-}
-
 /// Runs `sql` at `synchronous = NORMAL` on the connection it gets, and puts FULL back: for
 /// the writes whose loss in a power cut loses no result and lets nothing happen without a
 /// human's word (see `Store::start_run`). In WAL mode such a write
@@ -314,9 +310,9 @@ impl Store {
         self.pool.close().await;
     }
 
-    /// A write transaction on the main pool (see `begin_write`).
+    /// A write transaction that takes SQLite's write lock at once (`BEGIN_WRITE`).
     async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>> {
-        begin_write(&self.pool).await
+        Ok(self.pool.begin_with(BEGIN_WRITE).await?)
     }
 
     // --- sprints ---------------------------------------------------------------------
@@ -433,12 +429,6 @@ impl Store {
             .map(serde_json::to_string)
             .transpose()
             .map_err(|e| StoreError::Encode("note", e))?;
-        let message_json = c
-            .run
-            .and_then(|r| r.message.as_ref())
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|e| StoreError::Encode("message", e))?;
         let seq = c.before.last_seq + 1;
         let after = c.after;
         let run_id = c.run.map(|r| r.run_id.as_str());
@@ -502,7 +492,7 @@ impl Store {
             .bind(&c.after.branch)
             .bind(c.at);
         if let Some(run) = c.run {
-            query = bind_run_end(query, run, message_json);
+            query = bind_run_end(query, run)?;
         }
         if let Some((id, result)) = c.command {
             query = query
@@ -511,14 +501,8 @@ impl Store {
                 .bind(c.at)
                 .bind(id);
         }
-        let start_handoff = c
-            .start
-            .as_ref()
-            .map(|new| serde_json::to_string(new.handoff))
-            .transpose()
-            .map_err(|e| StoreError::Encode("handoff", e))?;
-        if let (Some(new), Some(handoff_json)) = (&c.start, start_handoff) {
-            query = bind_new_run(query, new, handoff_json);
+        if let Some(new) = &c.start {
+            query = bind_new_run(query, new)?;
         }
         let mut conn = self.pool.acquire().await?;
         let written = match query.fetch_all(&mut *conn).await {
@@ -627,8 +611,6 @@ impl Store {
     /// in flight, so that the deploy escalates instead of running again. The other stages'
     /// starts are `relaxed`: such a stage re-runs anyway.
     pub async fn start_run(&self, new: NewRun<'_>) -> Result<String> {
-        let handoff_json =
-            serde_json::to_string(new.handoff).map_err(|e| StoreError::Encode("handoff", e))?;
         // The focus goes with this run; the next one does not get it again. One statement
         // is atomic on its own; two are a transaction.
         let sql = if new.focus.is_some() {
@@ -643,7 +625,7 @@ impl Store {
         } else {
             relaxed(&sql)
         };
-        let mut query = bind_new_run(sqlx::query(sqlx::AssertSqlSafe(sql)), &new, handoff_json);
+        let mut query = bind_new_run(sqlx::query(sqlx::AssertSqlSafe(sql)), &new)?;
         if new.focus.is_some() {
             query = query.bind(new.sprint_id);
         }
@@ -653,19 +635,13 @@ impl Store {
 
     /// Closes a run that caused no transition, and rolls its spend up on its sprint.
     pub async fn end_run(&self, run: &RunEnd) -> Result<()> {
-        let message_json = run
-            .message
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|e| StoreError::Encode("message", e))?;
         let sql = format!(
             "{END_RUN}
              UPDATE sprints SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
                  cost_usd = cost_usd + ?
              WHERE id = (SELECT sprint_id FROM runs WHERE id = ?);"
         );
-        let query = bind_run_end(sqlx::query(sqlx::AssertSqlSafe(sql)), run, message_json)
+        let query = bind_run_end(sqlx::query(sqlx::AssertSqlSafe(sql)), run)?
             .bind(run.input_tokens.unwrap_or(0))
             .bind(run.output_tokens.unwrap_or(0))
             .bind(run.cost_usd.unwrap_or(0.0))
@@ -1028,9 +1004,10 @@ const RESOLVE_COMMAND: &str = "
 fn bind_new_run<'q>(
     query: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
     new: &NewRun<'q>,
-    handoff_json: String,
-) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
-    query
+) -> Result<sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>> {
+    let handoff_json =
+        serde_json::to_string(new.handoff).map_err(|e| StoreError::Encode("handoff", e))?;
+    Ok(query
         .bind(Store::run_id(new.sprint_id, new.number))
         .bind(new.sprint_id)
         .bind(new.number)
@@ -1042,16 +1019,21 @@ fn bind_new_run<'q>(
         .bind(i64::from(new.synthesized))
         .bind(new.focus)
         .bind(new.git_head)
-        .bind(new.started_at)
+        .bind(new.started_at))
 }
 
 /// Binds `END_RUN`'s parameters, in order, after those already bound.
 fn bind_run_end<'q>(
     query: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
     run: &'q RunEnd,
-    message_json: Option<String>,
-) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
-    query
+) -> Result<sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>> {
+    let message_json = run
+        .message
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::Encode("message", e))?;
+    Ok(query
         .bind(run.outcome.as_str())
         .bind(&run.detail)
         .bind(&run.rejection)
@@ -1065,7 +1047,7 @@ fn bind_run_end<'q>(
         .bind(run.output_tokens)
         .bind(run.cost_usd)
         .bind(run.ended_at)
-        .bind(&run.run_id)
+        .bind(&run.run_id))
 }
 
 #[cfg(test)]
