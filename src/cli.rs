@@ -19,7 +19,8 @@ use crate::notify::console::Console;
 use crate::orchestrator::client::{self, Answer};
 use crate::orchestrator::{Orchestrator, OrchestratorError, now_ms};
 use crate::pipeline::{Policy, State};
-use crate::store::{CommandKind, Store};
+use crate::store::{CommandKind, Store, parse_sprint_id};
+use crate::{errln, out, outln};
 
 /// The process exit codes of `SPEC.md` §6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,47 +101,74 @@ pub struct RunArgs {
 pub enum SprintCommand {
     /// Queue a new sprint; prints its id
     Start {
+        /// What the sprint should achieve
         goal: String,
+        /// The configured project (optional when exactly one is configured)
         #[arg(long)]
         project: Option<String>,
+        /// Extra instructions handed to the first sister
         #[arg(long)]
         focus: Option<String>,
     },
     /// Show sprints (all, or one)
     Status {
+        /// A sprint: SPRINT-001, sprint-001 or 1 (all sprints when left out)
         id: Option<String>,
+        /// Print JSON (fields in README) instead of a table
         #[arg(long)]
         json: bool,
     },
-    /// Transitions, runs and the handoff lineage of a sprint
+    /// Transitions, runs and the handoff lineage of a sprint; one run's captured output
     Log {
+        /// The sprint: SPRINT-001, sprint-001 or 1
         id: String,
+        /// Print JSON (fields in README), runs with their stdout/stderr tails
         #[arg(long)]
         json: bool,
+        /// One run (SPRINT-001-R02, R02 or 2): its captured stdout and stderr
+        #[arg(long, value_name = "RUN")]
+        run: Option<String>,
+        /// With --run: only the run's stdout, as it was captured
+        #[arg(long, requires = "run", conflicts_with = "stderr")]
+        stdout: bool,
+        /// With --run: only the run's stderr, as it was captured
+        #[arg(long, requires = "run")]
+        stderr: bool,
     },
     /// Approve the deploy of a sprint in `done`
-    Approve { id: String },
+    Approve {
+        /// The sprint: SPRINT-001, sprint-001 or 1
+        id: String,
+    },
     /// Send a sprint in `done` back to the implementer with a note
     RequestChanges {
+        /// The sprint: SPRINT-001, sprint-001 or 1
         id: String,
+        /// What should change (handed to the implementer)
         #[arg(long)]
         note: String,
     },
-    /// Resume an escalated sprint
+    /// Resume an escalated sprint at the stage it stopped in
     Resume {
+        /// The sprint: SPRINT-001, sprint-001 or 1
         id: String,
+        /// Extra instructions for the sister that resumes
         #[arg(long)]
         focus: Option<String>,
     },
     /// Stop a sprint for good
     Abort {
+        /// The sprint: SPRINT-001, sprint-001 or 1
         id: String,
+        /// Why (shown in the log and the thread)
         #[arg(long)]
         reason: Option<String>,
     },
     /// Restart the running sister as a fresh session seeded with a handoff document
     Handoff {
+        /// The sprint: SPRINT-001, sprint-001 or 1
         id: String,
+        /// Extra instructions for the fresh session
         #[arg(long)]
         focus: Option<String>,
     },
@@ -195,14 +223,14 @@ pub fn run(cli: Cli) -> Exit {
         Command::Doctor => block_on(async {
             let checks = crate::doctor::run(cli.config.as_deref()).await;
             for check in &checks {
-                println!("{}", check.line());
+                outln!("{}", check.line());
             }
             if checks.iter().all(|c| c.ok) {
-                println!("\nall {} checks passed", checks.len());
+                outln!("\nall {} checks passed", checks.len());
                 Exit::Success
             } else {
                 let failed = checks.iter().filter(|c| !c.ok).count();
-                println!("\n{failed} of {} checks failed", checks.len());
+                outln!("\n{failed} of {} checks failed", checks.len());
                 Exit::Failure
             }
         }),
@@ -220,7 +248,7 @@ fn with_config(path: Option<&Path>, f: impl FnOnce(Arc<Config>) -> Exit) -> Exit
     match config::locate(path).and_then(|p| Config::load(&p)) {
         Ok(config) => f(Arc::new(config)),
         Err(e) => {
-            eprintln!("{e}");
+            errln!("{e}");
             Exit::Usage
         }
     }
@@ -243,7 +271,7 @@ fn block_on(f: impl std::future::Future<Output = Exit>) -> Exit {
             exit
         }
         Err(e) => {
-            eprintln!("hanarang: cannot start the async runtime: {e}");
+            errln!("hanarang: cannot start the async runtime: {e}");
             Exit::Failure
         }
     }
@@ -251,14 +279,14 @@ fn block_on(f: impl std::future::Future<Output = Exit>) -> Exit {
 
 async fn open_store(config: &Config) -> Result<Store, Exit> {
     Store::open(&config.database.url).await.map_err(|e| {
-        eprintln!("hanarang: {e}");
+        errln!("hanarang: {e}");
         Exit::Failure
     })
 }
 
 async fn start_orchestrator(config: Arc<Config>, store: Store) -> Result<Orchestrator, Exit> {
     Orchestrator::start(config, store).await.map_err(|e| {
-        eprintln!("hanarang: {e}");
+        errln!("hanarang: {e}");
         Exit::Failure
     })
 }
@@ -348,25 +376,25 @@ async fn serve(config: Arc<Config>) -> Exit {
     match bot_result {
         None | Some(Ok(Ok(()))) => {}
         Some(Ok(Err(e))) => {
-            eprintln!("hanarang serve: {e}");
+            errln!("hanarang serve: {e}");
             exit = Exit::Failure;
         }
         Some(Err(e)) => {
-            eprintln!("hanarang serve: the Discord bridge failed: {e}");
+            errln!("hanarang serve: the Discord bridge failed: {e}");
             exit = Exit::Failure;
         }
     }
     match driver_result {
         Ok(()) => exit,
         Err(e) => {
-            eprintln!("hanarang serve: {e}");
+            errln!("hanarang serve: {e}");
             Exit::Failure
         }
     }
 }
 
 fn discord_failed(e: &crate::discord::StartError) -> Exit {
-    eprintln!("hanarang serve: {e}");
+    errln!("hanarang serve: {e}");
     if e.is_config() {
         Exit::Usage
     } else {
@@ -386,11 +414,11 @@ async fn demo() -> Exit {
     let config = match crate::demo::config(&dir) {
         Ok(c) => Arc::new(c),
         Err(e) => {
-            eprintln!("hanarang demo: cannot prepare {}: {e}", dir.display());
+            errln!("hanarang demo: cannot prepare {}: {e}", dir.display());
             return Exit::Failure;
         }
     };
-    println!(
+    outln!(
         "hanarang demo: simulated sisters, throwaway database in {}\n",
         dir.display()
     );
@@ -411,7 +439,7 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
     let project = match config.project(args.project.as_deref()) {
         Ok((name, _)) => name.to_string(),
         Err(e) => {
-            eprintln!("hanarang run: {e}");
+            errln!("hanarang run: {e}");
             return Exit::Usage;
         }
     };
@@ -434,11 +462,11 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
     {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("hanarang run: {e}");
+            errln!("hanarang run: {e}");
             return Exit::Failure;
         }
     };
-    println!("{} queued: {}", sprint.id, sprint.goal);
+    outln!("{} queued: {}", sprint.id, sprint.goal);
     let orchestrator = orchestrator.only(&sprint.id);
     let handle = orchestrator.handle();
     let mut events = handle.subscribe();
@@ -461,7 +489,7 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
         let current = match current {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("hanarang run: {e}");
+                errln!("hanarang run: {e}");
                 break Exit::Failure;
             }
         };
@@ -469,9 +497,10 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
             State::Deployed => break Exit::Success,
             State::Aborted => break Exit::Failure,
             State::Escalated => {
-                println!(
+                outln!(
                     "{} needs a human: resume it with `hanarang sprint resume {}` (under `hanarang serve`)",
-                    current.id, current.id
+                    current.id,
+                    current.id
                 );
                 break Exit::Escalated;
             }
@@ -494,9 +523,10 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
                         Some("declined at the deploy prompt".to_string()),
                     ),
                     Decision::Later => {
-                        println!(
+                        outln!(
                             "{} waits in done for deploy approval: `hanarang sprint approve {}` under `hanarang serve`",
-                            current.id, current.id
+                            current.id,
+                            current.id
                         );
                         break Exit::Failure;
                     }
@@ -505,7 +535,7 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
                     .submit_command(&current.id, kind, text.as_deref(), by, now_ms())
                     .await
                 {
-                    eprintln!("hanarang run: {e}");
+                    errln!("hanarang run: {e}");
                     break Exit::Failure;
                 }
                 handle.wake();
@@ -519,11 +549,11 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
         None => driver.await,
     };
     if let Err(e) = ended {
-        eprintln!("hanarang run: {e}");
+        errln!("hanarang run: {e}");
         return Exit::Failure;
     }
     if mode == RunMode::Demo && exit == Exit::Success {
-        println!("\ndemo finished: the sprint went from planning to deployed.");
+        outln!("\ndemo finished: the sprint went from planning to deployed.");
     }
     exit
 }
@@ -547,20 +577,18 @@ async fn ask_deploy(sprint_id: &str) -> Decision {
             }
         };
         loop {
-            print!(
-                "Deploy {sprint_id}? [y] approve / [n] request changes / [a] abort / [l] later: "
-            );
+            out!("Deploy {sprint_id}? [y] approve / [n] request changes / [a] abort / [l] later: ");
             let _ = std::io::stdout().flush();
             match read().as_deref() {
                 None | Some("l") => return Decision::Later,
                 Some("y") => return Decision::Approve,
                 Some("a") => return Decision::Abort,
                 Some("n") => {
-                    print!("What should change? ");
+                    out!("What should change? ");
                     let _ = std::io::stdout().flush();
                     match read() {
                         Some(note) if !note.is_empty() => return Decision::RequestChanges(note),
-                        Some(_) => println!("a request for changes needs a note"),
+                        Some(_) => outln!("a request for changes needs a note"),
                         None => return Decision::Later,
                     }
                 }
@@ -576,12 +604,22 @@ async fn ask_deploy(sprint_id: &str) -> Decision {
 const COMMAND_WAIT: Duration = Duration::from_secs(30);
 
 async fn sprint(config: Arc<Config>, command: SprintCommand) -> Exit {
-    let Ok(store) = open_store(&config).await else {
-        return Exit::Failure;
+    // Only a new sprint may create the database; every other command acts on sprints that
+    // are in it, and says where it looked when there is none.
+    let store = match &command {
+        SprintCommand::Start { .. } => open_store(&config).await,
+        _ => Store::open_existing(&config.database.url)
+            .await
+            .map_err(|e| store_failed(&command, &e)),
+    };
+    let store = match store {
+        Ok(store) => store,
+        Err(exit) => return exit,
     };
     let policy = Policy::from(&config.pipeline);
     let submit = |id: String, kind: CommandKind, text: Option<String>| {
         let store = store.clone();
+        let id = parse_sprint_id(&id);
         async move {
             let request = client::Request {
                 sprint_id: &id,
@@ -602,12 +640,12 @@ async fn sprint(config: Arc<Config>, command: SprintCommand) -> Exit {
             let project = match config.project(project.as_deref()) {
                 Ok((name, _)) => name.to_string(),
                 Err(e) => {
-                    eprintln!("hanarang sprint start: {e}");
+                    errln!("hanarang sprint start: {e}");
                     return Exit::Usage;
                 }
             };
             if goal.trim().is_empty() {
-                eprintln!("hanarang sprint start: the goal must not be empty");
+                errln!("hanarang sprint start: the goal must not be empty");
                 return Exit::Usage;
             }
             match store
@@ -621,19 +659,36 @@ async fn sprint(config: Arc<Config>, command: SprintCommand) -> Exit {
                 .await
             {
                 Ok(s) => {
-                    println!("{}", s.id);
+                    outln!("{}", s.id);
                     Exit::Success
                 }
                 Err(e) => {
-                    eprintln!("hanarang sprint start: {e}");
+                    errln!("hanarang sprint start: {e}");
                     Exit::Failure
                 }
             }
         }
         SprintCommand::Status { id, json } => {
+            let id = id.as_deref().map(parse_sprint_id);
             crate::report::status(&store, id.as_deref(), json).await
         }
-        SprintCommand::Log { id, json } => crate::report::log(&store, &config, &id, json).await,
+        SprintCommand::Log {
+            id,
+            json: _,
+            run: Some(run),
+            stdout,
+            stderr,
+        } => {
+            let capture = match (stdout, stderr) {
+                (true, _) => crate::report::Capture::Stdout,
+                (_, true) => crate::report::Capture::Stderr,
+                _ => crate::report::Capture::Both,
+            };
+            crate::report::run_capture(&store, &parse_sprint_id(&id), &run, capture).await
+        }
+        SprintCommand::Log { id, json, .. } => {
+            crate::report::log(&store, &config, &parse_sprint_id(&id), json).await
+        }
         SprintCommand::Approve { id } => submit(id, CommandKind::Approve, None).await,
         SprintCommand::RequestChanges { id, note } => {
             submit(id, CommandKind::RequestChanges, Some(note)).await
@@ -644,31 +699,51 @@ async fn sprint(config: Arc<Config>, command: SprintCommand) -> Exit {
     }
 }
 
+/// A command that found no database: a listing of all sprints has nothing to list (and
+/// says why); a command about one sprint cannot find it.
+fn store_failed(command: &SprintCommand, e: &crate::store::StoreError) -> Exit {
+    match (command, e) {
+        (SprintCommand::Status { id: None, json }, crate::store::StoreError::NoDatabase(_)) => {
+            errln!("hanarang: {e}");
+            if *json {
+                outln!("[]");
+            } else {
+                outln!("no sprints yet: start one with `hanarang sprint start \"<goal>\"`");
+            }
+            Exit::Success
+        }
+        _ => {
+            errln!("hanarang: {e}");
+            Exit::Failure
+        }
+    }
+}
+
 fn report_answer(id: &str, answer: Result<Answer, crate::store::StoreError>) -> Exit {
     match answer {
         Ok(Answer::Applied(what)) => {
-            println!("{what}");
+            outln!("{what}");
             Exit::Success
         }
         Ok(Answer::Refused(reason)) => {
-            eprintln!("refused: {reason}");
+            errln!("refused: {reason}");
             Exit::Refused
         }
         Ok(Answer::Queued(n)) => {
-            println!(
+            outln!(
                 "{id}: recorded as command #{n}; no orchestrator is running, so it is applied when `hanarang serve` starts"
             );
             Exit::Success
         }
         Ok(Answer::Unanswered(n)) => {
-            eprintln!(
+            errln!(
                 "{id}: recorded as command #{n}, but the orchestrator has not answered within {}s; see `hanarang sprint log {id}`",
                 COMMAND_WAIT.as_secs()
             );
             Exit::Failure
         }
         Err(e) => {
-            eprintln!("hanarang: {e}");
+            errln!("hanarang: {e}");
             Exit::Failure
         }
     }
@@ -684,7 +759,7 @@ fn print_schema(args: &SchemaArgs) -> Exit {
     match schema::schema(args.actor, args.dialect) {
         Ok(s) => print_json(&s),
         Err(e) => {
-            eprintln!("hanarang schema: {e}");
+            errln!("hanarang schema: {e}");
             Exit::Usage
         }
     }
@@ -708,25 +783,25 @@ fn validate_file(args: &ValidateArgs) -> Exit {
         _ => std::io::stdin().lock().take(cap).read_to_end(&mut bytes),
     };
     if let Err(e) = read {
-        eprintln!("hanarang validate: cannot read {source}: {e}");
+        errln!("hanarang validate: cannot read {source}: {e}");
         return Exit::Failure;
     }
     match validate::validate_output(&bytes, VALIDATE_MAX_BYTES, &args.pointer, args.actor) {
         Ok(valid) => match serde_json::to_value(&valid.message) {
             Ok(v) => print_json(&v),
             Err(e) => {
-                eprintln!("hanarang validate: {e}");
+                errln!("hanarang validate: {e}");
                 Exit::Failure
             }
         },
         Err(problems) => {
-            eprintln!(
+            errln!(
                 "{source}: invalid HandoffMessage ({} problem{})",
                 problems.len(),
                 if problems.len() == 1 { "" } else { "s" }
             );
             for p in problems {
-                eprintln!("  {p}");
+                errln!("  {p}");
             }
             Exit::Failure
         }
@@ -738,14 +813,14 @@ fn config_check(path: Option<&std::path::Path>) -> Exit {
     match loaded {
         Ok((path, config)) => match config.to_toml() {
             Ok(text) => {
-                println!("# {}: valid", path.display());
-                print!("{text}");
-                println!(
+                outln!("# {}: valid", path.display());
+                out!("{text}");
+                outln!(
                     "\n# How each sister is spawned (its table over [agent] over the defaults):"
                 );
                 for actor in Actor::ALL {
                     let spec = config.agent.spec(actor);
-                    println!(
+                    outln!(
                         "#   {actor}: {} {} (timeout {}, output_pointer {:?})",
                         spec.program,
                         spec.args.join(" "),
@@ -756,27 +831,22 @@ fn config_check(path: Option<&std::path::Path>) -> Exit {
                 Exit::Success
             }
             Err(e) => {
-                eprintln!("hanarang config check: {e}");
+                errln!("hanarang config check: {e}");
                 Exit::Failure
             }
         },
         Err(e) => {
-            eprintln!("{e}");
+            errln!("{e}");
             Exit::Usage
         }
     }
 }
 
 fn print_json(value: &serde_json::Value) -> Exit {
-    let mut out = std::io::stdout().lock();
-    match serde_json::to_writer_pretty(&mut out, value)
-        .and_then(|()| writeln!(out).map_err(serde_json::Error::io))
-    {
+    match crate::output::out_json(value) {
         Ok(()) => Exit::Success,
-        // A closed pipe (`| head`) is the reader's choice, not a failure to report.
-        Err(e) if e.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe) => Exit::Success,
         Err(e) => {
-            eprintln!("hanarang: cannot write output: {e}");
+            errln!("hanarang: cannot write output: {e}");
             Exit::Failure
         }
     }

@@ -249,6 +249,15 @@ pub struct SisterSpec {
 }
 
 impl AgentConfig {
+    fn sister_mut(&mut self, actor: Actor) -> &mut SisterConfig {
+        match actor {
+            Actor::Harang => &mut self.harang,
+            Actor::Narang => &mut self.narang,
+            Actor::Darang => &mut self.darang,
+            Actor::Erang => &mut self.erang,
+        }
+    }
+
     pub fn sister(&self, actor: Actor) -> &SisterConfig {
         match actor {
             Actor::Harang => &self.harang,
@@ -457,7 +466,10 @@ impl Config {
             path: path.to_path_buf(),
             source,
         })?;
-        let base = path.parent().unwrap_or(Path::new("."));
+        // Relative paths in the file are the file's: every command, wherever it is
+        // started, finds the same database, programs and workdirs.
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let base = absolute.parent().unwrap_or(Path::new("/"));
         Config::parse(&text, base).map_err(|e| match e {
             ParseError::Syntax(message) => ConfigError::Syntax {
                 path: path.to_path_buf(),
@@ -470,21 +482,24 @@ impl Config {
         })
     }
 
-    /// Parses and checks config text; `base` is where relative workdirs start from.
+    /// Parses and checks config text; `base` (the config file's folder) is where relative
+    /// paths start from: the SQLite database, workdirs, and programs named with a `/`.
     pub fn parse(text: &str, base: &Path) -> Result<Config, ParseError> {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             ParseError::Syntax(e.to_string().trim_end().replace('\n', "\n  "))
         })?;
+        let programs_without_args = programs_without_args(&table);
         let (config, mut problems) = deserialize_all(table);
         let Some(mut config) = config else {
             return Err(ParseError::Invalid(problems));
         };
-        for project in config.projects.values_mut() {
-            if project.workdir.is_relative() {
-                project.workdir = base.join(&project.workdir);
-            }
-            if let Ok(absolute) = std::fs::canonicalize(&project.workdir) {
-                project.workdir = absolute;
+        config.resolve_paths(base);
+        // The design's `openclaw spawn …` arguments belong to its default program: a table
+        // that names its own program without `args` passes none.
+        for table in programs_without_args {
+            match table {
+                None => config.agent.args = Vec::new(),
+                Some(actor) => config.agent.sister_mut(actor).args = Some(Vec::new()),
             }
         }
         // Checked even when some keys were already rejected (their defaults stand in), so
@@ -494,6 +509,31 @@ impl Config {
             Ok(config)
         } else {
             Err(ParseError::Invalid(problems))
+        }
+    }
+
+    /// Makes every relative path of the file absolute, from `base`.
+    fn resolve_paths(&mut self, base: &Path) {
+        self.database.url = absolute_sqlite_url(&self.database.url, base);
+        for project in self.projects.values_mut() {
+            if project.workdir.is_relative() {
+                project.workdir = base.join(&project.workdir);
+            }
+            if let Ok(absolute) = std::fs::canonicalize(&project.workdir) {
+                project.workdir = absolute;
+            }
+        }
+        let relative_program = |program: &mut String| {
+            // A bare name is looked up on PATH; a path with a `/` is the file's.
+            if program.contains('/') && Path::new(program.as_str()).is_relative() {
+                *program = base.join(program.as_str()).display().to_string();
+            }
+        };
+        relative_program(&mut self.agent.program);
+        for actor in Actor::ALL {
+            if let Some(program) = &mut self.agent.sister_mut(actor).program {
+                relative_program(program);
+            }
         }
     }
 
@@ -697,6 +737,51 @@ impl Config {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// The agent tables that set `program` but not `args`: `None` is `[agent]`, `Some` a
+/// sister's table.
+fn programs_without_args(table: &toml::Table) -> Vec<Option<Actor>> {
+    let sets_program_alone = |t: &toml::Table| t.contains_key("program") && !t.contains_key("args");
+    let Some(toml::Value::Table(agent)) = table.get("agent") else {
+        return Vec::new();
+    };
+    let mut tables = Vec::new();
+    if sets_program_alone(agent) {
+        tables.push(None);
+    }
+    for actor in Actor::ALL {
+        if let Some(toml::Value::Table(own)) = agent.get(actor.as_str())
+            && sets_program_alone(own)
+        {
+            tables.push(Some(actor));
+        }
+    }
+    tables
+}
+
+/// A `sqlite:` URL whose relative file path is taken from `base`; any other URL (and an
+/// in-memory database) unchanged.
+fn absolute_sqlite_url(url: &str, base: &Path) -> String {
+    let Some(rest) = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    else {
+        return url.to_string();
+    };
+    let (path, query) = match rest.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (rest, None),
+    };
+    if path.is_empty() || path == ":memory:" || Path::new(path).is_absolute() {
+        return url.to_string();
+    }
+    let mut absolute = format!("sqlite://{}", base.join(path).display());
+    if let Some(query) = query {
+        absolute.push('?');
+        absolute.push_str(query);
+    }
+    absolute
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,6 +2,7 @@
 //! sisters are this same binary (`hanarang simulate-sister`), answering as a planner, an
 //! implementer, a reviewer who asks for one round of changes, and a deployer would.
 
+use crate::{errln, outln};
 use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
@@ -39,7 +40,7 @@ pub fn simulate_sister() -> i32 {
     let role = var("HANARANG_ROLE");
     let sprint = var("HANARANG_SPRINT_ID");
     let round: u32 = var("HANARANG_ROUND").parse().unwrap_or(1);
-    eprintln!("simulated {role}: working on {sprint} (round {round})");
+    errln!("simulated {role}: working on {sprint} (round {round})");
     // A moment of "work" so the demo reads like one; benchmarks set it to 0.
     let delay: u64 = var("SIMULATE_DELAY_MS").parse().unwrap_or(300);
     std::thread::sleep(Duration::from_millis(delay));
@@ -88,10 +89,10 @@ pub fn simulate_sister() -> i32 {
             "payload": {"deployArtifactPath": "dist/demo", "projectType": "demo", "verificationResults": {"healthcheck": "ok"}},
         }),
         other => {
-            eprintln!("simulate-sister: unknown role {other:?}");
+            errln!("simulate-sister: unknown role {other:?}");
             return 2;
         }
     };
-    println!("{message}");
+    outln!("{message}");
     0
 }

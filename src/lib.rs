@@ -13,6 +13,7 @@ pub mod handoff;
 pub mod logging;
 pub mod notify;
 pub mod orchestrator;
+pub mod output;
 pub mod pipeline;
 pub mod placeholder;
 pub mod report;

@@ -7,29 +7,31 @@ use serde_json::json;
 
 use crate::cli::Exit;
 use crate::config::Config;
-use crate::notify::messages::{Context, render};
-use crate::store::{Spend, Sprint, Store};
+use crate::notify::messages::{Context, one_line, render};
+use crate::output::{escape_controls, out_json};
+use crate::store::{Run, Spend, Sprint, Store};
+use crate::{errln, out, outln};
+
+/// How many of a failed run's last stderr lines `sprint log` shows under it.
+const STDERR_LINES: usize = 8;
 
 fn time(ms: i64) -> String {
     let t = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-fn print_json(value: &serde_json::Value) -> Exit {
-    match serde_json::to_string_pretty(value) {
-        Ok(text) => {
-            println!("{text}");
-            Exit::Success
-        }
+fn print_json(value: &impl serde::Serialize) -> Exit {
+    match out_json(value) {
+        Ok(()) => Exit::Success,
         Err(e) => {
-            eprintln!("hanarang: {e}");
+            errln!("hanarang: {e}");
             Exit::Failure
         }
     }
 }
 
 fn no_sprint(id: &str) -> Exit {
-    eprintln!("no sprint {id}");
+    errln!("no sprint {id}");
     Exit::Failure
 }
 
@@ -37,7 +39,7 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
     if as_json && id.is_none() {
         return match store.status_json().await {
             Ok(json) => {
-                println!("{json}");
+                outln!("{json}");
                 Exit::Success
             }
             Err(e) => failed(&e),
@@ -60,7 +62,7 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
     };
     let spend_of = |s: &Sprint| spend.get(&s.id).cloned().unwrap_or_default();
     if as_json {
-        /// A sprint with its spend, serialized straight to stdout.
+        /// A sprint with its spend.
         #[derive(serde::Serialize)]
         struct WithUsage<'a> {
             #[serde(flatten)]
@@ -74,39 +76,76 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
                 usage: spend_of(sprint),
             })
             .collect();
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        let written = match (id, rows.first()) {
-            (Some(_), Some(one)) => serde_json::to_writer_pretty(&mut out, one),
-            _ => serde_json::to_writer_pretty(&mut out, &rows),
-        };
-        return match written.and_then(|()| {
-            use std::io::Write;
-            writeln!(out)
-                .and_then(|()| out.flush())
-                .map_err(serde_json::Error::io)
-        }) {
-            Ok(()) => Exit::Success,
-            Err(e) if e.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe) => Exit::Success,
-            Err(e) => {
-                eprintln!("hanarang: {e}");
-                Exit::Failure
-            }
+        return match (id, rows.first()) {
+            (Some(_), Some(one)) => print_json(one),
+            _ => print_json(&rows),
         };
     }
     if sprints.is_empty() {
-        println!("no sprints yet: start one with `hanarang sprint start \"<goal>\"`");
+        outln!("no sprints yet: start one with `hanarang sprint start \"<goal>\"`");
+        return Exit::Success;
     }
-    for s in &sprints {
-        println!("{}", status_line(s, &spend_of(s)));
+    let now = crate::clock::now_ms();
+    let rows: Vec<[String; 7]> = sprints
+        .iter()
+        .map(|s| {
+            [
+                s.id.clone(),
+                s.state.to_string(),
+                s.project.clone(),
+                s.round.to_string(),
+                s.attempt.to_string(),
+                format!("${:.2}", spend_of(s).cost_usd),
+                next_run(s, now),
+            ]
+        })
+        .collect();
+    let header = [
+        "ID", "STATE", "PROJECT", "ROUND", "ATTEMPT", "COST", "NEXT RUN",
+    ]
+    .map(String::from);
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String; 7], goal: &str| {
+        let mut text = String::new();
+        for (cell, width) in cells.iter().zip(widths) {
+            text.push_str(&format!("{cell:<width$}  "));
+        }
+        text.push_str(goal);
+        text
+    };
+    outln!("{}", line(&header, "GOAL"));
+    for (row, s) in rows.iter().zip(&sprints) {
+        outln!("{}", line(row, &escape_controls(&one_line(&s.goal))));
     }
     Exit::Success
 }
 
-fn status_line(s: &Sprint, spend: &Spend) -> String {
-    format!(
-        "{:<11} {:<13} {:<12} round {:<2} attempt {:<2} ${:<7.2} {}",
-        s.id, s.state, s.project, s.round, s.attempt, spend.cost_usd, s.goal
-    )
+/// When a waiting stage's sister starts again: a retry's due time, or `-`.
+fn next_run(s: &Sprint, now: i64) -> String {
+    match s.next_run_at {
+        Some(at) if s.state.stage().is_some() => {
+            let wait = Duration::from_secs(u64::try_from((at - now).max(0)).unwrap_or(0) / 1000);
+            if wait.is_zero() {
+                format!("{} (due now)", time(at))
+            } else {
+                format!("{} (in {})", time(at), humantime::format_duration(wait))
+            }
+        }
+        _ => "-".into(),
+    }
+}
+
+/// What `sprint log --run` prints of a run's capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capture {
+    Both,
+    Stdout,
+    Stderr,
 }
 
 pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exit {
@@ -137,73 +176,165 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             "usage": usage,
         }));
     }
-    println!("{} · {}", sprint.id, sprint.goal);
-    println!(
+    outln!("{} · {}", sprint.id, escape_controls(&sprint.goal));
+    outln!(
         "{} (round {}, attempt {}), project {}, branch {}\n",
-        sprint.state, sprint.round, sprint.attempt, sprint.project, sprint.branch
+        sprint.state,
+        sprint.round,
+        sprint.attempt,
+        sprint.project,
+        escape_controls(&sprint.branch)
     );
-    println!("Transitions:");
+    outln!("Transitions:");
     let cx = Context::new(config, &sprint);
     for t in &transitions {
-        println!(
+        outln!(
             "  #{:<3} {}  {:>12} → {:<12} {}",
             t.seq,
             time(t.at),
             t.from.as_str(),
             t.to.as_str(),
-            render(t, &cx).text
+            escape_controls(&render(t, &cx).text)
         );
     }
-    println!(
+    outln!(
         "\nUsage: ${:.2}, {} input and {} output tokens",
-        usage.total.cost_usd, usage.total.input_tokens, usage.total.output_tokens
+        usage.total.cost_usd,
+        usage.total.input_tokens,
+        usage.total.output_tokens
     );
     for (sister, spend) in &usage.by_sister {
-        println!(
+        outln!(
             "  {sister:<7} ${:.2}, {} input and {} output tokens",
-            spend.cost_usd, spend.input_tokens, spend.output_tokens
+            spend.cost_usd,
+            spend.input_tokens,
+            spend.output_tokens
         );
     }
-    println!("\nRuns (each given the document of its parent):");
+    outln!("\nRuns (each given the document of its parent):");
     for r in &runs {
-        let outcome = r.outcome.map_or("running", |o| o.as_str());
-        let took = r
-            .duration_ms
-            .map(|ms| {
-                humantime::format_duration(Duration::from_millis(
-                    u64::try_from(ms).unwrap_or(0) / 100 * 100,
-                ))
-                .to_string()
-            })
-            .unwrap_or_default();
-        let parent = r
-            .parent_run_id
-            .as_deref()
-            .map_or_else(|| "(start)".to_string(), |p| format!("← {p}"));
-        let document = if r.synthesized {
-            "composed"
-        } else {
-            "from sister"
+        print_run(r);
+    }
+    Exit::Success
+}
+
+fn print_run(r: &Run) {
+    let outcome = r.outcome.map_or("running", |o| o.as_str());
+    let took = r
+        .duration_ms
+        .map(|ms| {
+            humantime::format_duration(Duration::from_millis(
+                u64::try_from(ms).unwrap_or(0) / 100 * 100,
+            ))
+            .to_string()
+        })
+        .unwrap_or_default();
+    let parent = r
+        .parent_run_id
+        .as_deref()
+        .map_or_else(|| "(start)".to_string(), |p| format!("← {p}"));
+    let document = if r.synthesized {
+        "composed"
+    } else {
+        "from sister"
+    };
+    outln!(
+        "  {:<16} {:<7} round {} attempt {}  {:<18} {:<8} {parent} (document {document})",
+        r.run_id,
+        r.actor.as_str(),
+        r.round,
+        r.attempt,
+        outcome,
+        took
+    );
+    let Some(outcome) = r.outcome else {
+        return;
+    };
+    if outcome == crate::sister::RunOutcome::Handoff {
+        return;
+    }
+    if let Some(detail) = &r.detail {
+        outln!("      {}", escape_controls(&one_line(detail)));
+    }
+    // What the sister said about it: the end of its log.
+    let stderr = r.stderr_tail.as_deref().unwrap_or_default();
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        outln!("      (nothing on stderr)");
+        return;
+    }
+    let shown = &lines[lines.len().saturating_sub(STDERR_LINES)..];
+    outln!(
+        "      stderr, last {} of {} lines (all of it: --run {} --stderr):",
+        shown.len(),
+        lines.len(),
+        r.run_id
+    );
+    for line in shown {
+        outln!("      │ {}", escape_controls(line));
+    }
+}
+
+/// `sprint log ID --run RUN`: one run's capture as the database kept it (the last 64 KiB
+/// of each stream), raw with `--stdout` or `--stderr`.
+pub async fn run_capture(store: &Store, id: &str, run: &str, capture: Capture) -> Exit {
+    let runs = match store.runs(id).await {
+        Ok(runs) => runs,
+        Err(e) => return failed(&e),
+    };
+    let wanted = run_id(id, run);
+    let Some(r) = runs.iter().find(|r| r.run_id == wanted) else {
+        return match store.sprint(id).await {
+            Ok(None) => no_sprint(id),
+            Err(e) => failed(&e),
+            Ok(Some(_)) => {
+                let known: Vec<&str> = runs.iter().map(|r| r.run_id.as_str()).collect();
+                errln!(
+                    "{id} has no run {wanted}; its runs: {}",
+                    if known.is_empty() {
+                        "none yet".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                );
+                Exit::Failure
+            }
         };
-        println!(
-            "  {:<16} {:<7} round {} attempt {}  {:<18} {:<8} {parent} (document {document})",
-            r.run_id,
-            r.actor.as_str(),
-            r.round,
-            r.attempt,
-            outcome,
-            took
-        );
-        if let Some(detail) = &r.detail
-            && r.outcome != Some(crate::sister::RunOutcome::Handoff)
-        {
-            println!("      {}", crate::notify::messages::one_line(detail));
+    };
+    let stdout = r.stdout_tail.as_deref().unwrap_or_default();
+    let stderr = r.stderr_tail.as_deref().unwrap_or_default();
+    match capture {
+        // Raw, for a pipe or a file: exactly what was kept.
+        Capture::Stdout => out!("{stdout}"),
+        Capture::Stderr => out!("{stderr}"),
+        Capture::Both => {
+            print_run(r);
+            for (name, text) in [("stdout", stdout), ("stderr", stderr)] {
+                outln!("\n{name} ({} bytes kept):", text.len());
+                for line in text.lines() {
+                    outln!("│ {}", escape_controls(line));
+                }
+            }
         }
     }
     Exit::Success
 }
 
+/// A run as a person names it: its id (`SPRINT-001-R02`), or its number within the sprint
+/// (`R02`, `r2`, `2`).
+fn run_id(sprint_id: &str, input: &str) -> String {
+    let input = input.trim();
+    let number = input
+        .strip_prefix(['R', 'r'])
+        .unwrap_or(input)
+        .parse::<i64>();
+    match number {
+        Ok(n) if n > 0 => Store::run_id(sprint_id, n),
+        _ => input.to_uppercase(),
+    }
+}
+
 fn failed(e: &crate::store::StoreError) -> Exit {
-    eprintln!("hanarang: {e}");
+    errln!("hanarang: {e}");
     Exit::Failure
 }

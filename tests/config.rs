@@ -34,8 +34,9 @@ fn project(dir: &Path) -> String {
 
 #[test]
 fn an_empty_config_takes_the_specs_defaults() {
-    let c = Config::parse("", Path::new(".")).unwrap();
-    assert_eq!(c.database.url, "sqlite://hanarang.db");
+    let c = Config::parse("", Path::new("/etc/hanarang")).unwrap();
+    // The default database sits beside the config file, wherever a command is started.
+    assert_eq!(c.database.url, "sqlite:///etc/hanarang/hanarang.db");
     assert_eq!(c.pipeline.max_attempts, 3);
     assert_eq!(c.pipeline.max_review_rounds, 3);
     assert_eq!(c.pipeline.backoff.initial.0, Duration::from_secs(5));

@@ -19,7 +19,7 @@ use super::{Context, Data, Error};
 use crate::config::Locale;
 use crate::orchestrator::client::{self, Answer, Request};
 use crate::orchestrator::now_ms;
-use crate::store::CommandKind;
+use crate::store::{CommandKind, parse_sprint_id};
 
 /// How long an interaction waits for the orchestrator's answer before saying so.
 const ANSWER_WAIT: Duration = Duration::from_secs(10);
@@ -94,7 +94,11 @@ async fn status(
     ctx.defer_ephemeral().await?;
     let store = &ctx.data().handle.store;
     let sprints = match id {
-        Some(id) => store.sprint(&sprint_id(&id)).await?.into_iter().collect(),
+        Some(id) => store
+            .sprint(&parse_sprint_id(&id))
+            .await?
+            .into_iter()
+            .collect(),
         None => store
             .sprints()
             .await?
@@ -127,7 +131,7 @@ async fn log(
 ) -> Result<(), Error> {
     ctx.defer_ephemeral().await?;
     let data = ctx.data();
-    let id = sprint_id(&id);
+    let id = parse_sprint_id(&id);
     let Some(sprint) = data.handle.store.sprint(&id).await? else {
         return reply(ctx, &format!("no sprint {id}")).await;
     };
@@ -218,7 +222,9 @@ async fn steer(
     if !may_steer(&data.discord, user, &roles) {
         return reply(ctx, &not_allowed(data.config.pipeline.locale)).await;
     }
-    let answer = data.give(&sprint_id(id), kind, text.as_deref(), user).await;
+    let answer = data
+        .give(&parse_sprint_id(id), kind, text.as_deref(), user)
+        .await;
     reply(ctx, &answer).await
 }
 
@@ -238,19 +244,6 @@ fn not_allowed(locale: Locale) -> String {
     match locale {
         Locale::Ko => "권한이 없어요: 승인자만 할 수 있어요. 아무것도 바뀌지 않았어요.".into(),
         Locale::En => "Not allowed: only approvers can do this. Nothing changed.".into(),
-    }
-}
-
-/// `SPRINT-001`, `sprint-001`, `1` and `001` all name SPRINT-001.
-pub fn sprint_id(input: &str) -> String {
-    let input = input.trim();
-    let digits = input
-        .strip_prefix("SPRINT-")
-        .or_else(|| input.strip_prefix("sprint-"))
-        .unwrap_or(input);
-    match digits.parse::<i64>() {
-        Ok(n) if n > 0 => crate::store::sprint_id(n),
-        _ => input.to_uppercase(),
     }
 }
 
@@ -443,15 +436,6 @@ pub async fn on_modal(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sprint_ids_are_forgiving() {
-        for input in ["SPRINT-001", "sprint-001", "1", "001", " 1 "] {
-            assert_eq!(sprint_id(input), "SPRINT-001", "{input}");
-        }
-        assert_eq!(sprint_id("SPRINT-1234"), "SPRINT-1234");
-        assert_eq!(sprint_id("nope"), "NOPE");
-    }
 
     #[test]
     fn button_ids_carry_the_action_and_the_sprint() {

@@ -48,6 +48,10 @@ pub enum StoreError {
     },
     #[error("no sprint {0}")]
     NoSprint(String),
+    #[error(
+        "no database at {}: nothing has been started with this config yet (`hanarang sprint start`, `run` or `serve` create it; check database.url)", .0.display()
+    )]
+    NoDatabase(PathBuf),
     #[error("{0} changed while this transition was prepared; it was not applied")]
     Conflict(String),
     #[error(
@@ -264,13 +268,29 @@ impl Store {
         } else {
             let mut dir = filename.into_os_string();
             dir.push(".runs");
-            PathBuf::from(dir)
+            // A sister runs in its project's workdir: the paths it is given are absolute.
+            let dir = PathBuf::from(dir);
+            std::path::absolute(&dir).unwrap_or(dir)
         };
         Ok(Store {
             pool,
             single,
             runs_dir,
         })
+    }
+
+    /// Opens a database that already exists, for the commands that only read it or act on
+    /// sprints in it: they never create one (`StoreError::NoDatabase` names where they
+    /// looked).
+    pub async fn open_existing(url: &str) -> Result<Store> {
+        if let Some(path) = database_path(url)
+            && !path.exists()
+        {
+            return Err(StoreError::NoDatabase(
+                std::path::absolute(&path).unwrap_or(path),
+            ));
+        }
+        Store::open(url).await
     }
 
     /// The same database through one connection of its own, for the orchestrator's loop.
@@ -974,6 +994,18 @@ pub fn sprint_id(number: i64) -> String {
     format!("SPRINT-{number:03}")
 }
 
+/// A sprint id as people type it: `SPRINT-001`, `sprint-001`, `1` and `001` all name
+/// SPRINT-001 (the CLI and Discord alike).
+pub fn parse_sprint_id(input: &str) -> String {
+    let input = input.trim();
+    let upper = input.to_uppercase();
+    let digits = upper.strip_prefix("SPRINT-").unwrap_or(&upper);
+    match digits.parse::<i64>() {
+        Ok(n) if n > 0 => sprint_id(n),
+        _ => upper,
+    }
+}
+
 async fn fetch_sprint(tx: &mut Transaction<'static, Sqlite>, id: &str) -> Result<Sprint> {
     let raw: Option<SprintRaw> = sqlx::query_as(concat!(
         "SELECT ",
@@ -1053,6 +1085,17 @@ fn bind_run_end<'q>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sprint_ids_are_taken_as_people_type_them() {
+        for input in ["SPRINT-001", "sprint-001", "Sprint-1", "1", "001", " 1 "] {
+            assert_eq!(parse_sprint_id(input), "SPRINT-001", "{input}");
+        }
+        assert_eq!(parse_sprint_id("SPRINT-1234"), "SPRINT-1234");
+        assert_eq!(parse_sprint_id("1234"), "SPRINT-1234");
+        assert_eq!(parse_sprint_id("nope"), "NOPE");
+        assert_eq!(parse_sprint_id("0"), "0");
+    }
 
     /// A relaxed write that fails half-way must not leave its connection at NORMAL: the
     /// next transition committed on it would then not be durable.

@@ -215,9 +215,8 @@ pub struct Run {
     pub signal: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<i64>,
-    #[serde(skip)]
+    /// The last 64 KiB of what the sister printed on each stream (`null` while it runs).
     pub stdout_tail: Option<String>,
-    #[serde(skip)]
     pub stderr_tail: Option<String>,
     /// The validated message as the sister sent it (unknown fields kept).
     #[serde(skip_serializing_if = "Option::is_none")]

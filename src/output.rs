@@ -1,0 +1,69 @@
+//! What the commands print. A reader that went away (`hanarang sprint status | head -1`)
+//! or a closed stderr is the reader's choice, not a failure: output into it is dropped, and
+//! the command ends as it would have, never with a panic (`println!` panics there).
+
+use std::fmt;
+use std::io::Write;
+
+/// One line on stdout (`outln!`).
+pub fn out_line(args: fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
+}
+
+/// Text on stdout without a newline, flushed: a prompt (`out!`).
+pub fn out_text(args: fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_fmt(args).and_then(|()| out.flush());
+}
+
+/// One line on stderr (`errln!`).
+pub fn err_line(args: fmt::Arguments<'_>) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_fmt(args).and_then(|()| err.write_all(b"\n"));
+}
+
+/// JSON on stdout, pretty-printed; `Err` only when it cannot be encoded.
+pub fn out_json(value: &impl serde::Serialize) -> Result<(), serde_json::Error> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    serde_json::to_writer_pretty(&mut out, value)?;
+    let _ = out.write_all(b"\n").and_then(|()| out.flush());
+    Ok(())
+}
+
+/// `println!` that never panics: see the module's doc.
+#[macro_export]
+macro_rules! outln {
+    () => { $crate::output::out_line(format_args!("")) };
+    ($($arg:tt)*) => { $crate::output::out_line(format_args!($($arg)*)) };
+}
+
+/// `print!` plus a flush, that never panics.
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::output::out_text(format_args!($($arg)*)) };
+}
+
+/// `eprintln!` that never panics.
+#[macro_export]
+macro_rules! errln {
+    ($($arg:tt)*) => { $crate::output::err_line(format_args!($($arg)*)) };
+}
+
+/// Text from outside (a goal, a sister's reason, its stderr) as it may reach a terminal:
+/// control characters (ESC, BEL, a carriage return) are shown escaped, so the text can
+/// neither move the cursor nor retitle the window. Tabs stay.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\t') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\t' => out.push(c),
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
