@@ -3,7 +3,7 @@
 //! Exit codes are part of the public interface: 0 success, 1 other failure, 2 usage or
 //! config error, 3 escalated (`run`), 4 refused command.
 
-use std::io::{Read, Write};
+use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,11 +15,11 @@ use crate::config::{self, Config};
 use crate::handoff::message::Actor;
 use crate::handoff::schema::{self, Dialect};
 use crate::handoff::validate;
-use crate::notify::console::Console;
+use crate::notify::console::{Console, Progress};
 use crate::orchestrator::client::{self, Answer};
 use crate::orchestrator::{Orchestrator, OrchestratorError, now_ms};
 use crate::pipeline::{Policy, State};
-use crate::store::{CommandKind, Store, parse_sprint_id};
+use crate::store::{CommandKind, Sprint, Store, parse_sprint_id};
 use crate::{errln, out, outln};
 
 /// The process exit codes of `SPEC.md` §6.
@@ -203,9 +203,10 @@ pub enum ConfigCommand {
 }
 
 impl Command {
-    /// Whether the command runs the orchestrator (and so logs at info by default).
+    /// Whether the command is the service (and so logs at info by default). `run` is a
+    /// person's command: its own lines are the progress, so it logs at warn like the rest.
     pub fn is_service(&self) -> bool {
-        matches!(self, Command::Serve | Command::Run(_))
+        matches!(self, Command::Serve)
     }
 }
 
@@ -308,19 +309,25 @@ async fn shutdown_signal() {
 }
 
 async fn serve(config: Arc<Config>) -> Exit {
-    // The token is checked before anything starts: a missing or refused token is the
-    // operator's to fix (exit 2), not something to find out later.
+    // A missing or refused token is the operator's to fix (exit 2), found before anything
+    // starts. Discord being unreachable is not: it only notifies, so the pipeline starts
+    // all the same and the bot keeps trying to connect.
     let discord = match &config.discord {
         None => None,
         Some(d) => {
-            let http = match crate::discord::read_token(d) {
-                Ok(token) => crate::discord::http(d, &token),
+            let token = match crate::discord::read_token(d) {
+                Ok(token) => token,
                 Err(e) => return discord_failed(&e),
             };
-            if let Err(e) = crate::discord::check_token(d, &http).await {
-                return discord_failed(&e);
+            let http = crate::discord::http(d, &token);
+            match crate::discord::check_token(d, &http, TOKEN_CHECK_WAIT).await {
+                Ok(()) => {}
+                Err(e) if e.is_config() => return discord_failed(&e),
+                Err(e) => {
+                    tracing::warn!(error = %e, "Discord cannot be reached; the pipeline starts anyway, and the bot keeps trying to connect")
+                }
             }
-            Some((d.clone(), http))
+            Some((d.clone(), token))
         }
     };
     let Ok(store) = open_store(&config).await else {
@@ -339,12 +346,12 @@ async fn serve(config: Arc<Config>) -> Exit {
         }
     };
     let has_bot = discord.is_some();
-    let bot = discord.map(|(d, http)| {
+    let bot = discord.map(|(d, token)| {
         tokio::spawn(crate::discord::run(
             config.clone(),
             d,
             orchestrator.handle(),
-            http,
+            token,
             stopped(&stop),
         ))
     });
@@ -377,7 +384,11 @@ async fn serve(config: Arc<Config>) -> Exit {
         None | Some(Ok(Ok(()))) => {}
         Some(Ok(Err(e))) => {
             errln!("hanarang serve: {e}");
-            exit = Exit::Failure;
+            exit = if e.is_config() {
+                Exit::Usage
+            } else {
+                Exit::Failure
+            };
         }
         Some(Err(e)) => {
             errln!("hanarang serve: the Discord bridge failed: {e}");
@@ -392,6 +403,10 @@ async fn serve(config: Arc<Config>) -> Exit {
         }
     }
 }
+
+/// How long `serve` waits for Discord to judge the token before it starts the pipeline
+/// anyway (the bot then finds out, and a refused token still stops `serve`).
+const TOKEN_CHECK_WAIT: Duration = Duration::from_secs(5);
 
 fn discord_failed(e: &crate::discord::StartError) -> Exit {
     errln!("hanarang serve: {e}");
@@ -433,8 +448,9 @@ async fn demo() -> Exit {
     exit
 }
 
-/// One sprint in the foreground: the orchestrator drives only it, the console prints its
-/// lines, and the terminal is asked for deploy approval unless `--auto-approve`.
+/// One sprint in the foreground: the orchestrator drives it (and the sprints its project
+/// must finish first), the console prints its lines, and the terminal is asked for deploy
+/// approval unless `--auto-approve`.
 async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
     let project = match config.project(args.project.as_deref()) {
         Ok((name, _)) => name.to_string(),
@@ -443,6 +459,10 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
             return Exit::Usage;
         }
     };
+    if args.goal.trim().is_empty() {
+        errln!("hanarang run: the goal must not be empty");
+        return Exit::Usage;
+    }
     let Ok(store) = open_store(&config).await else {
         return Exit::Failure;
     };
@@ -466,49 +486,85 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
             return Exit::Failure;
         }
     };
-    outln!("{} queued: {}", sprint.id, sprint.goal);
-    let orchestrator = orchestrator.only(&sprint.id);
+    outln!(
+        "{} queued: {}",
+        sprint.id,
+        crate::output::escape_controls(&sprint.goal)
+    );
+    let orchestrator = orchestrator.only(&sprint);
     let handle = orchestrator.handle();
     let mut events = handle.subscribe();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let mut driver = orchestrator.run_on_own_thread(async move {
         let _ = stop_rx.await;
     });
-    let mut console = Console::new(&sprint.id);
+    let terminal = std::io::stdout().is_terminal();
+    let mut console = Console::new(&sprint.id, terminal);
+    let mut ticker = tokio::time::interval(STATUS_EVERY);
+    let mut current = sprint;
+    // What the sprint was last said to wait for (the sprint ahead of it, and its state).
+    let mut waits_for: Option<(String, State)> = None;
     let mut ended = None;
+    let mut interrupted = false;
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
     let exit = loop {
-        let current = tokio::select! {
-            s = console.next(&store, &mut events, &config) => s,
-            () = shutdown_signal() => break Exit::Failure,
+        if current.state == State::Queued {
+            match store.ahead_of(&current).await {
+                Ok(ahead) => {
+                    let now = ahead.as_ref().map(|a| (a.id.clone(), a.state));
+                    if let Some(ahead) = ahead.filter(|_| now != waits_for) {
+                        console.say(&waiting_line(&current, &ahead));
+                    }
+                    waits_for = now;
+                }
+                Err(e) => {
+                    errln!("hanarang run: {e}");
+                    break Exit::Failure;
+                }
+            }
+        }
+        let progress = tokio::select! {
+            p = console.next(&store, &mut events, &config) => p,
+            () = &mut shutdown => {
+                interrupted = true;
+                break Exit::Failure;
+            }
             // The orchestrator stopped on its own (an error): nothing more will happen.
             r = &mut driver => {
                 ended = Some(r);
                 break Exit::Failure;
             }
+            _ = ticker.tick(), if terminal => {
+                show_status(&mut console, &current, &config);
+                continue;
+            }
         };
-        let current = match current {
-            Ok(s) => s,
+        current = match progress {
+            Ok(Progress::Moved(s)) => s,
+            Ok(Progress::Elsewhere) => continue,
             Err(e) => {
                 errln!("hanarang run: {e}");
                 break Exit::Failure;
             }
         };
+        show_status(&mut console, &current, &config);
         match current.state {
             State::Deployed => break Exit::Success,
             State::Aborted => break Exit::Failure,
             State::Escalated => {
-                outln!(
-                    "{} needs a human: resume it with `hanarang sprint resume {}` (under `hanarang serve`)",
-                    current.id,
-                    current.id
-                );
+                console.say(&format!(
+                    "{} needs a human: resume it with `hanarang sprint resume {}` (under `hanarang serve`, or the next `hanarang run` of project {}); or `hanarang sprint abort {}`",
+                    current.id, current.id, current.project, current.id
+                ));
                 break Exit::Escalated;
             }
             State::Done => {
+                console.clear_status();
                 let decision = if args.auto_approve {
                     Decision::Approve
                 } else {
-                    ask_deploy(&current.id).await
+                    ask_deploy(&current.id, config.pipeline.locale).await
                 };
                 let by = if args.auto_approve {
                     "cli:auto-approve"
@@ -524,9 +580,9 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
                     ),
                     Decision::Later => {
                         outln!(
-                            "{} waits in done for deploy approval: `hanarang sprint approve {}` under `hanarang serve`",
+                            "{} waits in done for deploy approval. Next: {}",
                             current.id,
-                            current.id
+                            next_step(&current)
                         );
                         break Exit::Failure;
                     }
@@ -543,6 +599,7 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
             _ => {}
         }
     };
+    console.clear_status();
     let _ = stop_tx.send(());
     let ended = match ended {
         Some(r) => r,
@@ -552,10 +609,75 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
         errln!("hanarang run: {e}");
         return Exit::Failure;
     }
+    if interrupted {
+        // The orchestrator has stopped the sister and recorded where the sprint stands.
+        match store.sprint(&current.id).await {
+            Ok(Some(s)) => outln!(
+                "\n{} stopped: it is {} (round {}, attempt {}). Next: {}",
+                s.id,
+                s.state,
+                s.round,
+                s.attempt,
+                next_step(&s)
+            ),
+            Ok(None) => {}
+            Err(e) => errln!("hanarang run: {e}"),
+        }
+    }
     if mode == RunMode::Demo && exit == Exit::Success {
         outln!("\ndemo finished: the sprint went from planning to deployed.");
     }
     exit
+}
+
+/// How often `run` redraws its status line on a terminal.
+const STATUS_EVERY: Duration = Duration::from_secs(1);
+
+fn show_status(console: &mut Console, sprint: &Sprint, config: &Config) {
+    let cx = crate::notify::Context::new(config, sprint);
+    match crate::notify::messages::status_line(sprint, &cx, now_ms()) {
+        Some(line) => console.status(&line),
+        None => console.clear_status(),
+    }
+}
+
+/// What a queued sprint of `run` waits for, and what moves it.
+fn waiting_line(sprint: &Sprint, ahead: &Sprint) -> String {
+    let why = if ahead.state == State::Queued {
+        format!(
+            "{} was queued before it in project {} and runs here first",
+            ahead.id, sprint.project
+        )
+    } else {
+        format!(
+            "{} ({}) holds project {}'s pipeline lock",
+            ahead.id, ahead.state, sprint.project
+        )
+    };
+    format!(
+        "{} waits: {why}. Next: {}. Commands given meanwhile (from another terminal) are applied here.",
+        sprint.id,
+        next_step(ahead)
+    )
+}
+
+/// The command that moves a sprint on from where it stands.
+fn next_step(s: &Sprint) -> String {
+    let id = &s.id;
+    match s.state {
+        State::Done => format!(
+            "`hanarang sprint approve {id}` deploys it (or `hanarang sprint request-changes {id} --note TEXT`, `hanarang sprint abort {id}`); `hanarang serve` applies it"
+        ),
+        State::Escalated => format!(
+            "`hanarang sprint resume {id}` (optionally `--focus TEXT`) or `hanarang sprint abort {id}`; `hanarang serve` applies it"
+        ),
+        State::Queued => format!(
+            "`hanarang serve` starts it once project {}'s pipeline lock is free (or `hanarang sprint abort {id}`)",
+            s.project
+        ),
+        State::Deployed | State::Aborted => "nothing: it has ended".into(),
+        _ => format!("`hanarang serve` carries it on from here (or `hanarang sprint abort {id}`)"),
+    }
 }
 
 enum Decision {
@@ -566,8 +688,8 @@ enum Decision {
 }
 
 /// Asks on the terminal whether to deploy. End of input means "later".
-async fn ask_deploy(sprint_id: &str) -> Decision {
-    let sprint_id = sprint_id.to_string();
+async fn ask_deploy(sprint_id: &str, locale: crate::config::Locale) -> Decision {
+    let prompt = crate::notify::messages::deploy_prompt(sprint_id, locale);
     tokio::task::spawn_blocking(move || {
         let read = || {
             let mut line = String::new();
@@ -577,18 +699,16 @@ async fn ask_deploy(sprint_id: &str) -> Decision {
             }
         };
         loop {
-            out!("Deploy {sprint_id}? [y] approve / [n] request changes / [a] abort / [l] later: ");
-            let _ = std::io::stdout().flush();
+            out!("{}", prompt.question);
             match read().as_deref() {
                 None | Some("l") => return Decision::Later,
                 Some("y") => return Decision::Approve,
                 Some("a") => return Decision::Abort,
                 Some("n") => {
-                    out!("What should change? ");
-                    let _ = std::io::stdout().flush();
+                    out!("{}", prompt.what_to_change);
                     match read() {
                         Some(note) if !note.is_empty() => return Decision::RequestChanges(note),
-                        Some(_) => outln!("a request for changes needs a note"),
+                        Some(_) => outln!("{}", prompt.note_needed),
                         None => return Decision::Later,
                     }
                 }

@@ -318,8 +318,9 @@ pub struct DiscordConfig {
     pub forum_channel_id: Snowflake,
     /// The user the bot reports to and mentions on escalation and completion.
     pub user_id: Snowflake,
-    #[serde(default = "default_nickname")]
-    pub nickname: String,
+    /// What the lines call the user; the locale's default (`default_nickname`) when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nickname: Option<String>,
     #[serde(default)]
     pub approver_user_ids: Vec<Snowflake>,
     #[serde(default)]
@@ -333,11 +334,13 @@ pub const DEFAULT_TOKEN_ENV: &str = "DISCORD_TOKEN";
 fn default_token_env() -> String {
     DEFAULT_TOKEN_ENV.into()
 }
-/// What the bot calls the user: the design's "자기야".
-pub const DEFAULT_NICKNAME: &str = "자기야";
-
-fn default_nickname() -> String {
-    DEFAULT_NICKNAME.into()
+/// What the bot calls the user unless `discord.nickname` says otherwise: the design's
+/// "자기야", and its English counterpart with `locale = "en"`.
+pub fn default_nickname(locale: Locale) -> &'static str {
+    match locale {
+        Locale::Ko => "자기야",
+        Locale::En => "darling",
+    }
 }
 
 /// A humantime duration (`"5s"`, `"2h 30m"`), printed back the same way.
@@ -663,7 +666,7 @@ impl Config {
                     ),
                 );
             }
-            if d.nickname.trim().is_empty() {
+            if d.nickname.as_deref().is_some_and(|n| n.trim().is_empty()) {
                 problem("discord.nickname", "must not be empty".into());
             }
             if let Some(proxy) = &d.http_proxy
@@ -727,7 +730,8 @@ impl Config {
     pub fn nickname(&self) -> &str {
         self.discord
             .as_ref()
-            .map_or(DEFAULT_NICKNAME, |d| d.nickname.as_str())
+            .and_then(|d| d.nickname.as_deref())
+            .unwrap_or(default_nickname(self.pipeline.locale))
     }
 
     fn project_names(&self) -> String {

@@ -77,11 +77,12 @@ impl Bot {
         let ready = fake.ready_count();
         let (stop, stopped) = oneshot::channel::<()>();
         let (app, handle) = (p.config.clone(), p.handle.clone());
+        let token = Token::new(fake.token());
         let task = runtime.spawn(async move {
-            discord::check_token(&config, &http)
+            discord::check_token(&config, &http, Duration::from_secs(20))
                 .await
                 .expect("the fake accepts its token");
-            discord::run(app, config, handle, http, async {
+            discord::run(app, config, handle, token, async {
                 let _ = stopped.await;
             })
             .await

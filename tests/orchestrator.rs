@@ -146,7 +146,7 @@ async fn three_failures_escalate_and_resume_with_focus_reaches_the_sister() {
                 Escalation::AttemptsExhausted {
                     attempts: 3, last, ..
                 },
-        }) => assert_eq!(last.detail, "exited with code 1"),
+        }) => assert_eq!(last.detail, "exited with code 1: simulated failure 3"),
         other => panic!("expected attempts exhausted, got {other:?}"),
     }
     let retries = log

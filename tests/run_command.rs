@@ -56,8 +56,9 @@ fn the_terminal_is_asked_before_a_deploy() {
     let (code, out, _) = run(&files, &["Add a login page"], "y\n");
     assert_eq!(code, 0, "{out}");
     assert!(
+        // The default locale is Korean, and so is the question.
         out.contains(
-            "Deploy SPRINT-001? [y] approve / [n] request changes / [a] abort / [l] later: "
+            "SPRINT-001 배포할까요? [y] 배포 승인 / [n] 변경 요청 / [a] 중단 / [l] 나중에: "
         ),
         "{out}"
     );

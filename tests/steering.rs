@@ -32,13 +32,12 @@ async fn with_bot(
     ));
     let p = Pipeline::start_with(files).await;
     let config = p.config.discord.clone().unwrap();
-    let http = discord::http(&config, &Token::new(fake.token()));
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(discord::run(
         p.config.clone(),
         config,
         p.handle.clone(),
-        http,
+        Token::new(fake.token()),
         async {
             let _ = stopped.await;
         },
@@ -179,7 +178,7 @@ async fn an_escalation_pings_once_and_posts_a_digest_of_every_attempt() {
     let escalation = wait_for_line(&fake, "🚨").await;
     assert_eq!(
         escalation.content,
-        "<@500> 🚨 SPRINT-001 구현 단계 3회 실패 (마지막: exit_nonzero — exited with code 1). 자기야 확인 필요"
+        "<@500> 🚨 SPRINT-001 구현 단계 3회 실패 (마지막: exit_nonzero — exited with code 1: simulated failure 3). 자기야 확인 필요"
     );
     assert_eq!(
         escalation.allowed_mentions,

@@ -24,7 +24,7 @@ mod tests {
             guild_id: Snowflake(1),
             forum_channel_id: Snowflake(2),
             user_id: Snowflake(10),
-            nickname: "자기야".into(),
+            nickname: None,
             approver_user_ids: vec![Snowflake(11)],
             approver_role_ids: vec![Snowflake(100)],
             http_proxy: None,

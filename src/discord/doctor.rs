@@ -41,7 +41,7 @@ pub async fn checks(discord: &DiscordConfig) -> Vec<Check> {
         }
     };
     let http = http(discord, &token);
-    match check_token(discord, &http).await {
+    match check_token(discord, &http, std::time::Duration::from_secs(20)).await {
         Ok(()) => checks.push(Check::pass("discord login", "Discord accepted the token")),
         Err(e) => {
             let fix = match e {

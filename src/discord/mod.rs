@@ -92,32 +92,111 @@ pub fn http(discord: &DiscordConfig, token: &Token) -> serenity::Http {
     builder.build()
 }
 
-/// Checks the token with Discord before anything starts.
-pub async fn check_token(discord: &DiscordConfig, http: &serenity::Http) -> Result<(), StartError> {
-    match tokio::time::timeout(Duration::from_secs(20), http.get_current_user()).await {
+/// Checks the token with Discord, waiting at most `wait` for its answer.
+pub async fn check_token(
+    discord: &DiscordConfig,
+    http: &serenity::Http,
+    wait: Duration,
+) -> Result<(), StartError> {
+    match tokio::time::timeout(wait, http.get_current_user()).await {
         Ok(Ok(me)) => {
             tracing::info!(bot = %me.name, "Discord token accepted");
             Ok(())
         }
-        Ok(Err(serenity::Error::Http(e))) if e.status_code().is_some_and(|s| s.as_u16() == 401) => {
-            Err(StartError::TokenRefused(
-                discord.token_env.clone(),
-                "401 Unauthorized".into(),
-            ))
-        }
-        Ok(Err(e)) => Err(StartError::Unreachable(e.to_string())),
-        Err(_) => Err(StartError::Unreachable("no answer within 20s".into())),
+        Ok(Err(e)) => Err(refused_or(discord, e, StartError::Unreachable)),
+        Err(_) => Err(StartError::Unreachable(format!(
+            "no answer within {}",
+            humantime::format_duration(wait)
+        ))),
     }
 }
 
-/// Runs the bot and the forum bridge until `shutdown` resolves.
+/// The first wait before the bot tries to reach Discord again; it doubles up to
+/// `RECONNECT_MAX`.
+const RECONNECT_BASE: Duration = Duration::from_secs(1);
+const RECONNECT_MAX: Duration = Duration::from_secs(60);
+/// A failure to reach Discord is logged at most this often (the rest at debug).
+const LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// Runs the bot and the forum bridge until `shutdown` resolves. Discord being down never
+/// ends it: the forum bridge retries its deliveries, and the gateway is tried again with
+/// backoff (each failure logged once a minute) for as long as it takes. Only a token
+/// Discord refuses ends it early (`StartError::TokenRefused`).
 pub async fn run(
     config: Arc<Config>,
     discord: DiscordConfig,
     handle: Handle,
-    http: serenity::Http,
+    token: Token,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), StartError> {
+    let bridge = Bridge::new(
+        Arc::new(http(&discord, &token)),
+        handle.store.clone(),
+        config.clone(),
+        discord.clone(),
+    );
+    let (stop_bridge, bridge_stopped) = tokio::sync::oneshot::channel::<()>();
+    let bridge_task = tokio::spawn(bridge.run(handle.subscribe(), async {
+        let _ = bridge_stopped.await;
+    }));
+    let result = tokio::select! {
+        r = connect(&config, &discord, &handle, &token) => r,
+        // No `shard_manager.shutdown_all()`: serenity 0.12's shard shutdown waits for the
+        // gateway's close frame in a loop that spins without yielding once the stream has
+        // ended (`checked_shutdown`), which would hold a worker thread and keep the
+        // runtime from ever stopping. The shards are dropped with the runtime instead;
+        // Discord sees the connection close.
+        () = shutdown => Ok(()),
+    };
+    let _ = stop_bridge.send(());
+    let _ = bridge_task.await;
+    result
+}
+
+/// The gateway side of the bot: connects, and connects again after every failure to
+/// reach Discord, until the token is refused.
+async fn connect(
+    config: &Arc<Config>,
+    discord: &DiscordConfig,
+    handle: &Handle,
+    token: &Token,
+) -> Result<(), StartError> {
+    let mut failures: u32 = 0;
+    let mut last_logged: Option<tokio::time::Instant> = None;
+    loop {
+        let why = match start_client(config, discord, handle, token).await {
+            Err(e @ StartError::TokenRefused(..)) => return Err(e),
+            Err(e) => e.to_string(),
+            Ok(()) => "the gateway connection ended".to_string(),
+        };
+        let wait = (RECONNECT_BASE * 2u32.saturating_pow(failures.min(6))).min(RECONNECT_MAX);
+        failures = failures.saturating_add(1);
+        if last_logged.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
+            last_logged = Some(tokio::time::Instant::now());
+            tracing::warn!(error = %why, retry_in = ?wait, "Discord cannot be reached; the pipeline runs on, and the bot keeps trying");
+        } else {
+            tracing::debug!(error = %why, retry_in = ?wait, "Discord still cannot be reached");
+        }
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// One life of the gateway client: from asking Discord where the gateway is to the end of
+/// its shards (which serenity reconnects itself while Discord answers).
+async fn start_client(
+    config: &Arc<Config>,
+    discord: &DiscordConfig,
+    handle: &Handle,
+    token: &Token,
+) -> Result<(), StartError> {
+    let http = http(discord, token);
+    // Asked here first: serenity falls back to the public gateway address when this
+    // fails, which is not where a proxied bot must connect (and no use while Discord is
+    // down anyway).
+    let gateway = match http.get_gateway().await {
+        Ok(gateway) => gateway.url,
+        Err(e) => return Err(refused_or(discord, e, StartError::Unreachable)),
+    };
     let guild = serenity::GuildId::new(discord.guild_id.0);
     let data = Data {
         policy: Policy::from(&config.pipeline),
@@ -145,23 +224,30 @@ pub async fn run(
         .framework(framework)
         .await
         .map_err(|e| StartError::Client(e.to_string()))?;
-    let bridge = Bridge::new(client.http.clone(), handle.store.clone(), config, discord);
-    let (stop_bridge, bridge_stopped) = tokio::sync::oneshot::channel::<()>();
-    let bridge_task = tokio::spawn(bridge.run(handle.subscribe(), async {
-        let _ = bridge_stopped.await;
-    }));
-    let result = tokio::select! {
-        r = client.start() => r.map_err(|e| StartError::Client(e.to_string())),
-        // No `shard_manager.shutdown_all()`: serenity 0.12's shard shutdown waits for the
-        // gateway's close frame in a loop that spins without yielding once the stream has
-        // ended (`checked_shutdown`), which would hold a worker thread and keep the
-        // runtime from ever stopping. The shards are dropped with the runtime instead;
-        // Discord sees the connection close.
-        () = shutdown => Ok(()),
+    *client.ws_url.lock().await = gateway;
+    client
+        .start()
+        .await
+        .map_err(|e| refused_or(discord, e, StartError::Client))
+}
+
+/// A 401 from REST or an invalid-authentication close from the gateway is a refused token;
+/// anything else is what `other` makes of it.
+fn refused_or(
+    discord: &DiscordConfig,
+    e: serenity::Error,
+    other: fn(String) -> StartError,
+) -> StartError {
+    let refused = match &e {
+        serenity::Error::Http(h) => h.status_code().is_some_and(|s| s.as_u16() == 401),
+        serenity::Error::Gateway(serenity::GatewayError::InvalidAuthentication) => true,
+        _ => false,
     };
-    let _ = stop_bridge.send(());
-    let _ = bridge_task.await;
-    result
+    if refused {
+        StartError::TokenRefused(discord.token_env.clone(), "401 Unauthorized".into())
+    } else {
+        other(e.to_string())
+    }
 }
 
 async fn on_event(

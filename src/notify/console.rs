@@ -1,5 +1,6 @@
 //! The console notifier for `hanarang run` and `demo`: follows one sprint's transitions
-//! log and prints each line once, in order, whatever the broadcast channel dropped.
+//! log and prints each line once, in order, whatever the broadcast channel dropped. On a
+//! terminal it also keeps one status line, redrawn in place, under the last line printed.
 
 use std::io::Write;
 
@@ -7,56 +8,104 @@ use tokio::sync::broadcast;
 
 use super::messages::{Context, render};
 use crate::config::Config;
+use crate::output::escape_controls;
 use crate::store::{Sprint, Store, StoreError, TransitionRecord};
 
 pub struct Console {
     sprint_id: String,
     printed: i64,
+    /// stdout is a terminal: the status line may be drawn.
+    terminal: bool,
+    /// A status line is drawn now (and must be cleared before the next line).
+    live: bool,
+}
+
+/// What `Console::next` saw.
+#[derive(Debug)]
+pub enum Progress {
+    /// The followed sprint moved (its new lines are printed): it is as returned.
+    Moved(Sprint),
+    /// Another sprint moved (one the followed sprint may be waiting for).
+    Elsewhere,
 }
 
 impl Console {
-    pub fn new(sprint_id: &str) -> Console {
+    pub fn new(sprint_id: &str, terminal: bool) -> Console {
         Console {
             sprint_id: sprint_id.to_string(),
             printed: 0,
+            terminal,
+            live: false,
         }
     }
 
     /// Waits for the next transition of the sprint and prints every line not printed yet.
-    /// Returns the sprint as it is after them.
+    /// Returns the sprint as it is after them, or `Elsewhere` when another sprint's
+    /// transition came first.
     pub async fn next(
         &mut self,
         store: &Store,
         events: &mut broadcast::Receiver<TransitionRecord>,
         config: &Config,
-    ) -> Result<Sprint, StoreError> {
+    ) -> Result<Progress, StoreError> {
         loop {
-            let sprint = store
-                .sprint(&self.sprint_id)
+            // One snapshot: the lines printed are exactly those up to the state returned,
+            // so a transition that commits meanwhile is never printed while the state
+            // returned is still the one before it (the caller would wait for it forever).
+            let (sprint, records) = store
+                .sprint_since(&self.sprint_id, self.printed)
                 .await?
                 .ok_or_else(|| StoreError::NoSprint(self.sprint_id.clone()))?;
             if sprint.last_seq > self.printed {
-                for record in store.transitions(&self.sprint_id).await? {
-                    if record.seq > self.printed {
-                        print_line(&record, &sprint, config);
-                        self.printed = record.seq;
-                    }
+                for record in &records {
+                    let line = render(record, &Context::new(config, &sprint));
+                    self.say(&escape_controls(&line.text));
+                    self.printed = record.seq;
                 }
-                return Ok(sprint);
+                return Ok(Progress::Moved(sprint));
             }
             // The broadcast only wakes us; the log is the record (a lagged receiver just
             // reads it again).
             match events.recv().await {
+                Ok(record) if record.sprint_id != self.sprint_id => {
+                    return Ok(Progress::Elsewhere);
+                }
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                Err(broadcast::error::RecvError::Closed) => return Ok(sprint),
+                Err(broadcast::error::RecvError::Closed) => return Ok(Progress::Moved(sprint)),
             }
         }
     }
-}
 
-fn print_line(record: &TransitionRecord, sprint: &Sprint, config: &Config) {
-    let line = render(record, &Context::new(config, sprint));
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{}", line.text);
-    let _ = out.flush();
+    /// Prints one line (under a status line, which it replaces).
+    pub fn say(&mut self, text: &str) {
+        let mut out = std::io::stdout().lock();
+        if self.live {
+            let _ = out.write_all(b"\r\x1b[K");
+            self.live = false;
+        }
+        let _ = writeln!(out, "{text}");
+        let _ = out.flush();
+    }
+
+    /// Draws the status line in place, on a terminal only (a pipe or a file gets the
+    /// lines alone).
+    pub fn status(&mut self, text: &str) {
+        if !self.terminal {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, "\r\x1b[K{text}");
+        let _ = out.flush();
+        self.live = true;
+    }
+
+    /// Removes the status line, if one is drawn.
+    pub fn clear_status(&mut self) {
+        if self.live {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(b"\r\x1b[K");
+            let _ = out.flush();
+            self.live = false;
+        }
+    }
 }

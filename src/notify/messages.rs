@@ -68,14 +68,21 @@ fn sister(actor: Actor, locale: Locale) -> String {
     }
 }
 
-/// "5s", "2m 30s": how long until the next try.
-fn short_duration(d: Duration) -> String {
-    humantime::format_duration(Duration::from_secs(d.as_secs().max(if d.is_zero() {
-        0
-    } else {
-        1
-    })))
-    .to_string()
+/// "once", "twice", "3 times".
+fn times(n: u32) -> String {
+    match n {
+        1 => "once".into(),
+        2 => "twice".into(),
+        n => format!("{n} times"),
+    }
+}
+
+/// "10ms", "5s", "2m 30s": how long until the next try (whole seconds from one second up).
+pub fn short_duration(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        return format!("{}ms", d.as_millis());
+    }
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
 }
 
 /// Renders the line for one transition.
@@ -128,8 +135,9 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 },
                 Locale::En,
             ) => format!(
-                "{} failed {attempts} times (last: {} — {})",
+                "{} failed {} (last: {} — {})",
                 stage_name(*stage, l),
+                times(*attempts),
                 last.kind.as_str(),
                 one_line(&last.detail)
             ),
@@ -138,7 +146,8 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
             }
             (Escalation::ReviewRoundsExhausted { rounds }, Locale::En) => {
                 format!(
-                    "review rounds exhausted after {rounds} rounds (Darang asked for changes again)"
+                    "review rounds exhausted after {rounds} round{} (Darang asked for changes again)",
+                    if *rounds == 1 { "" } else { "s" }
                 )
             }
             (Escalation::DeployInterrupted { detail }, Locale::Ko) => {
@@ -289,5 +298,64 @@ pub fn one_line(text: &str) -> String {
     match flat.char_indices().nth(MAX) {
         Some((cut, _)) => format!("{}…", &flat[..cut]),
         None => flat,
+    }
+}
+
+/// The status line `run` keeps under the last line on a terminal: who is at work and for
+/// how long, or when a waiting retry starts.
+pub fn status_line(sprint: &Sprint, cx: &Context<'_>, now_ms: i64) -> Option<String> {
+    let stage = sprint.state.stage()?;
+    let actor = stage.actor();
+    let l = cx.locale;
+    let who = format!("{} {}", actor.emoji(), sister(actor, l));
+    let since = |ms: i64| Duration::from_secs(u64::try_from(ms.max(0)).unwrap_or(0) / 1000);
+    if let Some(at) = sprint.next_run_at.filter(|&at| at > now_ms) {
+        let wait = short_duration(since(at - now_ms));
+        return Some(match l {
+            Locale::Ko => format!("⏳ {who} {} 재시도 대기 · {wait} 후", stage_name(stage, l)),
+            Locale::En => format!(
+                "⏳ {who} waits to retry {} · in {wait}",
+                stage_name(stage, l)
+            ),
+        });
+    }
+    let started = sprint.next_run_at.unwrap_or(0).max(sprint.updated_at);
+    let elapsed = humantime::format_duration(since(now_ms - started));
+    let (round, attempt, max) = (sprint.round, sprint.attempt, cx.max_attempts);
+    Some(match l {
+        Locale::Ko => format!(
+            "{who} {} 중 · 라운드 {round} · 시도 {attempt}/{max} · {elapsed}",
+            stage_name(stage, l)
+        ),
+        Locale::En => format!(
+            "{who} {} · round {round} · attempt {attempt}/{max} · {elapsed}",
+            stage_name(stage, l)
+        ),
+    })
+}
+
+/// The words of `run`'s deploy question at the terminal.
+pub struct DeployPrompt {
+    pub question: String,
+    pub what_to_change: &'static str,
+    pub note_needed: &'static str,
+}
+
+pub fn deploy_prompt(sprint_id: &str, locale: Locale) -> DeployPrompt {
+    match locale {
+        Locale::Ko => DeployPrompt {
+            question: format!(
+                "{sprint_id} 배포할까요? [y] 배포 승인 / [n] 변경 요청 / [a] 중단 / [l] 나중에: "
+            ),
+            what_to_change: "무엇을 바꿀까요? ",
+            note_needed: "변경 요청에는 내용이 필요해요",
+        },
+        Locale::En => DeployPrompt {
+            question: format!(
+                "Deploy {sprint_id}? [y] approve / [n] request changes / [a] abort / [l] later: "
+            ),
+            what_to_change: "What should change? ",
+            note_needed: "a request for changes needs a note",
+        },
     }
 }

@@ -103,6 +103,13 @@ struct Running {
     runs: Vec<Run>,
 }
 
+/// The sprint `hanarang run` drives, and what tells which sprints are ahead of it.
+struct Only {
+    id: String,
+    project: String,
+    number: i64,
+}
+
 /// A run that ended, sent back to the loop by its task.
 struct Finished {
     sprint_id: String,
@@ -116,8 +123,9 @@ pub struct Orchestrator {
     policy: Policy,
     handle: Handle,
     lease: LeaseGuard,
-    /// Only this sprint is driven (`hanarang run`); all open sprints otherwise.
-    only: Option<String>,
+    /// Only this sprint, and the sprints ahead of it in its project's queue, are driven
+    /// (`hanarang run`); all open sprints otherwise.
+    only: Option<Only>,
     running: HashMap<String, Running>,
     finished_tx: mpsc::UnboundedSender<Finished>,
     finished_rx: mpsc::UnboundedReceiver<Finished>,
@@ -172,9 +180,15 @@ impl Orchestrator {
         Ok(orchestrator)
     }
 
-    /// Drive only this sprint (the foreground `run` command).
-    pub fn only(mut self, sprint_id: &str) -> Orchestrator {
-        self.only = Some(sprint_id.to_string());
+    /// Drive only this sprint (the foreground `run` command), and the sprints of its
+    /// project that must move before it can start: the one holding the project's pipeline
+    /// lock (a command given for it is applied, its sisters run) and older queued ones.
+    pub fn only(mut self, sprint: &Sprint) -> Orchestrator {
+        self.only = Some(Only {
+            id: sprint.id.clone(),
+            project: sprint.project.clone(),
+            number: sprint.number,
+        });
         self
     }
 
@@ -269,7 +283,7 @@ impl Orchestrator {
             let pending = self.store.pending_commands().await?;
             let sprints: Vec<String> = pending.iter().map(|c| c.sprint_id.clone()).collect();
             for (i, command) in pending.into_iter().enumerate() {
-                if self.wants(&command.sprint_id) {
+                if self.wants_id(&command.sprint_id).await? {
                     // A later command of this batch for the same sprint (an abort right
                     // after an approval) is applied before its sister starts.
                     self.hold_spawns = sprints[i + 1..].contains(&command.sprint_id);
@@ -285,7 +299,7 @@ impl Orchestrator {
         if look_for_commands || self.lock_freed {
             self.lock_freed = false;
             for sprint in self.store.next_in_queues().await? {
-                if self.wants(&sprint.id) {
+                if self.wants(&sprint) {
                     // A queued sprint has never run.
                     self.transition(&sprint, Event::LockAcquired, None, None, Some(Vec::new()))
                         .await?;
@@ -302,7 +316,7 @@ impl Orchestrator {
         let now = now_ms();
         let mut next_due = IDLE;
         for (sprint, runs) in in_stages {
-            if !self.wants(&sprint.id) || self.running.contains_key(&sprint.id) {
+            if !self.wants(&sprint) || self.running.contains_key(&sprint.id) {
                 continue;
             }
             match sprint.next_run_at {
@@ -351,8 +365,25 @@ impl Orchestrator {
         })
     }
 
-    fn wants(&self, sprint_id: &str) -> bool {
-        self.only.as_deref().is_none_or(|only| only == sprint_id)
+    fn wants(&self, sprint: &Sprint) -> bool {
+        self.only.as_ref().is_none_or(|only| {
+            sprint.id == only.id || (sprint.project == only.project && sprint.number < only.number)
+        })
+    }
+
+    /// `wants` for a sprint known by its id only (a command's).
+    async fn wants_id(&self, sprint_id: &str) -> Result<bool, OrchestratorError> {
+        let Some(only) = &self.only else {
+            return Ok(true);
+        };
+        if sprint_id == only.id {
+            return Ok(true);
+        }
+        Ok(match self.store.sprint(sprint_id).await? {
+            Some(sprint) => self.wants(&sprint),
+            // Nothing to drive; whoever runs next answers it.
+            None => false,
+        })
     }
 
     /// Applies one event to a sprint and commits it; `Ok(None)` when the rules refuse it.
@@ -404,7 +435,7 @@ impl Orchestrator {
             && after.next_run_at.is_none()
             && !sister_running
             && !self.hold_spawns
-            && self.wants(&after.id);
+            && self.wants(&after);
         let mut launch = None;
         if starts_now {
             let known = self.runs_of(sprint, runs.take()).await?;

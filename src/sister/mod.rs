@@ -459,10 +459,12 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
             (Ok(_), Some(code), _) => {
                 report.outcome = RunOutcome::ExitNonzero;
                 report.detail = format!("exited with code {code}");
+                report.detail.push_str(&last_words(&report.stderr_tail));
             }
             (Ok(_), None, Some(signal)) => {
                 report.outcome = RunOutcome::ExitNonzero;
                 report.detail = format!("killed by {}", process::signal_name(signal));
+                report.detail.push_str(&last_words(&report.stderr_tail));
             }
             (Ok(_), None, None) => {
                 report.outcome = RunOutcome::ExitNonzero;
@@ -471,6 +473,19 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
         },
     }
     report
+}
+
+/// What a failed sister said last: `: <its last non-empty stderr line>`, cut to a length
+/// a status line can carry, or nothing when it said nothing.
+fn last_words(stderr: &str) -> String {
+    const MAX_CHARS: usize = 300;
+    let Some(line) = stderr.lines().map(str::trim).rfind(|l| !l.is_empty()) else {
+        return String::new();
+    };
+    match line.char_indices().nth(MAX_CHARS) {
+        Some((cut, _)) => format!(": {}…", &line[..cut]),
+        None => format!(": {line}"),
+    }
 }
 
 /// The output of a sister that exited 0: a valid message whose claims hold, or bad output.

@@ -419,6 +419,26 @@ impl Store {
         raws.into_iter().map(Sprint::try_from).collect()
     }
 
+    /// What a queued sprint waits for: the sprint holding its project's pipeline lock, else
+    /// the oldest sprint queued before it in that project; `None` when it is next.
+    pub async fn ahead_of(&self, sprint: &Sprint) -> Result<Option<Sprint>> {
+        let raw: Option<SprintRaw> = sqlx::query_as(concat!(
+            "SELECT ",
+            sprint_columns!(),
+            " FROM sprints
+             WHERE project = ? AND id != ? AND state NOT IN ('deployed', 'aborted')
+               AND (state != 'queued' OR number < ?)
+             ORDER BY state = 'queued', number
+             LIMIT 1"
+        ))
+        .bind(&sprint.project)
+        .bind(&sprint.id)
+        .bind(sprint.number)
+        .fetch_optional(&self.pool)
+        .await?;
+        raw.map(Sprint::try_from).transpose()
+    }
+
     /// For each project whose pipeline lock is free (no sprint between planning and a
     /// terminal state), its oldest queued sprint.
     pub async fn next_in_queues(&self) -> Result<Vec<Sprint>> {
@@ -598,6 +618,35 @@ impl Store {
                 .fetch_all(&self.pool)
                 .await?;
         raws.into_iter().map(TransitionRecord::try_from).collect()
+    }
+
+    /// A sprint and its log entries after `seq`, read in one transaction: one snapshot of
+    /// the database, so the entries end exactly at the sprint's `last_seq` however many
+    /// transitions commit meanwhile.
+    pub async fn sprint_since(
+        &self,
+        id: &str,
+        seq: i64,
+    ) -> Result<Option<(Sprint, Vec<TransitionRecord>)>> {
+        let mut tx = self.pool.begin().await?;
+        let sprint = match fetch_sprint(&mut tx, id).await {
+            Ok(sprint) => sprint,
+            Err(StoreError::NoSprint(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let raws: Vec<TransitionRaw> = sqlx::query_as(
+            "SELECT * FROM transitions WHERE sprint_id = ? AND seq > ? ORDER BY seq",
+        )
+        .bind(id)
+        .bind(seq)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let records = raws
+            .into_iter()
+            .map(TransitionRecord::try_from)
+            .collect::<Result<_>>()?;
+        Ok(Some((sprint, records)))
     }
 
     /// Log entries after `global_seq`, in order, at most `limit`.
