@@ -541,7 +541,7 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
             }
         };
         current = match progress {
-            Ok(Progress::Moved(s)) => s,
+            Ok(Progress::Moved(s)) => *s,
             Ok(Progress::Elsewhere) => continue,
             Err(e) => {
                 errln!("hanarang run: {e}");
@@ -969,5 +969,36 @@ fn print_json(value: &serde_json::Value) -> Exit {
             errln!("hanarang: cannot write output: {e}");
             Exit::Failure
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every command, argument and flag says in `--help` what it is for.
+    #[test]
+    fn every_argument_and_flag_has_help() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                if arg.get_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                if sub.get_about().is_none() {
+                    missing.push(format!("{path} {}", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "hanarang", &mut missing);
+        assert!(missing.is_empty(), "without help: {missing:?}");
     }
 }

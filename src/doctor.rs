@@ -62,11 +62,16 @@ pub async fn run(explicit: Option<&Path>) -> Vec<Check> {
             config
         }
         Err(e) => {
-            checks.push(Check::fail(
-                "config",
-                e.to_string(),
-                "fix the keys named above (`hanarang config check` shows the resolved config)",
-            ));
+            let fix = match &e {
+                config::ConfigError::NotFound => {
+                    "copy config.toml.example to ./config.toml and edit it (projects, agent, discord), or pass --config PATH / set HANARANG_CONFIG"
+                }
+                config::ConfigError::Read { .. } => {
+                    "check the path and that this user may read the file"
+                }
+                _ => "fix the keys named above (`hanarang config check` shows the resolved config)",
+            };
+            checks.push(Check::fail("config", e.to_string(), fix));
             return checks;
         }
     };

@@ -26,7 +26,11 @@ pub fn err_line(args: fmt::Arguments<'_>) {
 /// JSON on stdout, pretty-printed; `Err` only when it cannot be encoded.
 pub fn out_json(value: &impl serde::Serialize) -> Result<(), serde_json::Error> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    serde_json::to_writer_pretty(&mut out, value)?;
+    match serde_json::to_writer_pretty(&mut out, value) {
+        // The reader went away: see the module's doc.
+        Err(e) if e.is_io() => return Ok(()),
+        other => other?,
+    }
     let _ = out.write_all(b"\n").and_then(|()| out.flush());
     Ok(())
 }

@@ -448,3 +448,68 @@ async fn serve_refuses_a_missing_or_wrong_token_with_exit_2() {
         "the token is never printed"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_runs_the_pipeline_while_discord_is_down_and_catches_up_later() {
+    // Discord is down: nothing answers where the bot must connect.
+    let port = FakeDiscord::unused_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let c = FakeConfig::default();
+    let files = Files::new(&Setup::default());
+    files.append_config(&format!(
+        "[discord]\ntoken_env = \"HANARANG_TEST_DISCORD_TOKEN\"\nguild_id = {}\nforum_channel_id = {}\nuser_id = {USER}\nhttp_proxy = \"{base}\"\n",
+        c.guild_id, c.forum_channel_id
+    ));
+    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_hanarang"))
+        .arg("--config")
+        .arg(&files.config_path)
+        .arg("serve")
+        .env(
+            "HANARANG_TEST_DISCORD_TOKEN",
+            support::fake_discord::FAKE_TOKEN,
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start serve");
+    let start = files.hanarang(&["sprint", "start", "Add a login page"]);
+    assert_eq!(String::from_utf8_lossy(&start.stdout).trim(), "SPRINT-001");
+    // The sisters run all the same: the sprint reaches `done` with Discord still down.
+    let store = hanarang::store::Store::open_existing(&files.config().database.url)
+        .await
+        .expect("serve created the database");
+    support::pipeline::wait_for(&store, "SPRINT-001", |s| s.state == State::Done, "done").await;
+    assert!(
+        serve.try_wait().expect("serve").is_none(),
+        "serve still runs"
+    );
+    // Discord comes back: the bot connects and the post catches up, in order.
+    let fake = FakeDiscord::start_on(c, port).await;
+    let lines = wait_for_lines(&fake, 4).await;
+    assert_eq!(lines, HAPPY_LINES[..4]);
+    assert!(
+        fake.wait_until(PATIENCE, |f| f.ready_count() > 0
+            && !f.commands().is_empty())
+            .await,
+        "the bot connected and registered its commands"
+    );
+    let approve = files.hanarang(&["sprint", "approve", "1"]);
+    assert_eq!(approve.status.code(), Some(0));
+    let lines = wait_for_lines(&fake, 6).await;
+    assert_eq!(lines[4], "🚀 cli님 배포 승인: 이랑이가 배포 시작");
+    assert_eq!(lines[5], HAPPY_LINES[5]);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(serve.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("signal serve");
+    let out = serve.wait_with_output().expect("serve ends");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert_eq!(
+        log.matches("Discord cannot be reached; the pipeline runs on")
+            .count(),
+        1,
+        "each failure to connect is logged once a minute, not on every try: {log}"
+    );
+}

@@ -97,6 +97,7 @@ impl Bridge {
     ) {
         tokio::pin!(shutdown);
         let mut failures = 0u32;
+        let mut repeated = super::Repeated::default();
         loop {
             let wait = match self.pass().await {
                 Ok(more) if more => continue,
@@ -107,14 +108,19 @@ impl Bridge {
                 Err(e) => {
                     failures = failures.saturating_add(1);
                     let backoff = (RETRY_BASE * (1u32 << failures.min(8))).min(RETRY_MAX);
-                    tracing::warn!(error = %e, retry_in = ?backoff, "Discord delivery failed; will retry");
+                    if repeated.due() {
+                        tracing::warn!(error = %e, retry_in = ?backoff, "Discord delivery failed; will retry");
+                    } else {
+                        tracing::debug!(error = %e, retry_in = ?backoff, "Discord delivery failed again");
+                    }
                     backoff
                 }
             };
             tokio::select! {
                 () = &mut shutdown => return,
-                // Any news (or a lag) means: read the log again.
-                _ = events.recv() => {}
+                // Any news (or a lag) means: read the log again; but a backoff runs its
+                // course (a busy pipeline must not turn it into a hammering).
+                _ = events.recv(), if failures == 0 => {}
                 () = tokio::time::sleep(wait) => {}
             }
         }

@@ -118,6 +118,22 @@ const RECONNECT_MAX: Duration = Duration::from_secs(60);
 /// A failure to reach Discord is logged at most this often (the rest at debug).
 const LOG_EVERY: Duration = Duration::from_secs(60);
 
+/// A warning that repeats while Discord is down: logged once per `LOG_EVERY`, so an
+/// outage of an hour is a line a minute in the journal, not one per retry.
+#[derive(Debug, Default)]
+struct Repeated(Option<tokio::time::Instant>);
+
+impl Repeated {
+    /// Whether this occurrence is to be logged as a warning.
+    fn due(&mut self) -> bool {
+        let due = self.0.is_none_or(|at| at.elapsed() >= LOG_EVERY);
+        if due {
+            self.0 = Some(tokio::time::Instant::now());
+        }
+        due
+    }
+}
+
 /// Runs the bot and the forum bridge until `shutdown` resolves. Discord being down never
 /// ends it: the forum bridge retries its deliveries, and the gateway is tried again with
 /// backoff (each failure logged once a minute) for as long as it takes. Only a token
@@ -162,7 +178,7 @@ async fn connect(
     token: &Token,
 ) -> Result<(), StartError> {
     let mut failures: u32 = 0;
-    let mut last_logged: Option<tokio::time::Instant> = None;
+    let mut repeated = Repeated::default();
     loop {
         let why = match start_client(config, discord, handle, token).await {
             Err(e @ StartError::TokenRefused(..)) => return Err(e),
@@ -171,8 +187,7 @@ async fn connect(
         };
         let wait = (RECONNECT_BASE * 2u32.saturating_pow(failures.min(6))).min(RECONNECT_MAX);
         failures = failures.saturating_add(1);
-        if last_logged.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
-            last_logged = Some(tokio::time::Instant::now());
+        if repeated.due() {
             tracing::warn!(error = %why, retry_in = ?wait, "Discord cannot be reached; the pipeline runs on, and the bot keeps trying");
         } else {
             tracing::debug!(error = %why, retry_in = ?wait, "Discord still cannot be reached");

@@ -24,7 +24,7 @@ pub struct Console {
 #[derive(Debug)]
 pub enum Progress {
     /// The followed sprint moved (its new lines are printed): it is as returned.
-    Moved(Sprint),
+    Moved(Box<Sprint>),
     /// Another sprint moved (one the followed sprint may be waiting for).
     Elsewhere,
 }
@@ -62,7 +62,7 @@ impl Console {
                     self.say(&escape_controls(&line.text));
                     self.printed = record.seq;
                 }
-                return Ok(Progress::Moved(sprint));
+                return Ok(Progress::Moved(Box::new(sprint)));
             }
             // The broadcast only wakes us; the log is the record (a lagged receiver just
             // reads it again).
@@ -71,7 +71,9 @@ impl Console {
                     return Ok(Progress::Elsewhere);
                 }
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                Err(broadcast::error::RecvError::Closed) => return Ok(Progress::Moved(sprint)),
+                Err(broadcast::error::RecvError::Closed) => {
+                    return Ok(Progress::Moved(Box::new(sprint)));
+                }
             }
         }
     }

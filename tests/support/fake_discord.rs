@@ -329,7 +329,21 @@ impl State {
 impl FakeDiscord {
     /// Binds 127.0.0.1 on a random port and starts serving REST and the gateway.
     pub async fn start(config: FakeConfig) -> FakeDiscord {
-        let listener = TcpListener::bind("127.0.0.1:0")
+        FakeDiscord::start_on(config, 0).await
+    }
+
+    /// A loopback port nothing listens on (yet): where a Discord that is down is.
+    pub fn unused_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free loopback port")
+    }
+
+    /// As `start`, on a given loopback port (`0`: any): Discord coming back where the bot
+    /// has been trying to reach it.
+    pub async fn start_on(config: FakeConfig, port: u16) -> FakeDiscord {
+        let listener = TcpListener::bind(("127.0.0.1", port))
             .await
             .expect("bind the fake Discord on loopback");
         let addr = listener.local_addr().expect("local addr");
