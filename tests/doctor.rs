@@ -116,3 +116,21 @@ fn a_missing_token_variable_is_a_failed_check() {
         "{out}"
     );
 }
+
+#[test]
+fn without_a_config_file_doctor_says_how_to_make_one() {
+    let empty = support::TempDir::new("no-config");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hanarang"))
+        .current_dir(empty.path())
+        .env_remove("HANARANG_CONFIG")
+        .arg("doctor")
+        .output()
+        .expect("run doctor");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("FAIL config: no config file"), "{text}");
+    assert!(
+        text.contains("fix: copy config.toml.example to ./config.toml and edit it"),
+        "{text}"
+    );
+}
