@@ -302,26 +302,14 @@ fn status_columns_line_up_and_show_a_waiting_retry() {
     assert_eq!(lines.len(), 3, "{out}");
     assert!(lines[0].starts_with("ID "), "a header: {out}");
     let column = |line: &str, word: &str| line.find(word).map(|i| line[..i].chars().count());
-    assert_eq!(
-        column(lines[0], "STATE"),
-        column(lines[1], "implementing"),
-        "{out}"
-    );
-    assert_eq!(
-        column(lines[0], "STATE"),
-        column(lines[2], "queued"),
-        "{out}"
-    );
-    assert_eq!(
-        column(lines[0], "GOAL"),
-        column(lines[1], "Add a login page"),
-        "{out}"
-    );
-    assert_eq!(
-        column(lines[0], "GOAL"),
-        column(lines[2], "Second"),
-        "{out}"
-    );
+    for (heading, row, cell) in [
+        ("STATE", 1, "implementing"),
+        ("STATE", 2, "queued"),
+        ("GOAL", 1, "Add a login page"),
+        ("GOAL", 2, "Second"),
+    ] {
+        assert_eq!(column(lines[0], heading), column(lines[row], cell), "{out}");
+    }
     assert!(lines[1].contains("(in 59m"), "the retry's due time: {out}");
 }
 

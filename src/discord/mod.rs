@@ -183,7 +183,11 @@ async fn connect(
         let why = match start_client(config, discord, handle, token).await {
             Err(e @ StartError::TokenRefused(..)) => return Err(e),
             Err(e) => e.to_string(),
-            Ok(()) => "the gateway connection ended".to_string(),
+            Ok(()) => {
+                // It was connected: a new outage starts its backoff afresh.
+                failures = 0;
+                "the gateway connection ended".to_string()
+            }
         };
         let wait = (RECONNECT_BASE * 2u32.saturating_pow(failures.min(6))).min(RECONNECT_MAX);
         failures = failures.saturating_add(1);
