@@ -418,6 +418,10 @@ pub enum ConfigError {
         "no config file: pass --config PATH, create ./{DEFAULT_CONFIG_FILE}, or set {CONFIG_ENV} (config.toml.example shows every key)"
     )]
     NotFound,
+    #[error(
+        "config {}: {bytes} bytes is more than a config can be ({MAX_CONFIG_BYTES} at most); is this the right file?", path.display()
+    )]
+    TooLarge { path: PathBuf, bytes: u64 },
     #[error("cannot read config {path}: {source}")]
     Read {
         path: PathBuf,
@@ -446,6 +450,36 @@ fn invalid_report(path: &Path, problems: &[ConfigProblem]) -> String {
     out
 }
 
+/// The largest config file read: anything bigger is not a config (a log, a database
+/// named by mistake), and is refused before it is read whole.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+fn read_capped(path: &Path) -> Result<String, ConfigError> {
+    use std::io::Read;
+    let read_err = |source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(read_err)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        let bytes = std::fs::metadata(path).map_or(bytes.len() as u64, |m| m.len());
+        return Err(ConfigError::TooLarge {
+            path: path.to_path_buf(),
+            bytes,
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        read_err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8 text ({e})"),
+        ))
+    })
+}
+
 /// The config file to read: `--config`, else `./config.toml`, else `$HANARANG_CONFIG`.
 pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, ConfigError> {
     if let Some(path) = explicit {
@@ -465,10 +499,7 @@ impl Config {
     /// Reads and checks a config file. Relative project workdirs are resolved against the
     /// file's directory.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = read_capped(path)?;
         // Relative paths in the file are the file's: every command, wherever it is
         // started, finds the same database, programs and workdirs.
         let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
@@ -681,10 +712,19 @@ impl Config {
         problems
     }
 
-    /// The resolved config as TOML, defaults filled in. Holds no secret: the token is
-    /// never part of the config.
+    /// The resolved config as TOML, defaults filled in, for people to read: the values of
+    /// `[agent].env` (API keys, say) are shown as `<set>`, since this lands in terminals
+    /// and journals (the unit's `ExecStartPre`). The token is never part of the config.
     pub fn to_toml(&self) -> Result<String, toml::ser::Error> {
-        toml::to_string_pretty(self)
+        let mut shown = self.clone();
+        let hide = |env: &mut BTreeMap<String, String>| {
+            env.values_mut().for_each(|v| *v = "<set>".into());
+        };
+        hide(&mut shown.agent.env);
+        for actor in Actor::ALL {
+            hide(&mut shown.agent.sister_mut(actor).env);
+        }
+        toml::to_string_pretty(&shown)
     }
 
     /// The project a command names, or the only one configured.

@@ -1,0 +1,135 @@
+//! Adversarial cases that stay in the suite: hostile text from goals and sisters, secrets
+//! in the config, oversized files, and what the commands print of them.
+
+mod support;
+
+use std::process::{Command, Stdio};
+
+use support::pipeline::{Files, Setup};
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A goal that would retitle the terminal (OSC), ring its bell and clear the screen.
+const HOSTILE: &str = "Fix login\x1b]0;owned\x07\x1b[2J\x1b[31m red\r";
+
+fn assert_no_controls(what: &str, out: &str) {
+    let bad: Vec<char> = out
+        .chars()
+        .filter(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{what} printed control characters {bad:?}: {out:?}"
+    );
+}
+
+#[test]
+fn control_sequences_in_goals_and_reasons_are_printed_escaped() {
+    let files = Files::new(&Setup {
+        harang: "abort",
+        ..Setup::default()
+    });
+    // The planner's abort reason carries them too.
+    let config = std::fs::read_to_string(&files.config_path)
+        .unwrap()
+        .replace(
+            "env = { STATE_DIR",
+            // JSON escapes in the sister's output: ESC and BEL in the parsed reason.
+            "env = { ABORT_REASON = \"nope\\\\u001b]2;pwned\\\\u0007 done\", STATE_DIR",
+        );
+    std::fs::write(&files.config_path, config).unwrap();
+    let run = files.hanarang(&["run", HOSTILE, "--auto-approve"]);
+    assert_eq!(run.status.code(), Some(1), "aborted: {}", text(&run.stderr));
+    let out = text(&run.stdout);
+    assert_no_controls("run", &out);
+    assert!(out.contains("Fix login\\u{1b}]0;owned\\u{7}"), "{out}");
+    assert!(out.contains("nope\\u{1b}]2;pwned\\u{7} done"), "{out}");
+    for args in [&["sprint", "status"][..], &["sprint", "log", "1"]] {
+        let out = files.hanarang(args);
+        let printed = text(&out.stdout);
+        assert_no_controls(&format!("{args:?}"), &printed);
+        assert!(
+            printed.contains("Fix login\\u{1b}]0;owned"),
+            "{args:?}: {printed}"
+        );
+    }
+    // JSON keeps the text as it was (escaped by JSON itself).
+    let json = files.hanarang(&["sprint", "status", "1", "--json"]);
+    let sprint: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(sprint["goal"], HOSTILE);
+}
+
+#[test]
+fn a_blank_goal_is_refused_by_run_and_sprint_start() {
+    let files = Files::new(&Setup::default());
+    for args in [
+        &["run", "  ", "--auto-approve"][..],
+        &["sprint", "start", "\t"],
+    ] {
+        let out = files.hanarang(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&out.stderr).contains("the goal must not be empty"),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let status = files.hanarang(&["sprint", "status", "--json"]);
+    assert_eq!(text(&status.stdout).trim(), "[]", "no sprint was made");
+}
+
+#[test]
+fn config_check_and_doctor_never_print_agent_env_values() {
+    let files = Files::new(&Setup::default());
+    files.append_config("[agent.narang.env]\nOPENAI_API_KEY = \"sk-very-secret-123\"\n");
+    let config = std::fs::read_to_string(&files.config_path)
+        .unwrap()
+        .replace(
+            "env = { STATE_DIR",
+            "env = { ANTHROPIC_API_KEY = \"sk-ant-also-secret\", STATE_DIR",
+        );
+    std::fs::write(&files.config_path, config).unwrap();
+    for args in [&["config", "check"][..], &["doctor"]] {
+        let out = files.hanarang(args);
+        let printed = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(
+            !printed.contains("sk-very-secret-123"),
+            "{args:?}: {printed}"
+        );
+        assert!(
+            !printed.contains("sk-ant-also-secret"),
+            "{args:?}: {printed}"
+        );
+    }
+    let check = text(&files.hanarang(&["config", "check"]).stdout);
+    assert!(check.contains("OPENAI_API_KEY = \"<set>\""), "{check}");
+    // The sister still gets the value.
+    let run = files.hanarang(&["run", "goal", "--auto-approve"]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+}
+
+#[test]
+fn a_config_file_over_1_mib_is_refused_before_it_is_read() {
+    let dir = support::TempDir::new("big-config");
+    let path = dir.path().join("config.toml");
+    let mut big = String::from("[pipeline]\nmax_attempts = 3\n");
+    while big.len() <= 1024 * 1024 {
+        big.push_str("# padding padding padding padding padding padding padding\n");
+    }
+    std::fs::write(&path, &big).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hanarang"))
+        .arg("--config")
+        .arg(&path)
+        .args(["config", "check"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("is more than a config can be (1048576 at most)"),
+        "{}",
+        text(&out.stderr)
+    );
+}
