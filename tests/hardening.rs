@@ -133,3 +133,100 @@ fn a_config_file_over_1_mib_is_refused_before_it_is_read() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn serve_and_sprint_start_together_on_a_new_database_both_work() {
+    for attempt in 0..20 {
+        let files = Files::new(&Setup::default());
+        let spawn = |args: &[&str]| {
+            Command::new(env!("CARGO_BIN_EXE_hanarang"))
+                .arg("--config")
+                .arg(&files.config_path)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let serve = spawn(&["serve"]);
+        let start = spawn(&["sprint", "start", "Add a login page"])
+            .wait_with_output()
+            .unwrap();
+        if start.status.success() {
+            // `serve` picks it up (and so has started): then it is stopped.
+            let deadline = std::time::Instant::now() + support::pipeline::PATIENCE;
+            loop {
+                let status = files.hanarang(&["sprint", "status", "1", "--json"]);
+                let state = serde_json::from_slice::<serde_json::Value>(&status.stdout)
+                    .map(|s| s["state"].clone())
+                    .unwrap_or_default();
+                if state == "done" || std::time::Instant::now() > deadline {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(serve.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let serve = serve.wait_with_output().unwrap();
+        assert_eq!(
+            start.status.code(),
+            Some(0),
+            "try {attempt}: sprint start: {}",
+            text(&start.stderr)
+        );
+        assert_eq!(text(&start.stdout).trim(), "SPRINT-001");
+        assert_eq!(
+            serve.status.code(),
+            Some(0),
+            "try {attempt}: serve: {}",
+            text(&serve.stderr)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_database_from_a_newer_hanarang_is_refused_naming_both_versions() {
+    let files = Files::new(&Setup::default());
+    assert!(
+        files
+            .hanarang(&["sprint", "start", "goal"])
+            .status
+            .success()
+    );
+    let url = files.config().database.url;
+    // A newer binary's migration, as sqlx records it.
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+         VALUES (20991231000000, 'from the future', 1, x'00', 0)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    let before = std::fs::read(files.dir.path().join("hanarang.db")).unwrap();
+    for args in [
+        &["sprint", "status"][..],
+        &["serve"],
+        &["sprint", "start", "x"],
+    ] {
+        let out = files.hanarang(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("was migrated by a newer hanarang: it has migration 20991231000000, this binary knows migrations up to 7"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let doctor = files.hanarang(&["doctor"]);
+    let out = text(&doctor.stdout);
+    assert_eq!(doctor.status.code(), Some(1), "{out}");
+    assert!(out.contains("FAIL database"), "{out}");
+    assert!(out.contains("migration 20991231000000"), "{out}");
+    let after = std::fs::read(files.dir.path().join("hanarang.db")).unwrap();
+    assert!(before == after, "nothing was written to it");
+}

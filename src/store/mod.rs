@@ -38,6 +38,10 @@ pub enum StoreError {
         url: String,
         source: sqlx::migrate::MigrateError,
     },
+    #[error(
+        "database {url} was migrated by a newer hanarang: it has migration {theirs}, this binary knows migrations up to {ours}; run the newer hanarang (or restore a backup made before the upgrade)"
+    )]
+    TooNew { url: String, theirs: i64, ours: i64 },
     #[error("database error: {0}")]
     Sql(#[from] sqlx::Error),
     #[error("the database holds bad data in {table} {key}: {what}")]
@@ -211,31 +215,26 @@ impl Store {
                 .test_before_acquire(false)
                 .connect_with(options.clone())
         };
+        // sqlx does not lock SQLite's set-up across processes: `serve` and a CLI command
+        // opening a fresh database at once would both switch it to WAL (one of them then
+        // fails with "database is locked") and both create the tables. A file lock beside
+        // the database makes one wait for the other, from the first connection to the
+        // last migration. Where it cannot be created (a folder this user may only read),
+        // the database is not going to be set up by this user anyway.
+        let setup_lock = if in_memory {
+            None
+        } else {
+            let mut path = filename.clone().into_os_string();
+            path.push("-migrate.lock");
+            lock_file(PathBuf::from(path)).await.ok()
+        };
         let mut pool = connect().await.map_err(open_err)?;
+        let (applied, pending) = migrations_of(&pool, url).await?;
         // Nothing to do when every migration is applied: the usual case, and a cheap read.
-        if !migrations_of(&pool).await?.1.is_empty() {
-            // sqlx does not lock SQLite migrations across processes: `serve` and a CLI
-            // command opening a fresh database at once would both create the tables. A
-            // file lock beside the database makes one wait for the other.
-            let migration_lock = if in_memory {
-                None
-            } else {
-                let mut path = filename.clone().into_os_string();
-                path.push("-migrate.lock");
-                Some(
-                    lock_file(PathBuf::from(path))
-                        .await
-                        .map_err(|e| StoreError::Open {
-                            url: url.to_string(),
-                            source: sqlx::Error::Io(e),
-                        })?,
-                )
-            };
-            // Read again under the lock: another process may have migrated meanwhile.
-            let (applied, pending) = migrations_of(&pool).await?;
+        if !pending.is_empty() {
             // An upgrade: a database that already has tables gets a copy before the new
             // migrations touch it.
-            if !in_memory && applied > 0 && !pending.is_empty() {
+            if !in_memory && applied > 0 {
                 let mut backup = filename.clone().into_os_string();
                 backup.push(format!(".backup-{}", crate::clock::now_ms()));
                 let backup = PathBuf::from(backup);
@@ -252,7 +251,6 @@ impl Store {
                     url: url.to_string(),
                     source,
                 })?;
-            drop(migration_lock);
             if !in_memory {
                 // The pool's other connections read the schema before it changed; SQLite
                 // would prepare on their stale copy and then find more columns than sqlx
@@ -261,6 +259,7 @@ impl Store {
                 pool = connect().await.map_err(open_err)?;
             }
         }
+        drop(setup_lock);
         // A second pool on an in-memory database would be another database.
         let single = (!in_memory).then_some(options);
         let runs_dir = if in_memory {
@@ -984,7 +983,7 @@ impl Store {
             .connect_with(options.read_only(true).create_if_missing(false))
             .await
             .map_err(open_err)?;
-        let (applied, pending) = migrations_of(&pool).await?;
+        let (applied, pending) = migrations_of(&pool, url).await?;
         pool.close().await;
         Ok(if pending.is_empty() {
             MigrationStatus::Current { applied }
@@ -994,8 +993,10 @@ impl Store {
     }
 }
 
-/// How many migrations a database has applied, and which of this binary's it lacks.
-async fn migrations_of(pool: &SqlitePool) -> Result<(usize, Vec<i64>)> {
+/// How many migrations a database has applied, and which of this binary's it lacks. A
+/// database with a migration this binary does not know was made by a newer one: it is
+/// refused (`StoreError::TooNew`), never opened with a schema this code does not expect.
+async fn migrations_of(pool: &SqlitePool, url: &str) -> Result<(usize, Vec<i64>)> {
     let has_table: Option<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
     )
@@ -1008,6 +1009,14 @@ async fn migrations_of(pool: &SqlitePool) -> Result<(usize, Vec<i64>)> {
     } else {
         Vec::new()
     };
+    let ours = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    if let Some(&theirs) = applied.iter().filter(|&&v| v > ours).max() {
+        return Err(StoreError::TooNew {
+            url: url.to_string(),
+            theirs,
+            ours,
+        });
+    }
     let pending = MIGRATOR
         .iter()
         .map(|m| m.version)
