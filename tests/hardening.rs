@@ -230,3 +230,137 @@ async fn a_database_from_a_newer_hanarang_is_refused_naming_both_versions() {
     let after = std::fs::read(files.dir.path().join("hanarang.db")).unwrap();
     assert!(before == after, "nothing was written to it");
 }
+
+/// `serve` as a child, its stderr (the log) read line by line.
+struct Serve {
+    child: std::process::Child,
+    log: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Serve {
+    fn start(files: &Files) -> Serve {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hanarang"))
+            .arg("--config")
+            .arg(&files.config_path)
+            .arg("serve")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, log) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let _ = tx.send(line);
+            }
+        });
+        Serve {
+            child,
+            log,
+            seen: Vec::new(),
+        }
+    }
+
+    fn expect_log(&mut self, text: &str) {
+        loop {
+            match self.log.recv_timeout(support::pipeline::PATIENCE) {
+                Ok(line) if line.contains(text) => return,
+                Ok(line) => self.seen.push(line),
+                Err(_) => panic!("serve never logged {text:?}: {:#?}", self.seen),
+            }
+        }
+    }
+
+    fn stop(mut self) -> Option<i32> {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        self.child.wait().ok().and_then(|s| s.code())
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn wait_until(mut done: impl FnMut() -> bool, what: &str) {
+    let deadline = std::time::Instant::now() + support::pipeline::PATIENCE;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn state_of(files: &Files, id: &str) -> String {
+    let out = files.hanarang(&["sprint", "status", id, "--json"]);
+    serde_json::from_slice::<serde_json::Value>(&out.stdout)
+        .ok()
+        .and_then(|s| s["state"].as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_that_meets_a_locked_database_is_committed_once_it_is_free() {
+    let gate = support::TempDir::new("gate");
+    let go = gate.path().join("go");
+    let narang: &'static str = Box::leak(format!("wait-for {}", go.display()).into_boxed_str());
+    let files = Files::new(&Setup {
+        narang,
+        ..Setup::default()
+    });
+    let mut serve = Serve::start(&files);
+    assert!(
+        files
+            .hanarang(&["sprint", "start", "goal"])
+            .status
+            .success()
+    );
+    wait_until(
+        || files.state_dir.join("SPRINT-001-R02.stdin").exists(),
+        "narang runs",
+    );
+    // Another process (a backup, the sqlite3 shell) takes the write lock and keeps it.
+    let url = files.config().database.url;
+    let mut holder = {
+        use sqlx::ConnectOptions;
+        url.parse::<sqlx::sqlite::SqliteConnectOptions>()
+            .unwrap()
+            .connect()
+            .await
+            .expect("a connection of the test's own")
+    };
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    // The implementer finishes while the lock is held: its result cannot be committed.
+    std::fs::write(&go, "").unwrap();
+    serve.expect_log("the database is locked by another process; commit a transition: will retry");
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+    drop(holder);
+    // Once free, the kept result is committed: the implementer is not run again.
+    wait_until(
+        || state_of(&files, "1") == "done",
+        "SPRINT-001 reaches done",
+    );
+    let narang_runs = std::fs::read_to_string(files.state_dir.join("narang.count")).unwrap();
+    assert_eq!(
+        narang_runs.trim(),
+        "1",
+        "the finished result was kept, not re-run"
+    );
+    assert_eq!(serve.stop(), Some(0));
+}

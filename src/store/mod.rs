@@ -67,6 +67,19 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// SQLite's "database is locked" (or "table is locked"): another connection holds the
+    /// lock; the same statement may well succeed later.
+    pub fn is_locked(&self) -> bool {
+        match self {
+            StoreError::Sql(sqlx::Error::Database(e)) => e
+                .code()
+                .and_then(|c| c.parse::<i64>().ok())
+                .is_some_and(|c| matches!(c & 0xff, 5 | 6)),
+            StoreError::Sql(sqlx::Error::PoolTimedOut) => true,
+            _ => false,
+        }
+    }
+
     pub(crate) fn corrupt(table: &'static str, key: &str, what: &str) -> StoreError {
         StoreError::Corrupt {
             table,
@@ -95,6 +108,44 @@ const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round,
 /// durable: the log is written in order.
 fn relaxed(sql: &str) -> String {
     format!("PRAGMA synchronous = NORMAL; {sql}; PRAGMA synchronous = FULL;")
+}
+
+/// How long one statement waits for SQLite's write lock before it reports the database
+/// locked (and `retry_locked` tries it again).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
+/// The first wait before a locked write is tried again; it doubles up to `LOCKED_RETRY_MAX`.
+const LOCKED_RETRY_BASE: Duration = Duration::from_millis(100);
+const LOCKED_RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Runs a write again, with backoff, for as long as another process holds the database's
+/// write lock (a backup, the `sqlite3` shell): that is a wait, not a failure, and what is
+/// being written (a finished sister's result) is kept in memory meanwhile, never dropped.
+/// Every other error is returned at once. A locked write is logged once, then every 10th
+/// try.
+async fn retry_locked<T, F>(what: &'static str, mut op: impl FnMut() -> F) -> Result<T>
+where
+    F: std::future::Future<Output = Result<T>>,
+{
+    let mut wait = LOCKED_RETRY_BASE;
+    let mut tries = 0u32;
+    loop {
+        match op().await {
+            Err(e) if e.is_locked() => {
+                tries += 1;
+                if tries % 10 == 1 {
+                    tracing::warn!(error = %e, tries, retry_in = ?wait, "the database is locked by another process; {what}: will retry");
+                }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(LOCKED_RETRY_MAX);
+            }
+            other => {
+                if tries > 0 && other.is_ok() {
+                    tracing::info!(tries, "the database is free again; {what}: done");
+                }
+                return other;
+            }
+        }
+    }
 }
 
 /// Executes a batch that would leave its connection changed if it stopped half-way (a
@@ -203,7 +254,7 @@ impl Store {
             .journal_mode(SqliteJournalMode::Wal)
             // FULL: a committed transition survives a power cut, not just a crash.
             .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(Duration::from_secs(10))
+            .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
         let filename = options.get_filename().to_path_buf();
         let in_memory = filename.as_os_str().is_empty() || filename.as_os_str() == ":memory:";
@@ -345,6 +396,20 @@ impl Store {
         branch_template: &str,
         at: i64,
     ) -> Result<Sprint> {
+        retry_locked("queue a sprint", || {
+            self.create_sprint_once(project, goal, focus, branch_template, at)
+        })
+        .await
+    }
+
+    async fn create_sprint_once(
+        &self,
+        project: &str,
+        goal: &str,
+        focus: Option<&str>,
+        branch_template: &str,
+        at: i64,
+    ) -> Result<Sprint> {
         let mut tx = self.begin_write().await?;
         let number: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(number), 0) + 1 FROM sprints")
             .fetch_one(&mut *tx)
@@ -459,6 +524,10 @@ impl Store {
     /// Records a transition and everything that goes with it, in one transaction.
     /// Returns the log entry to broadcast (only after this returns: after the commit).
     pub async fn commit(&self, c: Commit<'_>) -> Result<TransitionRecord> {
+        retry_locked("commit a transition", || self.commit_once(&c)).await
+    }
+
+    async fn commit_once(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
         let event_json =
             serde_json::to_string(c.event).map_err(|e| StoreError::Encode("event", e))?;
         let note_json = c
@@ -679,6 +748,10 @@ impl Store {
     /// in flight, so that the deploy escalates instead of running again. The other stages'
     /// starts are `relaxed`: such a stage re-runs anyway.
     pub async fn start_run(&self, new: NewRun<'_>) -> Result<String> {
+        retry_locked("record a run's start", || self.start_run_once(&new)).await
+    }
+
+    async fn start_run_once(&self, new: &NewRun<'_>) -> Result<String> {
         // The focus goes with this run; the next one does not get it again. One statement
         // is atomic on its own; two are a transaction.
         let sql = if new.focus.is_some() {
@@ -703,6 +776,10 @@ impl Store {
 
     /// Closes a run that caused no transition, and rolls its spend up on its sprint.
     pub async fn end_run(&self, run: &RunEnd) -> Result<()> {
+        retry_locked("record a run's end", || self.end_run_once(run)).await
+    }
+
+    async fn end_run_once(&self, run: &RunEnd) -> Result<()> {
         let sql = format!(
             "{END_RUN}
              UPDATE sprints SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
@@ -794,6 +871,20 @@ impl Store {
         by: &str,
         at: i64,
     ) -> Result<i64> {
+        retry_locked("record a command", || {
+            self.submit_command_once(sprint_id, kind, text, by, at)
+        })
+        .await
+    }
+
+    async fn submit_command_once(
+        &self,
+        sprint_id: &str,
+        kind: CommandKind,
+        text: Option<&str>,
+        by: &str,
+        at: i64,
+    ) -> Result<i64> {
         let id = sqlx::query(
             "INSERT INTO commands (sprint_id, kind, text, by, created_at) VALUES (?, ?, ?, ?, ?)",
         )
@@ -832,14 +923,17 @@ impl Store {
         result: &str,
         at: i64,
     ) -> Result<()> {
-        sqlx::query(RESOLVE_COMMAND)
-            .bind(status.as_str())
-            .bind(result)
-            .bind(at)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        retry_locked("answer a command", || async move {
+            sqlx::query(RESOLVE_COMMAND)
+                .bind(status.as_str())
+                .bind(result)
+                .bind(at)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     // --- the single-orchestrator lease ------------------------------------------------
@@ -857,6 +951,14 @@ impl Store {
         &self,
         me: &Lease,
         is_gone: impl Fn(&Lease) -> bool,
+    ) -> Result<Result<(), Lease>> {
+        retry_locked("take the lease", || self.acquire_lease_once(me, &is_gone)).await
+    }
+
+    async fn acquire_lease_once(
+        &self,
+        me: &Lease,
+        is_gone: &impl Fn(&Lease) -> bool,
     ) -> Result<Result<(), Lease>> {
         let mut tx = self.begin_write().await?;
         let current: Option<Lease> = sqlx::query_as("SELECT * FROM instance_lease WHERE id = 1")
@@ -887,6 +989,10 @@ impl Store {
 
     /// Renews the lease; `false` when someone else took it.
     pub async fn heartbeat(&self, token: &str, at: i64) -> Result<bool> {
+        retry_locked("renew the lease", || self.heartbeat_once(token, at)).await
+    }
+
+    async fn heartbeat_once(&self, token: &str, at: i64) -> Result<bool> {
         let done =
             sqlx::query("UPDATE instance_lease SET heartbeat_at = ? WHERE id = 1 AND token = ?")
                 .bind(at)
@@ -916,6 +1022,10 @@ impl Store {
     }
 
     pub async fn save_forum_post(&self, post: &ForumPost) -> Result<()> {
+        retry_locked("save a forum post", || self.save_forum_post_once(post)).await
+    }
+
+    async fn save_forum_post_once(&self, post: &ForumPost) -> Result<()> {
         sqlx::query(
             "INSERT INTO discord_threads (sprint_id, thread_id, board_message_id, done_message_id) VALUES (?, ?, ?, ?)
              ON CONFLICT (sprint_id) DO UPDATE SET thread_id = excluded.thread_id,
@@ -942,6 +1052,13 @@ impl Store {
     }
 
     pub async fn set_cursor(&self, consumer: &str, global_seq: i64) -> Result<()> {
+        retry_locked("move a delivery cursor", || {
+            self.set_cursor_once(consumer, global_seq)
+        })
+        .await
+    }
+
+    async fn set_cursor_once(&self, consumer: &str, global_seq: i64) -> Result<()> {
         sqlx::query(
             "INSERT INTO delivery_cursors (consumer, global_seq) VALUES (?, ?)
              ON CONFLICT (consumer) DO UPDATE SET global_seq = excluded.global_seq",
