@@ -364,3 +364,32 @@ async fn a_result_that_meets_a_locked_database_is_committed_once_it_is_free() {
     );
     assert_eq!(serve.stop(), Some(0));
 }
+
+#[test]
+fn a_database_removed_under_serve_is_noticed_and_no_write_is_acknowledged() {
+    let files = Files::new(&Setup::default());
+    let mut serve = Serve::start(&files);
+    assert!(
+        files
+            .hanarang(&["sprint", "start", "goal"])
+            .status
+            .success()
+    );
+    wait_until(
+        || state_of(&files, "1") == "done",
+        "SPRINT-001 reaches done",
+    );
+    std::fs::remove_file(files.dir.path().join("hanarang.db")).unwrap();
+    // A new sprint would land in a new database beside the old one's WAL: refused.
+    let start = files.hanarang(&["sprint", "start", "another"]);
+    assert_eq!(start.status.code(), Some(1), "{}", text(&start.stdout));
+    assert!(
+        text(&start.stderr).contains("was removed (or replaced) while in use"),
+        "{}",
+        text(&start.stderr)
+    );
+    assert!(text(&start.stdout).is_empty(), "no sprint id is reported");
+    serve.expect_log("was removed (or replaced) while in use");
+    let status = serve.child.wait().expect("serve ends");
+    assert_eq!(status.code(), Some(1));
+}

@@ -264,6 +264,10 @@ impl Orchestrator {
                 () = self.handle.wake.notified() => look_for_commands = true,
                 () = tokio::time::sleep(next_due.min(COMMAND_POLL)) => look_for_commands = true,
                 _ = heartbeat.tick() => {
+                    // A database removed under us would take every write and keep none.
+                    if let Err(e) = self.store.check_file() {
+                        break Err(e.into());
+                    }
                     if let Err(e) = self.lease.renew(&self.store).await {
                         break Err(e.into());
                     }

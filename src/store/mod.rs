@@ -42,6 +42,10 @@ pub enum StoreError {
         "database {url} was migrated by a newer hanarang: it has migration {theirs}, this binary knows migrations up to {ours}; run the newer hanarang (or restore a backup made before the upgrade)"
     )]
     TooNew { url: String, theirs: i64, ours: i64 },
+    #[error(
+        "the database file {} was removed (or replaced) while in use: nothing more is written to it. Restore it from a backup (`<database>.backup-*`), or remove its -wal and -shm files to start afresh", .0.display()
+    )]
+    Removed(PathBuf),
     #[error("database error: {0}")]
     Sql(#[from] sqlx::Error),
     #[error("the database holds bad data in {table} {key}: {what}")]
@@ -180,6 +184,9 @@ pub struct Store {
     single: Option<SqliteConnectOptions>,
     /// Where run contract files go: beside the database file.
     runs_dir: PathBuf,
+    /// The database file and which file it was when opened (device, inode); `None` for an
+    /// in-memory database.
+    file: Option<(PathBuf, (u64, u64))>,
 }
 
 /// The new state of a sprint after a transition, and what else the same transaction
@@ -279,6 +286,19 @@ impl Store {
             path.push("-migrate.lock");
             lock_file(PathBuf::from(path)).await.ok()
         };
+        if !in_memory && !filename.exists() {
+            // A database removed while a process still has it open leaves its WAL behind:
+            // a new database here would take writes that the old one's users never see.
+            let beside = |suffix: &str| {
+                let mut p = filename.clone().into_os_string();
+                p.push(suffix);
+                PathBuf::from(p).exists()
+            };
+            if beside("-wal") || beside("-shm") {
+                let path = std::path::absolute(&filename).unwrap_or(filename);
+                return Err(StoreError::Removed(path));
+            }
+        }
         let mut pool = connect().await.map_err(open_err)?;
         let (applied, pending) = migrations_of(&pool, url).await?;
         // Nothing to do when every migration is applied: the usual case, and a cheap read.
@@ -311,6 +331,16 @@ impl Store {
             }
         }
         drop(setup_lock);
+        let file = if in_memory {
+            None
+        } else {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::metadata(&filename).map_err(|e| StoreError::Open {
+                url: url.to_string(),
+                source: sqlx::Error::Io(e),
+            })?;
+            Some((filename.clone(), (m.dev(), m.ino())))
+        };
         // A second pool on an in-memory database would be another database.
         let single = (!in_memory).then_some(options);
         let runs_dir = if in_memory {
@@ -326,7 +356,21 @@ impl Store {
             pool,
             single,
             runs_dir,
+            file,
         })
+    }
+
+    /// Whether the database file is still the one this store opened: removed (or replaced)
+    /// under a running process, every write would go to a file nobody can open again.
+    pub fn check_file(&self) -> Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let Some((path, opened)) = &self.file else {
+            return Ok(());
+        };
+        match std::fs::metadata(path) {
+            Ok(m) if (m.dev(), m.ino()) == *opened => Ok(()),
+            _ => Err(StoreError::Removed(path.clone())),
+        }
     }
 
     /// Opens a database that already exists, for the commands that only read it or act on
