@@ -810,7 +810,7 @@ impl Store {
         } else {
             relaxed(&sql)
         };
-        let mut query = bind_new_run(sqlx::query(sqlx::AssertSqlSafe(sql)), &new)?;
+        let mut query = bind_new_run(sqlx::query(sqlx::AssertSqlSafe(sql)), new)?;
         if new.focus.is_some() {
             query = query.bind(new.sprint_id);
         }
