@@ -11,6 +11,7 @@ use hanarang::handoff::message::{Actor, Verdict};
 use hanarang::pipeline::{Event, Facts, Policy, State, apply};
 use hanarang::sister::process::live_members;
 use hanarang::sister::{RunControl, RunOutcome, RunReport, Stop, run};
+use support::pipeline::PATIENCE;
 use support::{Fixture, TempDir, alive, git};
 use tokio::sync::oneshot;
 
@@ -621,4 +622,40 @@ async fn outside_a_git_repository_claims_are_taken_as_given() {
     let report = run_fixture(&f).await;
     assert_outcome(&report, RunOutcome::Handoff, "IMPL_DONE");
     let _ = TempDir::new("unused");
+}
+
+fn daemon_pid(pid_file: &std::path::Path) -> u32 {
+    std::fs::read_to_string(pid_file)
+        .expect("the daemon wrote its pid")
+        .trim()
+        .parse()
+        .expect("a pid")
+}
+
+#[tokio::test]
+async fn a_daemon_that_left_the_group_with_setsid_does_not_outlive_the_run() {
+    let f = Fixture::new(Actor::Erang, "setsid_daemon.sh");
+    let pid_file = f.dir.path().join("daemon.pid");
+    let mut f = f.env("DAEMON_PID_FILE", pid_file.display().to_string());
+    // A run that waited for the daemon's pipes would wait this long; it must not.
+    f.request.spec.kill_grace = Duration::from_secs(120);
+    let report = tokio::time::timeout(PATIENCE, run_fixture(&f))
+        .await
+        .expect("the run ended without waiting for the daemon's pipes");
+    assert_outcome(&report, RunOutcome::Handoff, "erang DEPLOY_DONE");
+    let daemon = daemon_pid(&pid_file);
+    assert_eq!(alive(&[daemon]), Vec::<u32>::new(), "the daemon was killed");
+}
+
+#[tokio::test]
+async fn a_stubborn_setsid_daemon_of_a_hanging_sister_is_killed_on_timeout() {
+    let mut f = Fixture::new(Actor::Narang, "setsid_daemon.sh");
+    f.request.spec.args = vec!["hang".into(), "stubborn".into()];
+    let pid_file = f.dir.path().join("daemon.pid");
+    let mut f = f.env("DAEMON_PID_FILE", pid_file.display().to_string());
+    f.request.spec.timeout = Duration::from_millis(400);
+    let report = run_fixture(&f).await;
+    assert_outcome(&report, RunOutcome::Timeout, "timed out");
+    let daemon = daemon_pid(&pid_file);
+    assert_eq!(alive(&[daemon]), Vec::<u32>::new(), "SIGKILL ended it");
 }

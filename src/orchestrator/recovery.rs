@@ -16,17 +16,9 @@ impl Orchestrator {
             // and this database's contract file: a recycled pid, or the same run id of
             // another database, is never touched. Its whole process group goes.
             let grace = self.config.agent.spec(run.actor).kill_grace;
-            let markers = [
-                format!("HANARANG_RUN_ID={}", run.run_id),
-                format!(
-                    "HANARANG_CONTRACT_FILE={}",
-                    self.store.contract_path(&run.sprint_id).display()
-                ),
-            ];
-            for pgid in process::groups_carrying(&markers) {
-                tracing::warn!(pgid, run = %run.run_id, "killing what is left of an interrupted run");
-                process::kill_group(pgid, grace).await;
-            }
+            let markers =
+                process::run_markers(&run.run_id, &self.store.contract_path(&run.sprint_id));
+            process::kill_run(None, &markers, grace).await;
             tracing::warn!(sprint = %run.sprint_id, run = %run.run_id, "run was in flight: recorded as interrupted");
             let end = RunEnd {
                 run_id: run.run_id.clone(),

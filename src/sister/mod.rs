@@ -376,8 +376,11 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
         }
     };
 
-    // Whatever happened, nothing of the sister's group outlives the run.
-    process::kill_group(pgid, spec.kill_grace).await;
+    // Whatever happened, nothing the sister started outlives the run: its group, and
+    // whatever left the group (a daemon started with `setsid`) but kept the run's
+    // environment.
+    let markers = process::run_markers(&req.contract.run_id, &req.contract_path);
+    process::kill_run(Some(pgid), &markers, spec.kill_grace).await;
     let status = match status {
         Some(status) => status,
         None => child.wait().await,
@@ -385,7 +388,7 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
     // The pipes reach EOF once the group is gone. A daemon that escaped the group (setsid)
     // could hold them open: wait a bounded time, then take what was read.
     if !pipes_done {
-        let _ = tokio::time::timeout(spec.kill_grace.max(Duration::from_secs(1)), &mut pipes).await;
+        let _ = tokio::time::timeout(spec.kill_grace, &mut pipes).await;
     }
 
     let (out, out_total, out_over) = process::take(&stdout);

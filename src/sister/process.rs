@@ -192,7 +192,11 @@ fn environ_has(pid: u32, marker: &str) -> bool {
 }
 
 /// The process groups of every live process whose environment holds all of `markers`.
-pub fn groups_carrying(markers: &[String]) -> Vec<u32> {
+fn groups_carrying(markers: &[String]) -> Vec<u32> {
+    if markers.is_empty() {
+        // No marker would match every process on the machine.
+        return Vec::new();
+    }
     let mut groups: Vec<u32> = live_processes()
         .unwrap_or_default()
         .into_iter()
@@ -204,32 +208,73 @@ pub fn groups_carrying(markers: &[String]) -> Vec<u32> {
     groups
 }
 
-/// Stops every process in the group: SIGTERM, then SIGKILL for whatever is still alive
-/// after `grace`. Returns once the group is gone (or SIGKILL has been sent).
-pub async fn kill_group(pgid: u32, grace: Duration) {
-    if !group_alive(pgid) {
+/// The environment every process of a run carries, and by which whatever it left behind
+/// is found wherever it moved (a daemon that left the process group with `setsid`): the
+/// run's id, and its contract file, which names this database's runs folder (the same run
+/// id under another database is another run).
+pub fn run_markers(run_id: &str, contract_file: &std::path::Path) -> [String; 2] {
+    [
+        format!("HANARANG_RUN_ID={run_id}"),
+        format!("HANARANG_CONTRACT_FILE={}", contract_file.display()),
+    ]
+}
+
+/// Stops everything of a run: its sister's process group (`pgid`, when it was spawned)
+/// and every other group holding a process that carries the run's `markers`, all at once,
+/// so the whole takes at most `grace` (then SIGKILL). A process that both left the group
+/// and cleared its environment cannot be told from any other process, and is left alone.
+pub async fn kill_run(pgid: Option<u32>, markers: &[String], grace: Duration) {
+    let mut groups = groups_carrying(markers);
+    for &group in &groups {
+        if Some(group) != pgid {
+            tracing::warn!(
+                pgid = group,
+                "killing a process the run left outside its group"
+            );
+        }
+    }
+    groups.extend(pgid);
+    groups.sort_unstable();
+    groups.dedup();
+    kill_groups(&groups, grace).await;
+}
+
+/// Stops every process in the groups, all at once: SIGTERM, then SIGKILL for whatever is
+/// still alive after `grace`. Returns once the groups are gone (or SIGKILL has been sent).
+async fn kill_groups(groups: &[u32], grace: Duration) {
+    let alive = |groups: &[u32]| -> Vec<u32> {
+        groups.iter().copied().filter(|&g| group_alive(g)).collect()
+    };
+    let mut left = alive(groups);
+    if left.is_empty() {
         return;
     }
-    let group = Pid::from_raw(pgid as i32);
-    let _ = killpg(group, Signal::SIGTERM);
-    // A stopped process cannot act on SIGTERM until it is continued.
-    let _ = killpg(group, Signal::SIGCONT);
+    for &group in &left {
+        let group = Pid::from_raw(group as i32);
+        let _ = killpg(group, Signal::SIGTERM);
+        // A stopped process cannot act on SIGTERM until it is continued.
+        let _ = killpg(group, Signal::SIGCONT);
+    }
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
-        if !group_alive(pgid) {
+        left = alive(&left);
+        if left.is_empty() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let _ = killpg(group, Signal::SIGKILL);
+    for &group in &left {
+        let _ = killpg(Pid::from_raw(group as i32), Signal::SIGKILL);
+    }
     // SIGKILL cannot be ignored; give the kernel a moment to tear the processes down.
     for _ in 0..50 {
-        if !group_alive(pgid) {
+        left = alive(&left);
+        if left.is_empty() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    tracing::warn!(pgid, "processes of the sister's group survived SIGKILL");
+    tracing::warn!(groups = ?left, "processes of a sister survived SIGKILL");
 }
 
 /// A signal's name for the user ("SIGKILL"), or its number.
