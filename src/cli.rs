@@ -564,7 +564,14 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
                 let decision = if args.auto_approve {
                     Decision::Approve
                 } else {
-                    ask_deploy(&current.id, config.pipeline.locale).await
+                    tokio::select! {
+                        d = ask_deploy(&current.id, config.pipeline.locale) => d,
+                        // Ctrl-C at the question: where the sprint stands is said below.
+                        () = &mut shutdown => {
+                            interrupted = true;
+                            break Exit::Failure;
+                        }
+                    }
                 };
                 let by = if args.auto_approve {
                     "cli:auto-approve"

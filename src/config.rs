@@ -527,6 +527,9 @@ impl Config {
         let Some(mut config) = config else {
             return Err(ParseError::Invalid(problems));
         };
+        if let Some(moved) = database_left_behind(&config.database.url, base) {
+            problems.push(moved);
+        }
         config.resolve_paths(base);
         // The design's `openclaw spawn …` arguments belong to its default program: a table
         // that names its own program without `args` passes none.
@@ -804,28 +807,52 @@ fn programs_without_args(table: &toml::Table) -> Vec<Option<Actor>> {
     tables
 }
 
-/// A `sqlite:` URL whose relative file path is taken from `base`; any other URL (and an
-/// in-memory database) unchanged.
-fn absolute_sqlite_url(url: &str, base: &Path) -> String {
-    let Some(rest) = url
+/// The relative file path of a `sqlite:` URL and what follows it (`?mode=…`); `None` for
+/// any other URL, an absolute path or an in-memory database.
+fn relative_sqlite_path(url: &str) -> Option<(&str, Option<&str>)> {
+    let rest = url
         .strip_prefix("sqlite://")
-        .or_else(|| url.strip_prefix("sqlite:"))
-    else {
-        return url.to_string();
-    };
+        .or_else(|| url.strip_prefix("sqlite:"))?;
     let (path, query) = match rest.split_once('?') {
         Some((path, query)) => (path, Some(query)),
         None => (rest, None),
     };
-    if path.is_empty() || path == ":memory:" || Path::new(path).is_absolute() {
+    let in_memory = path.is_empty()
+        || path == ":memory:"
+        || query.is_some_and(|q| q.split('&').any(|kv| kv == "mode=memory"));
+    (!in_memory && Path::new(path).is_relative()).then_some((path, query))
+}
+
+/// A `sqlite:` URL whose relative file path is taken from `base`; any other URL (and an
+/// in-memory database) unchanged.
+fn absolute_sqlite_url(url: &str, base: &Path) -> String {
+    let Some((path, query)) = relative_sqlite_path(url) else {
         return url.to_string();
-    }
+    };
     let mut absolute = format!("sqlite://{}", base.join(path).display());
     if let Some(query) = query {
         absolute.push('?');
         absolute.push_str(query);
     }
     absolute
+}
+
+/// Before relative SQLite paths were the config file's, they were the current folder's
+/// (under systemd, its `WorkingDirectory`). A database found only there would be silently
+/// replaced by a new empty one beside the config: refused, naming both places.
+fn database_left_behind(url: &str, base: &Path) -> Option<ConfigProblem> {
+    let (path, _) = relative_sqlite_path(url)?;
+    let beside = std::path::absolute(base.join(path)).ok()?;
+    let here = std::path::absolute(path).ok()?;
+    (here != beside && !beside.exists() && here.is_file()).then(|| ConfigProblem {
+        key: "database.url".into(),
+        message: format!(
+            "{url:?} is taken from the config file's folder ({}, which does not exist), but the database is at {}, where hanarang looked before: set url = \"sqlite://{}\" (or move the file beside the config)",
+            beside.display(),
+            here.display(),
+            here.display()
+        ),
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,9 +11,15 @@ pub enum LogFormat {
     Json,
 }
 
+/// Without `RUST_LOG`, serenity says only what is wrong for good: while Discord is down
+/// its shard queuer warns on every reconnect try (every few seconds), and the bot's own
+/// line about it comes once a minute.
+const QUIET_DEPENDENCIES: &str = "serenity=error";
+
 pub fn init(default_level: &str, format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("{default_level},{QUIET_DEPENDENCIES}"))
+    });
     use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

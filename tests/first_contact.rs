@@ -379,6 +379,8 @@ fn wait_until(mut done: impl FnMut() -> bool) {
 
 /// `hanarang run` as a child whose stdout is read line by line.
 struct Foreground {
+    /// Kept open when asked for: a terminal nobody has answered yet.
+    _stdin: Option<std::process::ChildStdin>,
     child: Reaped,
     lines: std::sync::mpsc::Receiver<String>,
     seen: Vec<String>,
@@ -386,12 +388,20 @@ struct Foreground {
 
 impl Foreground {
     fn start(files: &Files, args: &[&str]) -> Foreground {
+        Foreground::start_with(files, args, false)
+    }
+
+    fn start_with(files: &Files, args: &[&str], open_stdin: bool) -> Foreground {
         let mut child = hanarang()
             .arg("--config")
             .arg(&files.config_path)
             .arg("run")
             .args(args)
-            .stdin(Stdio::null())
+            .stdin(if open_stdin {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -404,6 +414,7 @@ impl Foreground {
             }
         });
         Foreground {
+            _stdin: child.stdin.take(),
             child: Reaped(child),
             lines,
             seen: Vec::new(),
@@ -553,4 +564,44 @@ fn many_runs_in_a_row_never_hang_after_done() {
         run.expect(&format!("🎉 SPRINT-{n:03} 배포 완료"));
         assert_eq!(run.exit_code(), Some(0), "run {n}");
     }
+}
+
+#[test]
+fn a_database_where_earlier_versions_looked_is_not_silently_replaced() {
+    // An upgrade: the unit's working folder holds the database the relative URL used to
+    // name; the config lives elsewhere.
+    let (_dir, config) = operator_folder("strict_paths.sh", "[]", "");
+    let working = TempDir::new("working");
+    let setup = run_in(working.path(), &config, &["sprint", "start", "x"]);
+    assert!(setup.status.success(), "{}", text(&setup.stderr));
+    let old = working.path().join("hanarang.db");
+    std::fs::rename(config.with_file_name("hanarang.db"), &old).unwrap();
+    let out = run_in(working.path(), &config, &["serve"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("but the database is at {}", old.display()))
+            && stderr.contains(&format!("set url = \"sqlite://{}\"", old.display())),
+        "{stderr}"
+    );
+    assert!(!config.with_file_name("hanarang.db").exists());
+}
+
+#[test]
+fn ctrl_c_at_the_deploy_question_stops_run_and_says_what_comes_next() {
+    let files = Files::new(&Setup::default());
+    // Nobody answers the question: stdin stays open.
+    let mut run = Foreground::start_with(&files, &["Add a login page"], true);
+    run.expect("✅ SPRINT-001 완료");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(run.child.0.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let stopped = run.expect("SPRINT-001 stopped");
+    assert!(
+        stopped.contains("it is done") && stopped.contains("`hanarang sprint approve SPRINT-001`"),
+        "{stopped}"
+    );
+    assert_eq!(run.exit_code(), Some(1));
 }
