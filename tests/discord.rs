@@ -513,3 +513,55 @@ async fn serve_runs_the_pipeline_while_discord_is_down_and_catches_up_later() {
         "each failure to connect is logged once a minute, not on every try: {log}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_refused_while_serve_runs_stops_it_with_exit_2() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let files = Files::new(&Setup::default());
+    files.append_config(&discord_table(&fake));
+    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_hanarang"))
+        .arg("--config")
+        .arg(&files.config_path)
+        .arg("serve")
+        .env(
+            "HANARANG_TEST_DISCORD_TOKEN",
+            support::fake_discord::FAKE_TOKEN,
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start serve");
+    assert!(
+        files
+            .hanarang(&["sprint", "start", "Add a login page"])
+            .status
+            .success()
+    );
+    wait_for_lines(&fake, 4).await;
+    // The token is reset in the developer portal: Discord now refuses it.
+    fake.set_failing(true, 401);
+    assert!(files.hanarang(&["sprint", "approve", "1"]).status.success());
+    let out = tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while serve.try_wait().ok().flatten().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = serve.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        serve.wait_with_output().expect("serve ends")
+    })
+    .await
+    .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{log}");
+    assert!(
+        log.contains("Discord refused the token in HANARANG_TEST_DISCORD_TOKEN"),
+        "{log}"
+    );
+    assert!(
+        !log.contains(support::fake_discord::FAKE_TOKEN),
+        "the token is never printed"
+    );
+}

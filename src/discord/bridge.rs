@@ -89,12 +89,13 @@ impl Bridge {
         }
     }
 
-    /// Delivers the log until `shutdown` resolves.
+    /// Delivers the log until `shutdown` resolves, or until Discord refuses the token (a
+    /// token revoked while `serve` runs): that is not an outage to wait out.
     pub async fn run(
         mut self,
         mut events: broadcast::Receiver<TransitionRecord>,
         shutdown: impl std::future::Future<Output = ()>,
-    ) {
+    ) -> Result<(), super::StartError> {
         tokio::pin!(shutdown);
         let mut failures = 0u32;
         let mut repeated = super::Repeated::default();
@@ -104,6 +105,12 @@ impl Bridge {
                 Ok(_) => {
                     failures = 0;
                     self.flush_boards().await
+                }
+                Err(DeliveryError::Discord(e)) if super::is_refused(&e) => {
+                    return Err(super::StartError::TokenRefused(
+                        self.discord.token_env.clone(),
+                        e.to_string(),
+                    ));
                 }
                 Err(e) => {
                     failures = failures.saturating_add(1);
@@ -117,7 +124,7 @@ impl Bridge {
                 }
             };
             tokio::select! {
-                () = &mut shutdown => return,
+                () = &mut shutdown => return Ok(()),
                 // Any news (or a lag) means: read the log again; but a backoff runs its
                 // course (a busy pipeline must not turn it into a hammering).
                 _ = events.recv(), if failures == 0 => {}

@@ -56,7 +56,7 @@ pub enum StartError {
     TokenMissing(String),
     #[error("discord.token_env: Discord refused the token in {0} ({1}); check the bot token")]
     TokenRefused(String, String),
-    #[error("Discord could not be reached to check the token: {0}")]
+    #[error("Discord could not be reached: {0}")]
     Unreachable(String),
     #[error("the Discord client failed: {0}")]
     Client(String),
@@ -152,11 +152,13 @@ pub async fn run(
         discord.clone(),
     );
     let (stop_bridge, bridge_stopped) = tokio::sync::oneshot::channel::<()>();
-    let bridge_task = tokio::spawn(bridge.run(handle.subscribe(), async {
+    let mut bridge_task = tokio::spawn(bridge.run(handle.subscribe(), async {
         let _ = bridge_stopped.await;
     }));
     let result = tokio::select! {
         r = connect(&config, &discord, &handle, &token) => r,
+        // It ends early only when Discord refused the token.
+        r = &mut bridge_task => return r.unwrap_or(Ok(())),
         // No `shard_manager.shutdown_all()`: serenity 0.12's shard shutdown waits for the
         // gateway's close frame in a loop that spins without yielding once the stream has
         // ended (`checked_shutdown`), which would hold a worker thread and keep the
@@ -250,22 +252,31 @@ async fn start_client(
         .map_err(|e| refused_or(discord, e, StartError::Client))
 }
 
-/// A 401 from REST or an invalid-authentication close from the gateway is a refused token;
-/// anything else is what `other` makes of it.
+/// A 401 from REST or an invalid-authentication close (4004) from the gateway: Discord
+/// refuses the token.
+fn is_refused(e: &serenity::Error) -> bool {
+    match e {
+        serenity::Error::Http(h) => h.status_code().is_some_and(|s| s.as_u16() == 401),
+        serenity::Error::Gateway(serenity::GatewayError::InvalidAuthentication) => true,
+        _ => false,
+    }
+}
+
+/// A refused token (`is_refused`), or whatever `other` makes of the error.
 fn refused_or(
     discord: &DiscordConfig,
     e: serenity::Error,
     other: fn(String) -> StartError,
 ) -> StartError {
-    let refused = match &e {
-        serenity::Error::Http(h) => h.status_code().is_some_and(|s| s.as_u16() == 401),
-        serenity::Error::Gateway(serenity::GatewayError::InvalidAuthentication) => true,
-        _ => false,
-    };
-    if refused {
-        StartError::TokenRefused(discord.token_env.clone(), "401 Unauthorized".into())
-    } else {
-        other(e.to_string())
+    match &e {
+        serenity::Error::Http(_) if is_refused(&e) => {
+            StartError::TokenRefused(discord.token_env.clone(), "401 Unauthorized".into())
+        }
+        serenity::Error::Gateway(_) if is_refused(&e) => StartError::TokenRefused(
+            discord.token_env.clone(),
+            "the gateway closed with 4004, authentication failed".into(),
+        ),
+        _ => other(e.to_string()),
     }
 }
 
