@@ -554,8 +554,9 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
             State::Aborted => break Exit::Failure,
             State::Escalated => {
                 console.say(&format!(
-                    "{} needs a human: resume it with `hanarang sprint resume {}` (under `hanarang serve`, or the next `hanarang run` of project {}); or `hanarang sprint abort {}`",
-                    current.id, current.id, current.project, current.id
+                    "{} needs a human. Next: {}",
+                    current.id,
+                    next_step(&current, AppliedBy::Serve)
                 ));
                 break Exit::Escalated;
             }
@@ -589,7 +590,7 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
                         outln!(
                             "{} waits in done for deploy approval. Next: {}",
                             current.id,
-                            next_step(&current)
+                            next_step(&current, AppliedBy::Serve)
                         );
                         break Exit::Failure;
                     }
@@ -625,7 +626,7 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
                 s.state,
                 s.round,
                 s.attempt,
-                next_step(&s)
+                next_step(&s, AppliedBy::Serve)
             ),
             Ok(None) => {}
             Err(e) => errln!("hanarang run: {e}"),
@@ -664,25 +665,42 @@ fn waiting_line(sprint: &Sprint, ahead: &Sprint) -> String {
     format!(
         "{} waits: {why}. Next: {}. Commands given meanwhile (from another terminal) are applied here.",
         sprint.id,
-        next_step(ahead)
+        next_step(ahead, AppliedBy::ThisRun)
     )
 }
 
+/// Who would carry out the next step: this `run` (it drives the sprints ahead of its own),
+/// or `serve` once this process has stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AppliedBy {
+    ThisRun,
+    Serve,
+}
+
 /// The command that moves a sprint on from where it stands.
-fn next_step(s: &Sprint) -> String {
+fn next_step(s: &Sprint, by: AppliedBy) -> String {
     let id = &s.id;
+    let applied = match by {
+        AppliedBy::ThisRun => "",
+        AppliedBy::Serve => {
+            "; `hanarang serve` (or the next `hanarang run` of its project) applies it"
+        }
+    };
     match s.state {
         State::Done => format!(
-            "`hanarang sprint approve {id}` deploys it (or `hanarang sprint request-changes {id} --note TEXT`, `hanarang sprint abort {id}`); `hanarang serve` applies it"
+            "`hanarang sprint approve {id}` deploys it (or `hanarang sprint request-changes {id} --note TEXT`, `hanarang sprint abort {id}`){applied}"
         ),
         State::Escalated => format!(
-            "`hanarang sprint resume {id}` (optionally `--focus TEXT`) or `hanarang sprint abort {id}`; `hanarang serve` applies it"
+            "`hanarang sprint resume {id}` (optionally `--focus TEXT`) or `hanarang sprint abort {id}`{applied}"
         ),
+        State::Deployed | State::Aborted => "nothing: it has ended".into(),
+        _ if by == AppliedBy::ThisRun => {
+            format!("it runs here until it ends (or `hanarang sprint abort {id}`)")
+        }
         State::Queued => format!(
             "`hanarang serve` starts it once project {}'s pipeline lock is free (or `hanarang sprint abort {id}`)",
             s.project
         ),
-        State::Deployed | State::Aborted => "nothing: it has ended".into(),
         _ => format!("`hanarang serve` carries it on from here (or `hanarang sprint abort {id}`)"),
     }
 }

@@ -462,6 +462,16 @@ fn run_says_which_sprint_it_waits_for_and_applies_its_commands() {
             && waiting.contains("`hanarang sprint approve SPRINT-001`"),
         "{waiting}"
     );
+    // A sprint behind it is not this run's to steer: said at once.
+    let third = files.hanarang(&["sprint", "start", "Third"]);
+    assert_eq!(text(&third.stdout).trim(), "SPRINT-003");
+    let abort = files.hanarang(&["sprint", "abort", "3"]);
+    assert_eq!(abort.status.code(), Some(4), "{}", text(&abort.stderr));
+    assert!(
+        text(&abort.stderr).contains("SPRINT-003 is not driven by this `hanarang run`"),
+        "{}",
+        text(&abort.stderr)
+    );
     // Another terminal approves the first sprint: the running `run` applies it.
     let approve = files.hanarang(&["sprint", "approve", "1"]);
     assert_eq!(approve.status.code(), Some(0), "{}", text(&approve.stderr));

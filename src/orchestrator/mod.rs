@@ -292,6 +292,16 @@ impl Orchestrator {
                     // after an approval) is applied before its sister starts.
                     self.hold_spawns = sprints[i + 1..].contains(&command.sprint_id);
                     self.apply_command(command).await?;
+                } else if let Some(only) = &self.only {
+                    // Said at once, rather than left for a `serve` that cannot start while
+                    // this `run` holds the database.
+                    let reason = format!(
+                        "{} is not driven by this `hanarang run`, which drives {} and the sprints ahead of it in project {}: give the command again once it has ended, under `hanarang serve`",
+                        command.sprint_id, only.id, only.project
+                    );
+                    self.store
+                        .resolve_command(command.id, CommandStatus::Refused, &reason, now_ms())
+                        .await?;
                 }
             }
             self.hold_spawns = false;
