@@ -126,7 +126,7 @@ pub enum SprintCommand {
         #[arg(long)]
         json: bool,
         /// One run (SPRINT-001-R02, R02 or 2): its captured stdout and stderr
-        #[arg(long, value_name = "RUN")]
+        #[arg(long, value_name = "RUN", conflicts_with = "json")]
         run: Option<String>,
         /// With --run: only the run's stdout, as it was captured
         #[arg(long, requires = "run", conflicts_with = "stderr")]
@@ -501,6 +501,8 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
     let terminal = std::io::stdout().is_terminal();
     let mut console = Console::new(&sprint.id, terminal);
     let mut ticker = tokio::time::interval(STATUS_EVERY);
+    // After a long wait (the deploy question) one redraw, not a burst of them.
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut current = sprint;
     // What the sprint was last said to wait for (the sprint ahead of it, and its state).
     let mut waits_for: Option<(String, State)> = None;
@@ -519,6 +521,7 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
                     waits_for = now;
                 }
                 Err(e) => {
+                    console.clear_status();
                     errln!("hanarang run: {e}");
                     break Exit::Failure;
                 }
@@ -544,6 +547,7 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
             Ok(Progress::Moved(s)) => *s,
             Ok(Progress::Elsewhere) => continue,
             Err(e) => {
+                console.clear_status();
                 errln!("hanarang run: {e}");
                 break Exit::Failure;
             }
@@ -987,7 +991,8 @@ fn config_check(path: Option<&std::path::Path>) -> Exit {
     }
 }
 
-fn print_json(value: &serde_json::Value) -> Exit {
+/// JSON on stdout (`--json`, `schema`, `validate`).
+pub(crate) fn print_json(value: &impl serde::Serialize) -> Exit {
     match crate::output::out_json(value) {
         Ok(()) => Exit::Success,
         Err(e) => {

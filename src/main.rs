@@ -12,5 +12,11 @@ fn main() -> ExitCode {
         "warn"
     };
     hanarang::logging::init(level, cli.log_format);
-    hanarang::cli::run(cli).into()
+    let exit = hanarang::cli::run(cli);
+    // Output that could not be written (a full disk; a closed pipe is fine) fails the
+    // command, whatever it did.
+    if hanarang::output::failed() && exit == hanarang::cli::Exit::Success {
+        return hanarang::cli::Exit::Failure.into();
+    }
+    exit.into()
 }

@@ -5,19 +5,39 @@
 use std::fmt;
 use std::io::Write;
 
+/// A closed pipe is the reader's choice, and passes in silence; any other failure to
+/// write (a full disk under `> file`) is reported, once, and makes the exit code 1.
+fn written(result: std::io::Result<()>) {
+    match result {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            if !FAILED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                let _ = writeln!(std::io::stderr(), "hanarang: cannot write output: {e}");
+            }
+        }
+        _ => {}
+    }
+}
+
+static FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether some output could not be written (other than into a closed pipe).
+pub fn failed() -> bool {
+    FAILED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// One line on stdout (`outln!`).
 pub fn out_line(args: fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
-    let _ = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
+    written(out.write_fmt(args).and_then(|()| out.write_all(b"\n")));
 }
 
 /// Text on stdout without a newline, flushed: a prompt (`out!`).
 pub fn out_text(args: fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
-    let _ = out.write_fmt(args).and_then(|()| out.flush());
+    written(out.write_fmt(args).and_then(|()| out.flush()));
 }
 
-/// One line on stderr (`errln!`).
+/// One line on stderr (`errln!`); a stderr that cannot be written to has nowhere to say so.
 pub fn err_line(args: fmt::Arguments<'_>) {
     let mut err = std::io::stderr().lock();
     let _ = err.write_fmt(args).and_then(|()| err.write_all(b"\n"));
@@ -27,11 +47,13 @@ pub fn err_line(args: fmt::Arguments<'_>) {
 pub fn out_json(value: &impl serde::Serialize) -> Result<(), serde_json::Error> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match serde_json::to_writer_pretty(&mut out, value) {
-        // The reader went away: see the module's doc.
-        Err(e) if e.is_io() => return Ok(()),
+        Err(e) if e.is_io() => {
+            written(Err(e.into()));
+            return Ok(());
+        }
         other => other?,
     }
-    let _ = out.write_all(b"\n").and_then(|()| out.flush());
+    written(out.write_all(b"\n").and_then(|()| out.flush()));
     Ok(())
 }
 

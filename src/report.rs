@@ -5,10 +5,10 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::json;
 
-use crate::cli::Exit;
+use crate::cli::{Exit, print_json};
 use crate::config::Config;
 use crate::notify::messages::{Context, one_line, render};
-use crate::output::{escape_controls, out_json};
+use crate::output::escape_controls;
 use crate::store::{Run, Spend, Sprint, Store};
 use crate::{errln, out, outln};
 
@@ -18,16 +18,6 @@ const STDERR_LINES: usize = 8;
 fn time(ms: i64) -> String {
     let t = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
     humantime::format_rfc3339_seconds(t).to_string()
-}
-
-fn print_json(value: &impl serde::Serialize) -> Exit {
-    match out_json(value) {
-        Ok(()) => Exit::Success,
-        Err(e) => {
-            errln!("hanarang: {e}");
-            Exit::Failure
-        }
-    }
 }
 
 fn no_sprint(id: &str) -> Exit {

@@ -204,6 +204,32 @@ fn output_into_a_closed_pipe_ends_quietly() {
 }
 
 #[test]
+fn output_that_cannot_be_written_fails_the_command() {
+    // A full disk under `> file`, unlike a closed pipe, loses output: exit 1, and said.
+    let files = Files::new(&Setup::default());
+    files.hanarang(&["sprint", "start", "one"]);
+    for args in [&["sprint", "status"][..], &["sprint", "log", "1", "--json"]] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = hanarang()
+            .arg("--config")
+            .arg(&files.config_path)
+            .args(args)
+            .stdout(Stdio::from(full))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&out.stderr).contains("cannot write output"),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
 fn sprint_ids_are_taken_as_people_type_them() {
     let files = Files::new(&Setup::default());
     files.hanarang(&["sprint", "start", "Add a login page"]);

@@ -264,3 +264,62 @@ async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds() {
     );
     assert_eq!(store.runs(&planning.id).await.unwrap(), kept);
 }
+
+/// `run`'s console acts on the state of the last line it printed: a sprint and its new log
+/// entries are read in one snapshot, whatever commits meanwhile.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sprint_and_its_log_are_read_in_one_snapshot() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let dir = TempDir::new("store");
+    let store = Store::open(&url(&dir)).await.unwrap();
+    let current = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (store, current, done) = (store.clone(), current.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut reads = 0u32;
+            while !done.load(Ordering::Relaxed) {
+                let id = hanarang::store::sprint_id(current.load(Ordering::Relaxed) as i64);
+                if let Some((sprint, log)) = store.sprint_since(&id, 0).await.unwrap() {
+                    let last = log.last().map_or(0, |t| t.seq);
+                    assert_eq!(
+                        last, sprint.last_seq,
+                        "{id}: the log read ends where the sprint read is"
+                    );
+                    assert_eq!(log.last().map(|t| t.to), (last > 0).then_some(sprint.state));
+                    reads += 1;
+                }
+            }
+            reads
+        })
+    };
+    let failed = || Event::Failed {
+        failure: hanarang::pipeline::Failure {
+            kind: hanarang::pipeline::FailureKind::ExitNonzero,
+            detail: "exited with code 1".into(),
+        },
+    };
+    for n in 1..=60 {
+        let sprint = store
+            .create_sprint("app", "goal", None, "b", n)
+            .await
+            .unwrap();
+        current.store(n as usize, Ordering::Relaxed);
+        let (mut s, _) = commit_event(&store, &sprint, &Event::LockAcquired, None, None, n)
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            s = commit_event(&store, &s, &failed(), None, None, n)
+                .await
+                .unwrap()
+                .0;
+        }
+        assert_eq!(s.state, State::Planning);
+    }
+    done.store(true, Ordering::Relaxed);
+    assert!(
+        reader.await.unwrap() > 0,
+        "the reader read while sprints moved"
+    );
+}

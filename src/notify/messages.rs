@@ -310,7 +310,9 @@ pub fn status_line(sprint: &Sprint, cx: &Context<'_>, now_ms: i64) -> Option<Str
     let who = format!("{} {}", actor.emoji(), sister(actor, l));
     let since = |ms: i64| Duration::from_secs(u64::try_from(ms.max(0)).unwrap_or(0) / 1000);
     if let Some(at) = sprint.next_run_at.filter(|&at| at > now_ms) {
-        let wait = short_duration(since(at - now_ms));
+        let wait = short_duration(Duration::from_millis(
+            u64::try_from(at - now_ms).unwrap_or(0),
+        ));
         return Some(match l {
             Locale::Ko => format!("⏳ {who} {} 재시도 대기 · {wait} 후", stage_name(stage, l)),
             Locale::En => format!(

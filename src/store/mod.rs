@@ -264,7 +264,7 @@ impl Store {
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
         let filename = options.get_filename().to_path_buf();
-        let in_memory = filename.as_os_str().is_empty() || filename.as_os_str() == ":memory:";
+        let in_memory = file_of(&options, url).is_none();
         let connect = || {
             SqlitePoolOptions::new()
                 .max_connections(4)
@@ -1188,9 +1188,20 @@ async fn migrations_of(pool: &SqlitePool, url: &str) -> Result<(usize, Vec<i64>)
 
 /// The database file a `sqlite:` URL names (`None` for an in-memory database).
 pub fn database_path(url: &str) -> Option<PathBuf> {
-    let options = SqliteConnectOptions::from_str(url).ok()?;
-    let path = options.get_filename().to_path_buf();
-    (!path.as_os_str().is_empty() && path.as_os_str() != ":memory:").then_some(path)
+    file_of(&SqliteConnectOptions::from_str(url).ok()?, url)
+}
+
+/// The file behind parsed options; `None` in memory (`sqlite::memory:`, which sqlx names
+/// `file:sqlx-in-memory-N`, or `?mode=memory`).
+fn file_of(options: &SqliteConnectOptions, url: &str) -> Option<PathBuf> {
+    let path = options.get_filename();
+    let name = path.as_os_str().to_string_lossy();
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    let in_memory = name.is_empty()
+        || name == ":memory:"
+        || name.starts_with("file:sqlx-in-memory-")
+        || query.split('&').any(|kv| kv == "mode=memory");
+    (!in_memory).then(|| path.to_path_buf())
 }
 
 /// Takes an exclusive lock on `path` (created if missing), waiting for it.
@@ -1304,6 +1315,24 @@ fn bind_run_end<'q>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_in_memory_database_opens_and_leaves_no_file() {
+        assert_eq!(database_path("sqlite://?mode=memory"), None);
+        let store = Store::open("sqlite::memory:").await.unwrap();
+        assert_eq!(database_path("sqlite::memory:"), None);
+        let sprint = store
+            .create_sprint("app", "goal", None, "b", 1)
+            .await
+            .unwrap();
+        assert_eq!(sprint.id, "SPRINT-001");
+        store.check_file().unwrap();
+        assert!(!std::path::Path::new("file:sqlx-in-memory-0-migrate.lock").exists());
+        assert_eq!(
+            database_path("sqlite:///srv/h.db?mode=rwc"),
+            Some(PathBuf::from("/srv/h.db"))
+        );
+    }
 
     #[test]
     fn sprint_ids_are_taken_as_people_type_them() {
