@@ -8,13 +8,11 @@ use std::io::Write;
 /// A closed pipe is the reader's choice, and passes in silence; any other failure to
 /// write (a full disk under `> file`) is reported, once, and makes the exit code 1.
 fn written(result: std::io::Result<()>) {
-    match result {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            if !FAILED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                let _ = writeln!(std::io::stderr(), "hanarang: cannot write output: {e}");
-            }
-        }
-        _ => {}
+    if let Err(e) = result
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+        && !FAILED.swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        let _ = writeln!(std::io::stderr(), "hanarang: cannot write output: {e}");
     }
 }
 
