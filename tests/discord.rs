@@ -565,3 +565,157 @@ async fn a_token_refused_while_serve_runs_stops_it_with_exit_2() {
         "the token is never printed"
     );
 }
+
+/// The lines of one thread (its board, the starter message, left out), in order.
+fn thread_lines(fake: &FakeDiscord, thread: u64) -> Vec<String> {
+    fake.messages(thread)
+        .into_iter()
+        .filter(|m| m.id != thread)
+        .map(|m| m.content)
+        .collect()
+}
+
+fn thread_of(fake: &FakeDiscord, sprint: &str) -> Vec<u64> {
+    fake.threads()
+        .into_iter()
+        .filter(|t| t.name.starts_with(sprint))
+        .map(|t| t.id)
+        .collect()
+}
+
+async fn wait_for_thread_lines(fake: &FakeDiscord, thread: u64, n: usize) -> Vec<String> {
+    assert!(
+        fake.wait_until(PATIENCE, |f| thread_lines(f, thread).len() >= n)
+            .await,
+        "expected {n} lines in {thread}, got {:#?}",
+        thread_lines(fake, thread)
+    );
+    thread_lines(fake, thread)
+}
+
+/// Two projects, so two sprints run side by side; SPRINT-001 waits in `done`, its four
+/// lines posted.
+async fn two_sprints_setup(fake: &FakeDiscord) -> (Pipeline, Bot, u64) {
+    let p = pipeline(
+        Setup {
+            projects: &["app", "web"],
+            ..Setup::default()
+        },
+        fake,
+    )
+    .await;
+    let bot = Bot::start(&p, fake).await;
+    let s = p.start_sprint("app", "First", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    assert!(
+        fake.wait_until(PATIENCE, |f| thread_of(f, "SPRINT-001").len() == 1)
+            .await
+    );
+    let thread = thread_of(fake, "SPRINT-001")[0];
+    wait_for_thread_lines(fake, thread, 4).await;
+    (p, bot, thread)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_failing_thread_never_holds_back_the_other_sprints() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let (p, bot, first) = two_sprints_setup(&fake).await;
+    // SPRINT-001's thread fails for now; its next lines wait.
+    fake.fail_channel(first, Some(503));
+    p.command("SPRINT-001", CommandKind::Approve, None).await;
+    p.wait_for("SPRINT-001", State::Deployed).await;
+    let s2 = p.start_sprint("web", "Second", None).await;
+    p.wait_for(&s2.id, State::Done).await;
+    assert!(
+        fake.wait_until(PATIENCE, |f| thread_of(f, "SPRINT-002").len() == 1)
+            .await
+    );
+    let second = thread_of(&fake, "SPRINT-002")[0];
+    let lines = wait_for_thread_lines(&fake, second, 4).await;
+    assert_eq!(
+        lines[3], "<@500> ✅ SPRINT-002 완료. 배포 승인해주세요",
+        "{lines:#?}"
+    );
+    assert_eq!(
+        thread_lines(&fake, first).len(),
+        4,
+        "SPRINT-001's lines still wait"
+    );
+    // The thread works again: its lines arrive, once each, in order.
+    fake.fail_channel(first, None);
+    let lines = wait_for_thread_lines(&fake, first, 6).await;
+    assert_eq!(lines, HAPPY_LINES.map(|l| l.replace("discord:501", "cli")));
+    bot.stop().await;
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deleted_post_is_recreated_and_says_so() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let (p, bot, first) = two_sprints_setup(&fake).await;
+    fake.delete_channel(first);
+    p.command("SPRINT-001", CommandKind::Approve, None).await;
+    p.wait_for("SPRINT-001", State::Deployed).await;
+    assert!(
+        fake.wait_until(PATIENCE, |f| thread_of(f, "SPRINT-001").len() == 2)
+            .await
+    );
+    let again = thread_of(&fake, "SPRINT-001")[1];
+    let lines = wait_for_thread_lines(&fake, again, 3).await;
+    assert_eq!(
+        lines,
+        [
+            "ℹ️ SPRINT-001의 이전 포스트가 삭제되어 여기서 이어갑니다 (이전 기록: `hanarang sprint log SPRINT-001`)",
+            "🚀 cli님 배포 승인: 이랑이가 배포 시작",
+            "🎉 SPRINT-001 배포 완료",
+        ]
+    );
+    // And the next sprint is not held up by any of it.
+    let s2 = p.start_sprint("web", "Second", None).await;
+    p.wait_for(&s2.id, State::Done).await;
+    assert!(
+        fake.wait_until(PATIENCE, |f| thread_of(f, "SPRINT-002").len() == 1)
+            .await
+    );
+    bot.stop().await;
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_line_discord_refuses_for_good_is_skipped_with_a_note_on_the_board() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let (p, bot, first) = two_sprints_setup(&fake).await;
+    // The bot lost access to SPRINT-001's thread: its lines are skipped, logged once.
+    fake.deny_channel(first);
+    p.command("SPRINT-001", CommandKind::Approve, None).await;
+    p.wait_for("SPRINT-001", State::Deployed).await;
+    let s2 = p.start_sprint("web", "Second", None).await;
+    p.wait_for(&s2.id, State::Done).await;
+    assert!(
+        fake.wait_until(PATIENCE, |f| thread_of(f, "SPRINT-002").len() == 1)
+            .await
+    );
+    let second = thread_of(&fake, "SPRINT-002")[0];
+    wait_for_thread_lines(&fake, second, 4).await;
+    // A line Discord rejects (400) in a thread it can write to: skipped, and the board
+    // says so.
+    fake.fail_next(1, 400);
+    p.command(&s2.id, CommandKind::Approve, None).await;
+    p.wait_for(&s2.id, State::Deployed).await;
+    assert!(
+        fake.wait_until(PATIENCE, |f| f
+            .message(second)
+            .is_some_and(|board| board.content.contains("⚠️ 줄 1개를 올리지 못함")))
+            .await,
+        "the board notes the skipped line: {:?}",
+        fake.message(second).map(|m| m.content)
+    );
+    let lines = thread_lines(&fake, second);
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some("🎉 SPRINT-002 배포 완료")
+    );
+    assert_eq!(lines.len(), 5, "one line skipped: {lines:#?}");
+    bot.stop().await;
+    p.stop().await;
+}

@@ -49,11 +49,54 @@ pub enum DeliveryError {
     Store(#[from] crate::store::StoreError),
 }
 
+impl DeliveryError {
+    /// Discord's answer will not change by asking again: the channel or message is gone
+    /// (404), the bot may not post there (403), or Discord rejects the request (400).
+    fn is_permanent(&self) -> bool {
+        self.status().is_some_and(|s| matches!(s, 400 | 403 | 404))
+    }
+
+    /// Discord says the channel does not exist (any more): 404 Unknown Channel.
+    fn is_unknown_channel(&self) -> bool {
+        self.status() == Some(404) && self.code() == Some(10003)
+    }
+
+    fn status(&self) -> Option<u16> {
+        match self {
+            DeliveryError::Discord(serenity::Error::Http(e)) => e.status_code().map(|s| s.as_u16()),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<isize> {
+        match self {
+            DeliveryError::Discord(serenity::Error::Http(
+                serenity::HttpError::UnsuccessfulRequest(r),
+            )) => Some(r.error.code),
+            _ => None,
+        }
+    }
+}
+
 /// A status board waiting for its next edit.
 #[derive(Debug, Default)]
 struct Board {
     last_edit: Option<Instant>,
     dirty: bool,
+}
+
+/// A sprint whose next line failed for now: it waits its turn; the other sprints do not.
+#[derive(Debug)]
+struct Waiting {
+    failures: u32,
+    until: Instant,
+}
+
+/// Lines of a sprint that Discord would not take for good (shown on its board).
+#[derive(Debug, Default, Clone)]
+struct Skipped {
+    lines: u32,
+    last_error: String,
 }
 
 pub struct Bridge {
@@ -62,6 +105,14 @@ pub struct Bridge {
     config: Arc<Config>,
     discord: DiscordConfig,
     boards: HashMap<String, Board>,
+    /// Delivery is per sprint: a sprint whose line failed waits on its own backoff.
+    waiting: HashMap<String, Waiting>,
+    /// Per sprint, the global seq of its last line delivered (or skipped) past the shared
+    /// cursor, as its own cursor in the database holds it.
+    delivered: HashMap<String, i64>,
+    skipped: HashMap<String, Skipped>,
+    /// A Discord failure is logged once a minute, not on every retry.
+    repeated: super::Repeated,
 }
 
 async fn call<T>(
@@ -71,6 +122,27 @@ async fn call<T>(
         Ok(result) => Ok(result?),
         Err(_) => Err(DeliveryError::Timeout),
     }
+}
+
+/// What became of one line in a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Turn {
+    /// Posted now (or skipped for good): done with.
+    Delivered,
+    /// Done with in an earlier pass (past the shared cursor, on the sprint's own).
+    Before,
+    /// Its sprint waits on its backoff: not yet.
+    Waits,
+}
+
+/// The wait before the next try after `failures` failures in a row.
+fn backoff(failures: u32) -> Duration {
+    (RETRY_BASE * (1u32 << failures.min(8))).min(RETRY_MAX)
+}
+
+/// The database cursor of one sprint's lines, beside the shared `CURSOR`.
+fn sprint_cursor(sprint_id: &str) -> String {
+    format!("{CURSOR}:{sprint_id}")
 }
 
 impl Bridge {
@@ -86,6 +158,10 @@ impl Bridge {
             config,
             discord,
             boards: HashMap::new(),
+            waiting: HashMap::new(),
+            delivered: HashMap::new(),
+            skipped: HashMap::new(),
+            repeated: super::Repeated::default(),
         }
     }
 
@@ -97,14 +173,18 @@ impl Bridge {
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), super::StartError> {
         tokio::pin!(shutdown);
-        let mut failures = 0u32;
-        let mut repeated = super::Repeated::default();
+        let mut store_failures = 0u32;
         loop {
             let wait = match self.pass().await {
-                Ok(more) if more => continue,
-                Ok(_) => {
-                    failures = 0;
-                    self.flush_boards().await
+                Ok(()) => {
+                    store_failures = 0;
+                    let boards = self.flush_boards().await;
+                    let retry = self
+                        .waiting
+                        .values()
+                        .map(|w| w.until.saturating_duration_since(Instant::now()))
+                        .min();
+                    retry.map_or(boards, |r| r.min(boards))
                 }
                 Err(DeliveryError::Discord(e)) if super::is_refused(&e) => {
                     return Err(super::StartError::TokenRefused(
@@ -113,37 +193,115 @@ impl Bridge {
                     ));
                 }
                 Err(e) => {
-                    failures = failures.saturating_add(1);
-                    let backoff = (RETRY_BASE * (1u32 << failures.min(8))).min(RETRY_MAX);
-                    if repeated.due() {
-                        tracing::warn!(error = %e, retry_in = ?backoff, "Discord delivery failed; will retry");
-                    } else {
-                        tracing::debug!(error = %e, retry_in = ?backoff, "Discord delivery failed again");
-                    }
-                    backoff
+                    // The database: all sprints wait for it alike.
+                    store_failures = store_failures.saturating_add(1);
+                    tracing::warn!(error = %e, "Discord delivery cannot read the log; will retry");
+                    backoff(store_failures)
                 }
             };
             tokio::select! {
                 () = &mut shutdown => return Ok(()),
-                // Any news (or a lag) means: read the log again; but a backoff runs its
-                // course (a busy pipeline must not turn it into a hammering).
-                _ = events.recv(), if failures == 0 => {}
+                // Any news (or a lag) means: read the log again. A sprint that waits on its
+                // backoff keeps waiting (`pass` skips it until its time).
+                _ = events.recv() => {}
                 () = tokio::time::sleep(wait) => {}
             }
         }
     }
 
-    /// Delivers what the log holds past the cursor, in order. `Ok(true)` when there is
-    /// more to read.
-    async fn pass(&mut self) -> Result<bool, DeliveryError> {
-        let cursor = self.store.cursor(CURSOR).await?;
-        let batch = self.store.transitions_after(cursor, BATCH).await?;
-        for record in &batch {
-            let span = tracing::info_span!("deliver", sprint = %record.sprint_id, seq = record.seq);
-            self.deliver(record).instrument(span).await?;
-            self.store.set_cursor(CURSOR, record.global_seq).await?;
+    /// Delivers what the log holds past the shared cursor, in order per sprint. A sprint
+    /// whose line failed for now is passed over (and its later lines with it) until its
+    /// backoff ends; the shared cursor stops before its first waiting line, and the lines
+    /// of other sprints delivered beyond it are recorded on their own cursors.
+    async fn pass(&mut self) -> Result<(), DeliveryError> {
+        let mut after = self.store.cursor(CURSOR).await?;
+        let mut all_done = true;
+        loop {
+            let batch = self.store.transitions_after(after, BATCH).await?;
+            for record in &batch {
+                after = record.global_seq;
+                let span =
+                    tracing::info_span!("deliver", sprint = %record.sprint_id, seq = record.seq);
+                let turn = self.deliver_in_turn(record).instrument(span).await?;
+                all_done &= turn != Turn::Waits;
+                if all_done {
+                    self.store.set_cursor(CURSOR, record.global_seq).await?;
+                } else if turn == Turn::Delivered {
+                    let cursor = sprint_cursor(&record.sprint_id);
+                    self.store.set_cursor(&cursor, record.global_seq).await?;
+                    self.delivered
+                        .insert(record.sprint_id.clone(), record.global_seq);
+                }
+            }
+            if (batch.len() as i64) < BATCH {
+                return Ok(());
+            }
         }
-        Ok(batch.len() as i64 == BATCH)
+    }
+
+    /// One line, unless its sprint waits. A failure for now puts the sprint on its
+    /// backoff; a failure for good skips the line, noted on the board. Only a refused token
+    /// and the database stop the pass.
+    async fn deliver_in_turn(&mut self, record: &TransitionRecord) -> Result<Turn, DeliveryError> {
+        let id = &record.sprint_id;
+        if self.delivered_up_to(id).await? >= record.global_seq {
+            return Ok(Turn::Before);
+        }
+        if self
+            .waiting
+            .get(id)
+            .is_some_and(|w| w.until > Instant::now())
+        {
+            return Ok(Turn::Waits);
+        }
+        match self.deliver(record).await {
+            Ok(()) => {
+                self.waiting.remove(id);
+                Ok(Turn::Delivered)
+            }
+            Err(e @ DeliveryError::Store(_)) => Err(e),
+            Err(DeliveryError::Discord(e)) if super::is_refused(&e) => {
+                Err(DeliveryError::Discord(e))
+            }
+            Err(e) if e.is_permanent() => {
+                self.waiting.remove(id);
+                let skipped = self.skipped.entry(id.clone()).or_default();
+                if skipped.lines == 0 {
+                    tracing::warn!(error = %e, "Discord will not take this sprint's line; it is skipped (the board says so)");
+                }
+                skipped.lines += 1;
+                skipped.last_error = e.to_string();
+                self.boards.entry(id.clone()).or_default().dirty = true;
+                Ok(Turn::Delivered)
+            }
+            Err(e) => {
+                let failures = self.waiting.get(id).map_or(0, |w| w.failures) + 1;
+                let wait = backoff(failures);
+                if self.repeated.due() {
+                    tracing::warn!(error = %e, retry_in = ?wait, "Discord delivery failed; this sprint's lines wait, the others go on");
+                } else {
+                    tracing::debug!(error = %e, retry_in = ?wait, "Discord delivery failed again");
+                }
+                self.waiting.insert(
+                    id.clone(),
+                    Waiting {
+                        failures,
+                        until: Instant::now() + wait,
+                    },
+                );
+                Ok(Turn::Waits)
+            }
+        }
+    }
+
+    /// The global seq of the sprint's last line delivered beyond the shared cursor.
+    async fn delivered_up_to(&mut self, sprint_id: &str) -> Result<i64, DeliveryError> {
+        if let Some(&seq) = self.delivered.get(sprint_id) {
+            return Ok(seq);
+        }
+        let seq = self.store.cursor(&sprint_cursor(sprint_id)).await?;
+        self.delivered.insert(sprint_id.to_string(), seq);
+        Ok(seq)
     }
 
     async fn deliver(&mut self, record: &TransitionRecord) -> Result<(), DeliveryError> {
@@ -171,8 +329,20 @@ impl Bridge {
         if entering_done {
             message = message.components(done_buttons(&sprint.id, self.config.pipeline.locale));
         }
-        let thread = ChannelId::new(u64::try_from(post.thread_id).unwrap_or_default());
-        let sent = call(thread.send_message(&self.http, message)).await?;
+        let mut thread = ChannelId::new(u64::try_from(post.thread_id).unwrap_or_default());
+        let sent = match call(thread.send_message(&self.http, message.clone())).await {
+            // Someone deleted the sprint's post: a new one continues it, and says so.
+            Err(e) if e.is_unknown_channel() => {
+                tracing::warn!(
+                    thread = post.thread_id,
+                    "the sprint's forum post was deleted; a new one continues it"
+                );
+                post = self.new_post(&sprint, true).await?;
+                thread = ChannelId::new(u64::try_from(post.thread_id).unwrap_or_default());
+                call(thread.send_message(&self.http, message)).await?
+            }
+            other => other?,
+        };
         if entering_done {
             post.done_message_id = i64::try_from(sent.id.get()).ok();
             self.store.save_forum_post(&post).await?;
@@ -180,10 +350,13 @@ impl Bridge {
             && record.to != State::Done
             && let Some(done) = post.done_message_id
         {
-            // The sprint left `done`: its buttons go.
+            // The sprint left `done`: its buttons go. One try: a failure here must not hold
+            // the sprint's next lines back (a stale button is refused by the state anyway).
             let id = MessageId::new(u64::try_from(done).unwrap_or_default());
-            call(thread.edit_message(&self.http, id, EditMessage::new().components(Vec::new())))
-                .await?;
+            let edit = EditMessage::new().components(Vec::new());
+            if let Err(e) = call(thread.edit_message(&self.http, id, edit)).await {
+                tracing::warn!(error = %e, "could not remove the done buttons; they stay, and are refused if clicked");
+            }
             post.done_message_id = None;
             self.store.save_forum_post(&post).await?;
         }
@@ -243,6 +416,12 @@ impl Bridge {
         if let Some(post) = self.store.forum_post(&sprint.id).await? {
             return Ok(post);
         }
+        self.new_post(sprint, false).await
+    }
+
+    /// A new forum post for the sprint; `replacing` one that was deleted, which its first
+    /// line after the board says.
+    async fn new_post(&self, sprint: &Sprint, replacing: bool) -> Result<ForumPost, DeliveryError> {
         let forum = ChannelId::new(self.discord.forum_channel_id.0);
         let first = CreateMessage::new()
             .content(self.board_text(sprint).await?)
@@ -262,6 +441,22 @@ impl Bridge {
         };
         self.store.save_forum_post(&post).await?;
         tracing::info!(sprint = %sprint.id, thread = id, "forum post created");
+        if replacing {
+            let note = match self.config.pipeline.locale {
+                crate::config::Locale::Ko => format!(
+                    "ℹ️ {}의 이전 포스트가 삭제되어 여기서 이어갑니다 (이전 기록: `hanarang sprint log {}`)",
+                    sprint.id, sprint.id
+                ),
+                crate::config::Locale::En => format!(
+                    "ℹ️ {}'s earlier post was deleted; it continues here (what came before: `hanarang sprint log {}`)",
+                    sprint.id, sprint.id
+                ),
+            };
+            let message = CreateMessage::new()
+                .content(note)
+                .allowed_mentions(CreateAllowedMentions::new());
+            call(thread.id.send_message(&self.http, message)).await?;
+        }
         Ok(post)
     }
 
@@ -287,6 +482,12 @@ impl Bridge {
                     let board = self.boards.entry(id).or_default();
                     board.dirty = false;
                     board.last_edit = Some(Instant::now());
+                }
+                // A board that is gone (the next line makes a new post) or forbidden is
+                // not edited again until the sprint moves.
+                Err(e) if e.is_permanent() => {
+                    tracing::warn!(sprint = %id, error = %e, "status board cannot be edited");
+                    self.boards.entry(id).or_default().dirty = false;
                 }
                 Err(e) => {
                     tracing::warn!(sprint = %id, error = %e, "status board edit failed; will retry");
@@ -324,13 +525,25 @@ impl Bridge {
             ))
         });
         let usage = self.store.usage(&sprint.id).await?;
-        Ok(board(
+        let mut text = board(
             sprint,
             last_verdict.as_deref(),
             &usage,
             self.config.pipeline.locale,
             self.config.pipeline.max_attempts,
             crate::orchestrator::now_ms(),
-        ))
+        );
+        if let Some(skipped) = self.skipped.get(&sprint.id) {
+            let (n, why, id) = (skipped.lines, one_line(&skipped.last_error), &sprint.id);
+            text.push_str(&match self.config.pipeline.locale {
+                crate::config::Locale::Ko => format!(
+                    "\n⚠️ 줄 {n}개를 올리지 못함 ({why}); 전체 기록: `hanarang sprint log {id}`"
+                ),
+                crate::config::Locale::En => format!(
+                    "\n⚠️ {n} line(s) could not be posted ({why}); all of them: `hanarang sprint log {id}`"
+                ),
+            });
+        }
+        Ok(cut(&text, MAX_CONTENT))
     }
 }

@@ -317,6 +317,12 @@ struct State {
     delay: Duration,
     roles: Vec<(u64, String)>,
     command_channel_id: u64,
+    /// Channels (threads) deleted: every request about them is answered 404 Unknown Channel.
+    deleted_channels: Vec<u64>,
+    /// Channels the bot lost access to: 403 Missing Access.
+    denied_channels: Vec<u64>,
+    /// Channels whose every request fails with a status (a 503 on one thread).
+    failing_channels: Vec<(u64, u16)>,
 }
 
 impl State {
@@ -370,6 +376,9 @@ impl FakeDiscord {
                 delay: Duration::ZERO,
                 roles: Vec::new(),
                 command_channel_id: DEFAULT_COMMAND_CHANNEL_ID,
+                deleted_channels: Vec::new(),
+                denied_channels: Vec::new(),
+                failing_channels: Vec::new(),
             }),
             changed,
             tasks: Mutex::new(Vec::new()),
@@ -723,6 +732,26 @@ impl FakeDiscord {
     /// `status` and not delivered.
     pub fn set_failing(&self, on: bool, status: u16) {
         self.state().failing = on.then_some(status);
+    }
+
+    /// Someone deleted this channel (a sprint's forum post): it is answered 404 Unknown
+    /// Channel from now on.
+    pub fn delete_channel(&self, channel_id: u64) {
+        self.state().deleted_channels.push(channel_id);
+    }
+
+    /// The bot lost its access to this channel: 403 Missing Access from now on.
+    pub fn deny_channel(&self, channel_id: u64) {
+        self.state().denied_channels.push(channel_id);
+    }
+
+    /// Every request about this channel fails with `status` (`None`: it works again).
+    pub fn fail_channel(&self, channel_id: u64, status: Option<u16>) {
+        let mut state = self.state();
+        state.failing_channels.retain(|(id, _)| *id != channel_id);
+        if let Some(status) = status {
+            state.failing_channels.push((channel_id, status));
+        }
     }
 
     /// Delays every REST answer by `delay` (before the request is handled).
@@ -1695,6 +1724,8 @@ impl Inner {
             Reply::not_found_route()
         } else if !authorized {
             Reply::error(401, 0, "401: Unauthorized")
+        } else if let Some(reply) = channel_gone(&state, &segments) {
+            reply
         } else if is_write && (state.failing.is_some() || state.fail_next > 0) {
             injected = true;
             let status = match state.failing {
@@ -2192,5 +2223,25 @@ impl Inner {
                 message_id: Some(message_id),
             });
         Some(reply)
+    }
+}
+
+/// The answer for a request about a deleted or forbidden channel, if it is one.
+fn channel_gone(state: &State, segments: &[&str]) -> Option<Reply> {
+    let ["channels", id, ..] = segments else {
+        return None;
+    };
+    let id: u64 = id.parse().ok()?;
+    if state.deleted_channels.contains(&id) {
+        Some(Reply::error(404, 10003, "Unknown Channel"))
+    } else if state.denied_channels.contains(&id) {
+        Some(Reply::error(403, 50001, "Missing Access"))
+    } else {
+        let (_, status) = state.failing_channels.iter().find(|(c, _)| *c == id)?;
+        Some(Reply::error(
+            *status,
+            0,
+            &format!("{status}: {}", reason(*status)),
+        ))
     }
 }
