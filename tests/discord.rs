@@ -719,3 +719,30 @@ async fn a_line_discord_refuses_for_good_is_skipped_with_a_note_on_the_board() {
     bot.stop().await;
     p.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_blank_goal_from_discord_is_refused_and_starts_nothing() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let p = pipeline(Setup::default(), &fake).await;
+    let bot = Bot::start(&p, &fake).await;
+    let start = fake.slash(
+        STRANGER,
+        &[],
+        &["sprint", "start"],
+        json!({"goal": "  \t "}),
+    );
+    let answers = fake.wait_for_responses(start.id, 2, PATIENCE).await;
+    assert!(
+        answers[1]
+            .content()
+            .is_some_and(|c| c.contains("the goal must not be empty")),
+        "{:?}",
+        answers[1].content()
+    );
+    assert!(
+        p.store.sprints().await.unwrap().is_empty(),
+        "no sprint was made"
+    );
+    bot.stop().await;
+    p.stop().await;
+}

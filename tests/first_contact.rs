@@ -260,8 +260,9 @@ fn a_failing_agent_says_why_in_the_log() {
         text(&run.stdout)
     );
     assert!(
-        text(&run.stdout).contains("exited with code 1: simulated failure 1"),
-        "the retry line says why: {}",
+        text(&run.stdout)
+            .contains("exit_nonzero — exited with code 1: simulated failure 1. 10ms 후 다시 시도"),
+        "the retry line says why, and when (a 10 ms backoff is 10ms): {}",
         text(&run.stdout)
     );
     let log = text(&files.hanarang(&["sprint", "log", "1"]).stdout);
