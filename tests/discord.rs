@@ -746,3 +746,36 @@ async fn a_blank_goal_from_discord_is_refused_and_starts_nothing() {
     bot.stop().await;
     p.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_429_is_retried_only_after_its_retry_after_through_the_proxy() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    // `discord_table` sets `http_proxy`: serenity's own ratelimiter is off.
+    let p = pipeline(Setup::default(), &fake).await;
+    let bot = Bot::start(&p, &fake).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    wait_for_lines(&fake, 4).await;
+    // The next write is rate limited: "retry_after": 1.0.
+    fake.fail_next(1, 429);
+    p.command(&s.id, CommandKind::Approve, None).await;
+    let lines = wait_for_lines(&fake, 6).await;
+    assert_eq!(lines[4], "🚀 cli님 배포 승인: 이랑이가 배포 시작");
+    assert_eq!(lines[5], HAPPY_LINES[5]);
+    let requests = fake.requests();
+    let limited = requests
+        .iter()
+        .find(|r| r.injected_failure && r.status == 429)
+        .expect("a write was rate limited");
+    let retry = requests
+        .iter()
+        .find(|r| r.index > limited.index && r.method == limited.method && r.path == limited.path)
+        .expect("it was tried again");
+    assert!(
+        retry.at.duration_since(limited.at) >= Duration::from_secs(1),
+        "tried again after {:?}, before the 1 s retry_after",
+        retry.at.duration_since(limited.at)
+    );
+    bot.stop().await;
+    p.stop().await;
+}

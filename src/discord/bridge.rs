@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use poise::serenity_prelude as serenity;
 use serenity::{
-    ChannelId, CreateAllowedMentions, CreateForumPost, CreateMessage, EditMessage, Http, MessageId,
-    Nonce,
+    ChannelId, CreateAllowedMentions, CreateForumPost, CreateMessage, EditMessage, MessageId, Nonce,
 };
 use tokio::sync::broadcast;
 use tokio::time::Instant;
@@ -41,8 +40,8 @@ const BATCH: i64 = 100;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeliveryError {
-    #[error("Discord: {0}")]
-    Discord(#[from] serenity::Error),
+    #[error(transparent)]
+    Discord(#[from] super::rest::RestError),
     #[error("Discord did not answer within {}s", CALL_TIMEOUT.as_secs())]
     Timeout,
     #[error(transparent)]
@@ -61,18 +60,29 @@ impl DeliveryError {
         self.status() == Some(404) && self.code() == Some(10003)
     }
 
-    fn status(&self) -> Option<u16> {
+    /// Discord refuses the token: not an outage to wait out.
+    fn is_refused(&self) -> bool {
+        self.status() == Some(401)
+    }
+
+    /// How long a 429 says to wait.
+    fn retry_after(&self) -> Option<Duration> {
         match self {
-            DeliveryError::Discord(serenity::Error::Http(e)) => e.status_code().map(|s| s.as_u16()),
+            DeliveryError::Discord(e) => e.retry_after(),
             _ => None,
         }
     }
 
-    fn code(&self) -> Option<isize> {
+    fn status(&self) -> Option<u16> {
         match self {
-            DeliveryError::Discord(serenity::Error::Http(
-                serenity::HttpError::UnsuccessfulRequest(r),
-            )) => Some(r.error.code),
+            DeliveryError::Discord(e) => e.status(),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<i64> {
+        match self {
+            DeliveryError::Discord(e) => e.code(),
             _ => None,
         }
     }
@@ -83,6 +93,8 @@ impl DeliveryError {
 struct Board {
     last_edit: Option<Instant>,
     dirty: bool,
+    /// No edit before this (a failed edit's retry, a 429's `retry_after`).
+    not_before: Option<Instant>,
 }
 
 /// A sprint whose next line failed for now: it waits its turn; the other sprints do not.
@@ -100,7 +112,7 @@ struct Skipped {
 }
 
 pub struct Bridge {
-    http: Arc<Http>,
+    rest: super::rest::Rest,
     store: Store,
     config: Arc<Config>,
     discord: DiscordConfig,
@@ -116,7 +128,7 @@ pub struct Bridge {
 }
 
 async fn call<T>(
-    f: impl std::future::Future<Output = Result<T, serenity::Error>>,
+    f: impl std::future::Future<Output = Result<T, super::rest::RestError>>,
 ) -> Result<T, DeliveryError> {
     match tokio::time::timeout(CALL_TIMEOUT, f).await {
         Ok(result) => Ok(result?),
@@ -147,13 +159,13 @@ fn sprint_cursor(sprint_id: &str) -> String {
 
 impl Bridge {
     pub fn new(
-        http: Arc<Http>,
+        rest: super::rest::Rest,
         store: Store,
         config: Arc<Config>,
         discord: DiscordConfig,
     ) -> Bridge {
         Bridge {
-            http,
+            rest,
             store,
             config,
             discord,
@@ -186,7 +198,7 @@ impl Bridge {
                         .min();
                     retry.map_or(boards, |r| r.min(boards))
                 }
-                Err(DeliveryError::Discord(e)) if super::is_refused(&e) => {
+                Err(e) if e.is_refused() => {
                     return Err(super::StartError::TokenRefused(
                         self.discord.token_env.clone(),
                         e.to_string(),
@@ -260,9 +272,7 @@ impl Bridge {
                 Ok(Turn::Delivered)
             }
             Err(e @ DeliveryError::Store(_)) => Err(e),
-            Err(DeliveryError::Discord(e)) if super::is_refused(&e) => {
-                Err(DeliveryError::Discord(e))
-            }
+            Err(e) if e.is_refused() => Err(e),
             Err(e) if e.is_permanent() => {
                 self.waiting.remove(id);
                 let skipped = self.skipped.entry(id.clone()).or_default();
@@ -276,7 +286,10 @@ impl Bridge {
             }
             Err(e) => {
                 let failures = self.waiting.get(id).map_or(0, |w| w.failures) + 1;
-                let wait = backoff(failures);
+                // A 429 says how long: never sooner.
+                let wait = e
+                    .retry_after()
+                    .map_or(backoff(failures), |d| d.max(RETRY_BASE));
                 if self.repeated.due() {
                     tracing::warn!(error = %e, retry_in = ?wait, "Discord delivery failed; this sprint's lines wait, the others go on");
                 } else {
@@ -330,7 +343,7 @@ impl Bridge {
             message = message.components(done_buttons(&sprint.id, self.config.pipeline.locale));
         }
         let mut thread = ChannelId::new(u64::try_from(post.thread_id).unwrap_or_default());
-        let sent = match call(thread.send_message(&self.http, message.clone())).await {
+        let sent = match call(self.rest.send_message(thread, &message)).await {
             // Someone deleted the sprint's post: a new one continues it, and says so.
             Err(e) if e.is_unknown_channel() => {
                 tracing::warn!(
@@ -339,7 +352,7 @@ impl Bridge {
                 );
                 post = self.new_post(&sprint, true).await?;
                 thread = ChannelId::new(u64::try_from(post.thread_id).unwrap_or_default());
-                call(thread.send_message(&self.http, message)).await?
+                call(self.rest.send_message(thread, &message)).await?
             }
             other => other?,
         };
@@ -354,7 +367,7 @@ impl Bridge {
             // the sprint's next lines back (a stale button is refused by the state anyway).
             let id = MessageId::new(u64::try_from(done).unwrap_or_default());
             let edit = EditMessage::new().components(Vec::new());
-            if let Err(e) = call(thread.edit_message(&self.http, id, edit)).await {
+            if let Err(e) = call(self.rest.edit_message(thread, id, &edit)).await {
                 tracing::warn!(error = %e, "could not remove the done buttons; they stay, and are refused if clicked");
             }
             post.done_message_id = None;
@@ -407,7 +420,7 @@ impl Bridge {
             .allowed_mentions(CreateAllowedMentions::new())
             .nonce(Nonce::String(format!("hanarang-{}-d", record.global_seq)))
             .enforce_nonce(true);
-        call(thread.send_message(&self.http, message)).await?;
+        call(self.rest.send_message(thread, &message)).await?;
         Ok(())
     }
 
@@ -426,11 +439,8 @@ impl Bridge {
         let first = CreateMessage::new()
             .content(self.board_text(sprint).await?)
             .allowed_mentions(CreateAllowedMentions::new());
-        let thread = call(forum.create_forum_post(
-            &self.http,
-            CreateForumPost::new(thread_title(&sprint.id, &sprint.goal), first),
-        ))
-        .await?;
+        let post = CreateForumPost::new(thread_title(&sprint.id, &sprint.goal), first);
+        let thread = call(self.rest.create_forum_post(forum, &post)).await?;
         // A forum post's starter message has the thread's id.
         let id = i64::try_from(thread.id.get()).unwrap_or_default();
         let post = ForumPost {
@@ -455,7 +465,7 @@ impl Bridge {
             let message = CreateMessage::new()
                 .content(note)
                 .allowed_mentions(CreateAllowedMentions::new());
-            call(thread.id.send_message(&self.http, message)).await?;
+            call(self.rest.send_message(thread.id, &message)).await?;
         }
         Ok(post)
     }
@@ -468,12 +478,16 @@ impl Bridge {
             .boards
             .iter()
             .filter(|(_, b)| b.dirty)
-            .filter_map(|(id, b)| match b.last_edit {
-                Some(at) if at.elapsed() < BOARD_INTERVAL => {
-                    next = next.min(BOARD_INTERVAL - at.elapsed());
-                    None
+            .filter_map(|(id, b)| {
+                let after_interval = b.last_edit.map(|at| at + BOARD_INTERVAL);
+                let due = after_interval.into_iter().chain(b.not_before).max();
+                match due {
+                    Some(at) if at > Instant::now() => {
+                        next = next.min(at - Instant::now());
+                        None
+                    }
+                    _ => Some(id.clone()),
                 }
-                _ => Some(id.clone()),
             })
             .collect();
         for id in due {
@@ -482,6 +496,7 @@ impl Bridge {
                     let board = self.boards.entry(id).or_default();
                     board.dirty = false;
                     board.last_edit = Some(Instant::now());
+                    board.not_before = None;
                 }
                 // A board that is gone (the next line makes a new post) or forbidden is
                 // not edited again until the sprint moves.
@@ -491,7 +506,10 @@ impl Bridge {
                 }
                 Err(e) => {
                     tracing::warn!(sprint = %id, error = %e, "status board edit failed; will retry");
-                    next = next.min(Duration::from_secs(5));
+                    // Not before a 429's wait is over.
+                    let wait = e.retry_after().unwrap_or(Duration::from_secs(5));
+                    self.boards.entry(id).or_default().not_before = Some(Instant::now() + wait);
+                    next = next.min(wait);
                 }
             }
         }
@@ -510,7 +528,7 @@ impl Bridge {
         let edit = EditMessage::new()
             .content(self.board_text(&sprint).await?)
             .allowed_mentions(CreateAllowedMentions::new());
-        call(thread.edit_message(&self.http, message, edit)).await?;
+        call(self.rest.edit_message(thread, message, &edit)).await?;
         Ok(())
     }
 

@@ -8,6 +8,7 @@ pub mod checks;
 pub mod commands;
 pub mod doctor;
 pub mod render;
+mod rest;
 
 use std::fmt;
 use std::sync::Arc;
@@ -80,8 +81,9 @@ pub fn read_token(discord: &DiscordConfig) -> Result<Token, StartError> {
     }
 }
 
-/// The REST client, through `discord.http_proxy` when set. serenity honours a proxy only
-/// with its own ratelimiter off; the proxy then owns rate limiting.
+/// serenity's REST client (the gateway, commands and replies), through
+/// `discord.http_proxy` when set. serenity honours a proxy only with its own ratelimiter
+/// off; the forum bridge, which makes most of the calls, honours 429s itself (`rest`).
 pub fn http(discord: &DiscordConfig, token: &Token) -> serenity::Http {
     let mut builder = serenity::HttpBuilder::new(&token.0);
     if let Some(proxy) = &discord.http_proxy {
@@ -146,7 +148,7 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), StartError> {
     let bridge = Bridge::new(
-        Arc::new(http(&discord, &token)),
+        rest::Rest::new(&discord, &token),
         handle.store.clone(),
         config.clone(),
         discord.clone(),

@@ -80,6 +80,8 @@ impl Default for FakeConfig {
 pub struct RecordedRequest {
     /// Arrival order, from 0, over the whole life of the fake.
     pub index: usize,
+    /// When it arrived.
+    pub at: std::time::Instant,
     pub method: String,
     /// The path as requested, without the query string (e.g. `/api/v10/users/@me`).
     pub path: String,
@@ -1754,6 +1756,7 @@ impl Inner {
         };
         state.requests.push(RecordedRequest {
             index,
+            at: std::time::Instant::now(),
             method,
             path,
             query,
