@@ -9,7 +9,10 @@ use hanarang::handoff::message::{
     ErangVerdict, HandoffMessage, HarangMessage, HarangVerdict, ImplPayload, NarangMessage,
     NarangVerdict, PlanPayload, ReviewIssue, ReviewPayload, Severity, Usage,
 };
-use hanarang::handoff::validate::{Problem, validate_output, validate_value};
+use hanarang::handoff::schema::{self, Dialect};
+use hanarang::handoff::validate::{
+    Problem, consistency, validate_output, validate_value, without_nulls,
+};
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value, json};
 
@@ -609,6 +612,109 @@ fn broken_message(exact: bool) -> BoxedStrategy<Value> {
 }
 
 // ---------------------------------------------------------------------------------------
+// Instances of the printed schemas: what an agent CLI given `hanarang schema` may send
+
+/// Any value the schema allows, drawn from its keywords (the ones `hanarang schema` prints:
+/// `const`, `enum`, `anyOf`/`oneOf`, `type` (one or a list), `minimum`/`maximum`,
+/// `properties`/`required`, `items`). Optional properties come and go; numbers without
+/// bounds range far, so a bound the schema leaves out is found.
+fn instance(schema: &Value) -> BoxedStrategy<Value> {
+    if let Some(value) = schema.get("const") {
+        return Just(value.clone()).boxed();
+    }
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        return prop::sample::select(values.clone()).boxed();
+    }
+    for union in ["anyOf", "oneOf"] {
+        if let Some(alternatives) = schema.get(union).and_then(Value::as_array) {
+            let each: Vec<BoxedStrategy<Value>> = alternatives.iter().map(instance).collect();
+            return prop::strategy::Union::new(each).boxed();
+        }
+    }
+    let types: Vec<String> = match schema.get("type") {
+        Some(Value::String(t)) => vec![t.clone()],
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(|t| t.as_str().map(String::from))
+            .collect(),
+        // A free-form value (`{}`).
+        _ => return leaf(true).boxed(),
+    };
+    let bound =
+        |key: &str, default: f64| schema.get(key).and_then(Value::as_f64).unwrap_or(default);
+    let each: Vec<BoxedStrategy<Value>> = types
+        .iter()
+        .map(|t| match t.as_str() {
+            "null" => Just(Value::Null).boxed(),
+            "boolean" => any::<bool>().prop_map(Value::Bool).boxed(),
+            "integer" => {
+                let (lo, hi) = (
+                    bound("minimum", -1e13) as i64,
+                    bound("maximum", 1e13) as i64,
+                );
+                prop_oneof![Just(lo), Just(hi), lo..=hi]
+                    .prop_map(|n| json!(n))
+                    .boxed()
+            }
+            "number" => {
+                let (lo, hi) = (bound("minimum", -1e9), bound("maximum", 1e9));
+                (lo..=hi).prop_map(|n| json!(n)).boxed()
+            }
+            "string" => "[a-zA-Z0-9 ./-]{0,12}".prop_map(Value::String).boxed(),
+            "array" => {
+                let items = schema.get("items").cloned().unwrap_or(json!({}));
+                prop::collection::vec(instance(&items), 0..3)
+                    .prop_map(Value::Array)
+                    .boxed()
+            }
+            "object" => object_instance(schema),
+            other => panic!("the printed schema uses a type the generator does not know: {other}"),
+        })
+        .collect();
+    prop::strategy::Union::new(each).boxed()
+}
+
+fn object_instance(schema: &Value) -> BoxedStrategy<Value> {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let properties = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let fields: Vec<BoxedStrategy<Option<(String, Value)>>> = properties
+        .iter()
+        .map(|(name, sub)| {
+            let name = name.clone();
+            let value = instance(sub);
+            if required.contains(&name.as_str()) {
+                value.prop_map(move |v| Some((name.clone(), v))).boxed()
+            } else {
+                prop::option::of(value.prop_map(move |v| (name.clone(), v))).boxed()
+            }
+        })
+        .collect();
+    fields
+        .prop_map(|fields| Value::Object(fields.into_iter().flatten().collect()))
+        .boxed()
+}
+
+/// One actor's schema in one dialect, as `hanarang schema --actor A --dialect D` prints it.
+fn printed_schema() -> impl Strategy<Value = (Actor, Dialect, Value)> {
+    let all: Vec<(Actor, Dialect)> = Actor::ALL
+        .into_iter()
+        .flat_map(|a| [(a, Dialect::Draft07), (a, Dialect::OpenaiStrict)])
+        .collect();
+    prop::sample::select(all).prop_flat_map(|(actor, dialect)| {
+        let schema = schema::schema(Some(actor), dialect).expect("a schema per actor");
+        instance(&schema).prop_map(move |v| (actor, dialect, v))
+    })
+}
+
+// ---------------------------------------------------------------------------------------
 // The properties
 
 proptest! {
@@ -736,6 +842,27 @@ proptest! {
                     "/actor",
                     format!("expected a message from {other}, got one from {actor}")
                 )]
+            );
+        }
+    }
+
+    /// The validator accepts what the schemas it prints allow: an instance of an actor's
+    /// schema, in either dialect (strict mode's nulls included), has the message's shape.
+    /// What it may still break are the rules beyond the shape, which no schema states.
+    #[test]
+    fn what_the_printed_schemas_allow_has_the_messages_shape(
+        (actor, dialect, value) in printed_schema()
+    ) {
+        if let Err(problems) = validate_value(value.clone(), Some(actor)) {
+            let message: Result<HandoffMessage, _> = serde_json::from_value(without_nulls(value.clone()));
+            prop_assert!(
+                message.is_ok(),
+                "{actor} {dialect:?}: {value} is allowed by the schema but not read: {problems:?}"
+            );
+            prop_assert_eq!(
+                problems,
+                consistency(&message.unwrap()),
+                "{} {:?}: {} was refused for its shape", actor, dialect, value
             );
         }
     }

@@ -41,6 +41,81 @@ pub(crate) static MESSAGE_SCHEMA: LazyLock<Value> = LazyLock::new(|| {
         .to_value()
 });
 
+/// The `format`s draft-07 defines. schemars also writes Rust's own (`uint32`, `double`):
+/// Claude Code before 2.1.205 silently dropped a schema it could not compile with them,
+/// and then returned no structured output.
+const DRAFT07_FORMATS: [&str; 17] = [
+    "date-time",
+    "date",
+    "time",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Removes every `format` draft-07 does not define, wherever a subschema can be (not in
+/// `properties`' names: a field may be called `format`). An integer format the validator
+/// checks (`uint32`: 0 to 4294967295) becomes the standard bounds it stands for, so the
+/// printed schema allows exactly what the validator accepts.
+fn drop_nonstandard_formats(schema: &mut Value) {
+    let Some(obj) = schema.as_object_mut() else {
+        return;
+    };
+    if let Some(format) = obj
+        .get("format")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        && !DRAFT07_FORMATS.contains(&format.as_str())
+    {
+        obj.remove("format");
+        let bounds: Option<(i128, i128)> = match format.as_str() {
+            "uint8" => Some((0, u8::MAX.into())),
+            "uint16" => Some((0, u16::MAX.into())),
+            "uint32" | "uint" => Some((0, u32::MAX.into())),
+            "uint64" => Some((0, u64::MAX.into())),
+            "int32" | "int" => Some((i32::MIN.into(), i32::MAX.into())),
+            "int64" => Some((i64::MIN.into(), i64::MAX.into())),
+            _ => None,
+        };
+        if let Some((min, max)) = bounds {
+            for (key, bound) in [("minimum", min), ("maximum", max)] {
+                if !obj.contains_key(key)
+                    && let Ok(n) = serde_json::to_value(bound)
+                {
+                    obj.insert(key.into(), n);
+                }
+            }
+        }
+    }
+    for (key, value) in obj.iter_mut() {
+        match key.as_str() {
+            "properties" | "definitions" | "$defs" => {
+                if let Some(map) = value.as_object_mut() {
+                    map.values_mut().for_each(drop_nonstandard_formats);
+                }
+            }
+            "anyOf" | "oneOf" | "allOf" => {
+                if let Some(list) = value.as_array_mut() {
+                    list.iter_mut().for_each(drop_nonstandard_formats);
+                }
+            }
+            "items" | "additionalProperties" | "not" => drop_nonstandard_formats(value),
+            _ => {}
+        }
+    }
+}
+
 /// The alternative of the root `oneOf` that describes one actor's message.
 pub(crate) fn actor_branch(root: &Value, actor: Actor) -> Option<&Value> {
     root.get("oneOf")?
@@ -79,6 +154,7 @@ pub fn schema(actor: Option<Actor>, dialect: Dialect) -> Result<Value, SchemaErr
     };
     match dialect {
         Dialect::Draft07 => {
+            drop_nonstandard_formats(&mut body);
             if let Some(obj) = body.as_object_mut() {
                 obj.remove("$schema");
                 let mut out = Map::new();
@@ -113,9 +189,16 @@ fn unreachable_branch(actor: Actor) -> Value {
 }
 
 /// Rewrites a draft-07 schema into OpenAI's strict subset. Keywords outside that subset
-/// (`format`, `default`, `minimum`, `$schema`, ...) are dropped; they only narrow what the
-/// validator checks anyway.
+/// (`format`, `default`, `$schema`, ...) are dropped; a number's bounds (`minimum`,
+/// `maximum`, which strict mode takes) are kept, so the printed schema allows no more than
+/// the validator accepts.
 fn to_openai_strict(schema: &Value) -> Value {
+    let mut schema = schema.clone();
+    drop_nonstandard_formats(&mut schema);
+    strict_of(&schema)
+}
+
+fn strict_of(schema: &Value) -> Value {
     let Some(obj) = schema.as_object() else {
         return free_form();
     };
@@ -150,13 +233,18 @@ fn to_openai_strict(schema: &Value) -> Value {
     if let Some(e) = obj.get("enum") {
         out.insert("enum".into(), e.clone());
     }
+    for bound in ["minimum", "maximum"] {
+        if let Some(b) = obj.get(bound) {
+            out.insert(bound.into(), b.clone());
+        }
+    }
     if let Some(items) = obj.get("items") {
-        out.insert("items".into(), to_openai_strict(items));
+        out.insert("items".into(), strict_of(items));
     }
     if let Some(alts) = obj.get("oneOf").or_else(|| obj.get("anyOf")) {
         let alts: Vec<Value> = alts
             .as_array()
-            .map(|a| a.iter().map(to_openai_strict).collect())
+            .map(|a| a.iter().map(strict_of).collect())
             .unwrap_or_default();
         out.insert("anyOf".into(), Value::Array(alts));
     }
@@ -168,7 +256,7 @@ fn to_openai_strict(schema: &Value) -> Value {
             .unwrap_or_default();
         let mut strict_props = Map::new();
         for (name, prop) in props {
-            let mut prop = to_openai_strict(prop);
+            let mut prop = strict_of(prop);
             if !required.contains(&name.as_str()) {
                 make_nullable(&mut prop);
             }
@@ -253,6 +341,31 @@ mod tests {
                 alts.iter().for_each(|a| walk(a, out));
             }
         }
+    }
+
+    /// Claude Code before 2.1.205 dropped a schema with a format it did not know without a
+    /// word (and then returned no structured output): only draft-07's own are printed, and
+    /// the bounds `uint32` stood for stay.
+    #[test]
+    fn printed_schemas_use_only_standard_formats() {
+        for dialect in [Dialect::Draft07, Dialect::OpenaiStrict] {
+            let mut printed = vec![schema(None, Dialect::Draft07).unwrap()];
+            printed.extend(Actor::ALL.map(|a| schema(Some(a), dialect).unwrap()));
+            for s in &printed {
+                let mut objects = Vec::new();
+                walk(s, &mut objects);
+                for o in objects {
+                    if let Some(f) = o.get("format").and_then(Value::as_str) {
+                        assert!(DRAFT07_FORMATS.contains(&f), "{dialect:?}: format {f:?}");
+                    }
+                }
+            }
+        }
+        let darang = schema(Some(Actor::Darang), Dialect::Draft07).unwrap();
+        let line =
+            &darang["properties"]["payload"]["properties"]["issues"]["items"]["properties"]["line"];
+        assert_eq!(line["minimum"], 0);
+        assert_eq!(line["maximum"], u32::MAX);
     }
 
     #[test]

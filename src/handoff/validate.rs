@@ -152,6 +152,7 @@ pub fn extract_message(envelope: Value, pointer: &str) -> Result<Value, Problem>
 /// another actor is a problem too (the orchestrator instead treats it as a protocol
 /// violation, since it is valid but wrong for the state).
 pub fn validate_value(value: Value, expected: Option<Actor>) -> Result<Validated, Vec<Problem>> {
+    let value = without_nulls(value);
     let mut problems = Vec::new();
     // Checked on the raw value so it is reported even when the shape is wrong too.
     if let Some(expected) = expected
@@ -186,6 +187,98 @@ pub fn validate_value(value: Value, expected: Option<Actor>) -> Result<Validated
     } else {
         Err(problems)
     }
+}
+
+/// The message with every `null` in a field of the message's own taken out: a `null` in
+/// an optional field reads as absent. OpenAI's strict mode (Codex) must send every
+/// property, and sends `null` for the ones it has nothing for; the openai-strict schema
+/// this crate prints says so, and the validator accepts what its schemas allow. A `null`
+/// where a value is required is then reported as missing. Free-form values
+/// (`selfTestReport`, `verificationResults`) and unknown fields are the sister's own, and
+/// stay as sent.
+pub fn without_nulls(mut value: Value) -> Value {
+    let root = &*MESSAGE_SCHEMA;
+    let branch = value
+        .get("actor")
+        .and_then(Value::as_str)
+        .and_then(|actor| {
+            root.get("oneOf")?
+                .as_array()?
+                .iter()
+                .find(|b| discriminator(b) == Some(actor))
+        });
+    if let Some(branch) = branch {
+        strip_nulls(&mut value, branch);
+    }
+    value
+}
+
+/// `without_nulls` below one schema: the members it names are its fields.
+fn strip_nulls(value: &mut Value, schema: &Value) {
+    match value {
+        Value::Object(map) => {
+            let Some(fields) = object_schema(schema)
+                .and_then(|s| s.get("properties"))
+                .and_then(Value::as_object)
+            else {
+                return;
+            };
+            // A free-form field takes a null as its value: only a typed one reads it as
+            // absent.
+            map.retain(|key, v| !(v.is_null() && fields.get(key).is_some_and(is_typed)));
+            for (key, v) in map.iter_mut() {
+                if let Some(field) = fields.get(key) {
+                    strip_nulls(v, field);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = array_schema(schema).and_then(|s| s.get("items")) {
+                items.iter_mut().for_each(|v| strip_nulls(v, item));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether a field's schema says what its value is (a free-form one says nothing).
+fn is_typed(schema: &Value) -> bool {
+    schema.as_object().is_some_and(|o| {
+        [
+            "type",
+            "anyOf",
+            "oneOf",
+            "enum",
+            "const",
+            "properties",
+            "items",
+        ]
+        .iter()
+        .any(|k| o.contains_key(*k))
+    })
+}
+
+/// The alternative of a (possibly nullable) schema that describes an object.
+fn object_schema(schema: &Value) -> Option<&Value> {
+    alternative(schema, "properties")
+}
+
+/// The alternative of a (possibly nullable) schema that describes an array.
+fn array_schema(schema: &Value) -> Option<&Value> {
+    alternative(schema, "items")
+}
+
+fn alternative<'a>(schema: &'a Value, keyword: &str) -> Option<&'a Value> {
+    if schema.get(keyword).is_some() {
+        return Some(schema);
+    }
+    ["anyOf", "oneOf"].iter().find_map(|union| {
+        schema
+            .get(union)?
+            .as_array()?
+            .iter()
+            .find_map(|alt| alternative(alt, keyword))
+    })
 }
 
 /// The whole pipeline from raw stdout bytes to a validated message.
