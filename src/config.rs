@@ -152,6 +152,12 @@ pub struct AgentConfig {
     pub stall_timeout: Option<Dur>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Where in the stdout envelope the CLI reports what the run cost (`SPEC.md` §3).
+    #[serde(default, skip_serializing_if = "UsagePointers::is_unset")]
+    pub usage: UsagePointers,
+    /// Where the message is when nothing is at `output_pointer`: a string holding it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_pointer: Option<String>,
     #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
     pub harang: SisterConfig,
     #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
@@ -172,6 +178,8 @@ impl Default for AgentConfig {
             kill_grace: default_kill_grace(),
             stall_timeout: None,
             env: BTreeMap::new(),
+            usage: UsagePointers::default(),
+            fallback_pointer: None,
             harang: SisterConfig::default(),
             narang: SisterConfig::default(),
             darang: SisterConfig::default(),
@@ -225,7 +233,31 @@ pub struct SisterConfig {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsagePointers>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_pointer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Dur>,
+}
+
+/// JSON Pointers into a CLI's stdout envelope to what the run cost, as the CLI counted it
+/// (Claude Code: `/usage/input_tokens`, `/usage/output_tokens`, `/total_cost_usd`). Found
+/// figures override what the message says of itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsagePointers {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<String>,
+}
+
+impl UsagePointers {
+    fn is_unset(&self) -> bool {
+        *self == UsagePointers::default()
+    }
 }
 
 impl SisterConfig {
@@ -245,6 +277,8 @@ pub struct SisterSpec {
     pub kill_grace: Duration,
     pub stall_timeout: Option<Duration>,
     pub env: BTreeMap<String, String>,
+    pub usage: UsagePointers,
+    pub fallback_pointer: Option<String>,
     pub timeout: Duration,
 }
 
@@ -287,6 +321,11 @@ impl AgentConfig {
             kill_grace: own.kill_grace.unwrap_or(self.kill_grace).0,
             stall_timeout: own.stall_timeout.or(self.stall_timeout).map(|d| d.0),
             env,
+            usage: own.usage.clone().unwrap_or_else(|| self.usage.clone()),
+            fallback_pointer: own
+                .fallback_pointer
+                .clone()
+                .or_else(|| self.fallback_pointer.clone()),
             timeout: own.timeout.map_or_else(|| default_timeout(actor), |d| d.0),
         }
     }
@@ -641,6 +680,8 @@ impl Config {
                 kill_grace: Some(a.kill_grace),
                 stall_timeout: a.stall_timeout,
                 env: &a.env,
+                usage: Some(&a.usage),
+                fallback_pointer: a.fallback_pointer.as_deref(),
                 timeout: None,
             },
             token_env,
@@ -658,6 +699,8 @@ impl Config {
                     kill_grace: s.kill_grace,
                     stall_timeout: s.stall_timeout,
                     env: &s.env,
+                    usage: s.usage.as_ref(),
+                    fallback_pointer: s.fallback_pointer.as_deref(),
                     timeout: s.timeout,
                 },
                 token_env,
@@ -870,6 +913,8 @@ struct AgentFields<'a> {
     kill_grace: Option<Dur>,
     stall_timeout: Option<Dur>,
     env: &'a BTreeMap<String, String>,
+    usage: Option<&'a UsagePointers>,
+    fallback_pointer: Option<&'a str>,
     timeout: Option<Dur>,
 }
 
@@ -890,16 +935,31 @@ fn check_agent_fields(
             );
         }
     }
-    if let Some(pointer) = f.output_pointer
-        && !pointer.is_empty()
-        && !pointer.starts_with('/')
-    {
-        problem(
-            &format!("{table}.output_pointer"),
-            format!(
-                "{pointer:?} is not a JSON Pointer: use \"\" for the whole output or start with '/' (e.g. \"/structured_output\")"
-            ),
-        );
+    let usage = f.usage.map(|u| {
+        [
+            ("usage.input_tokens", u.input_tokens.as_deref()),
+            ("usage.output_tokens", u.output_tokens.as_deref()),
+            ("usage.cost_usd", u.cost_usd.as_deref()),
+        ]
+    });
+    let pointers = [
+        ("output_pointer", f.output_pointer),
+        ("fallback_pointer", f.fallback_pointer),
+    ]
+    .into_iter()
+    .chain(usage.into_iter().flatten());
+    for (key, pointer) in pointers {
+        if let Some(pointer) = pointer
+            && !pointer.is_empty()
+            && !pointer.starts_with('/')
+        {
+            problem(
+                &format!("{table}.{key}"),
+                format!(
+                    "{pointer:?} is not a JSON Pointer: use \"\" for the whole output or start with '/' (e.g. \"/structured_output\")"
+                ),
+            );
+        }
     }
     if f.max_output_bytes == Some(0) {
         problem(

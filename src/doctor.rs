@@ -138,6 +138,13 @@ fn programs(config: &Config) -> Vec<Check> {
         .map(|&actor| {
             let spec = config.agent.spec(actor);
             let name = format!("agent {actor}");
+            if let Some(refusal) = claude_as_root(&spec) {
+                return Check::fail(
+                    name,
+                    refusal,
+                    "run hanarang as a non-root user (deploy/hanarang.service does); only inside a container, set IS_SANDBOX = \"1\" in [agent].env",
+                );
+            }
             match find_program(&spec.program) {
                 Ok(path) => Check::pass(name, format!("{} → {}", spec.program, path.display())),
                 Err(why) => Check::fail(
@@ -150,6 +157,31 @@ fn programs(config: &Config) -> Vec<Check> {
             }
         })
         .collect()
+}
+
+/// Claude Code exits 1 at once when asked to skip its permission prompts as root ("cannot
+/// be used with root/sudo privileges"), unless `IS_SANDBOX=1`: every run would fail.
+fn claude_as_root(spec: &crate::config::SisterSpec) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let is_claude = Path::new(&spec.program)
+        .file_name()
+        .is_some_and(|name| name == "claude");
+    let skips_prompts = spec
+        .args
+        .iter()
+        .any(|a| a == "bypassPermissions" || a == "--dangerously-skip-permissions");
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    let sandbox = spec
+        .env
+        .get("IS_SANDBOX")
+        .cloned()
+        .or_else(|| std::env::var("IS_SANDBOX").ok());
+    (is_claude && skips_prompts && root && sandbox.as_deref() != Some("1")).then(|| {
+        format!(
+            "{} runs as root with bypassPermissions: Claude Code refuses that (\"cannot be used with root/sudo privileges\") and every run would fail",
+            spec.program
+        )
+    })
 }
 
 /// The executable a program name resolves to, as the spawn will find it.

@@ -134,3 +134,41 @@ fn without_a_config_file_doctor_says_how_to_make_one() {
         "{text}"
     );
 }
+
+#[test]
+fn doctor_warns_when_the_claude_preset_would_run_as_root() {
+    use std::os::unix::fs::MetadataExt;
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    let files = Files::new(&Setup::default());
+    let bin = files.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let claude = bin.join("claude");
+    std::fs::copy(support::sister_script("say.sh"), &claude).unwrap();
+    let config = std::fs::read_to_string(&files.config_path).unwrap().replace(
+        "[agent.narang]\nargs = [\"ok\"]",
+        &format!(
+            "[agent.narang]\nprogram = \"{}\"\nargs = [\"-p\", \"--permission-mode\", \"bypassPermissions\"]",
+            claude.display()
+        ),
+    );
+    assert!(config.contains("bypassPermissions"), "{config}");
+    std::fs::write(&files.config_path, config).unwrap();
+    let doctor = |sandbox: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hanarang"));
+        cmd.arg("--config").arg(&files.config_path).arg("doctor");
+        match sandbox {
+            Some(v) => cmd.env("IS_SANDBOX", v),
+            None => cmd.env_remove("IS_SANDBOX"),
+        };
+        String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned()
+    };
+    let plain = doctor(None);
+    assert_eq!(
+        plain.contains("FAIL agent narang")
+            && plain.contains("cannot be used with root/sudo privileges"),
+        root,
+        "{plain}"
+    );
+    let sandboxed = doctor(Some("1"));
+    assert!(!sandboxed.contains("FAIL agent narang"), "{sandboxed}");
+}

@@ -642,3 +642,26 @@ fn ctrl_c_at_the_deploy_question_stops_run_and_says_what_comes_next() {
     );
     assert_eq!(run.exit_code(), Some(1));
 }
+
+#[test]
+fn the_budget_counts_what_the_cli_reported_not_what_the_model_claimed() {
+    let (dir, config) = operator_folder(
+        "claude_envelope.sh",
+        r#"["structured"]"#,
+        "output_pointer = \"/structured_output\"\nfallback_pointer = \"/result\"\nusage = { input_tokens = \"/usage/input_tokens\", output_tokens = \"/usage/output_tokens\", cost_usd = \"/total_cost_usd\" }",
+    );
+    let run = run_in(dir.path(), &config, &["run", "goal", "--auto-approve"]);
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}{}",
+        text(&run.stdout),
+        text(&run.stderr)
+    );
+    let status = run_in(dir.path(), &config, &["sprint", "status", "1", "--json"]);
+    let sprint: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    // Four runs at 0.42 as the CLI counted them (each message claimed 9.99).
+    let cost = sprint["usage"]["cost_usd"].as_f64().unwrap();
+    assert!((cost - 1.68).abs() < 1e-9, "{sprint}");
+    assert_eq!(sprint["usage"]["input_tokens"], 4 * 1234);
+}

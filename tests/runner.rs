@@ -659,3 +659,72 @@ async fn a_stubborn_setsid_daemon_of_a_hanging_sister_is_killed_on_timeout() {
     let daemon = daemon_pid(&pid_file);
     assert_eq!(alive(&[daemon]), Vec::<u32>::new(), "SIGKILL ended it");
 }
+
+/// Claude Code's preset, as config.toml.example ships it, on one of the envelope's shapes.
+fn claude_envelope(mode: &str) -> Fixture {
+    let mut f = Fixture::new(Actor::Darang, "claude_envelope.sh");
+    f.request.spec.args = vec![mode.into()];
+    f.request.spec.output_pointer = "/structured_output".into();
+    f.request.spec.fallback_pointer = Some("/result".into());
+    f.request.spec.usage = hanarang::config::UsagePointers {
+        input_tokens: Some("/usage/input_tokens".into()),
+        output_tokens: Some("/usage/output_tokens".into()),
+        cost_usd: Some("/total_cost_usd".into()),
+    };
+    f
+}
+
+#[tokio::test]
+async fn the_envelope_s_usage_counts_over_what_the_message_claims() {
+    let report = run_fixture(&claude_envelope("structured")).await;
+    assert_outcome(&report, RunOutcome::Handoff, "darang APPROVE");
+    // The message says 9.99; the CLI counted 0.42.
+    let claimed = report
+        .message
+        .as_ref()
+        .unwrap()
+        .message
+        .common()
+        .usage
+        .clone();
+    assert_eq!(claimed.and_then(|u| u.cost_usd), Some(9.99));
+    let usage = report.usage.expect("the envelope's usage");
+    assert_eq!(
+        (usage.input_tokens, usage.output_tokens, usage.cost_usd),
+        (Some(1234), Some(56), Some(0.42))
+    );
+}
+
+#[tokio::test]
+async fn a_message_only_in_result_is_taken_from_the_fallback_pointer() {
+    let report = run_fixture(&claude_envelope("text-only")).await;
+    assert_outcome(&report, RunOutcome::Handoff, "darang APPROVE");
+    assert!(
+        report
+            .detail
+            .contains("(taken from /result: nothing was at /structured_output)"),
+        "{}",
+        report.detail
+    );
+    // Without the fallback, the run says where it looked and what the envelope said.
+    let mut f = claude_envelope("text-only");
+    f.request.spec.fallback_pointer = None;
+    let report = run_fixture(&f).await;
+    assert_outcome(&report, RunOutcome::BadOutput, "nothing at output_pointer");
+}
+
+#[tokio::test]
+async fn a_missing_message_quotes_the_envelope_s_status() {
+    let report = run_fixture(&claude_envelope("max-turns-0")).await;
+    assert_outcome(
+        &report,
+        RunOutcome::BadOutput,
+        "the envelope says subtype: error_max_turns, is_error: true",
+    );
+    let report = run_fixture(&claude_envelope("max-turns")).await;
+    assert_outcome(
+        &report,
+        RunOutcome::ExitNonzero,
+        "exited with code 1 (the envelope says subtype: error_max_turns, is_error: true)",
+    );
+}

@@ -148,6 +148,30 @@ pub fn extract_message(envelope: Value, pointer: &str) -> Result<Value, Problem>
     }
 }
 
+/// What a CLI's envelope says of itself, for a run whose message is not where it should
+/// be: its status fields (Claude Code's `subtype` and `is_error`, OpenClaw's `status` and
+/// `error`), e.g. `subtype: error_max_turns, is_error: true`.
+pub fn envelope_status(envelope: &Value) -> Option<String> {
+    const MAX_CHARS: usize = 200;
+    let obj = envelope.as_object()?;
+    let parts: Vec<String> = ["subtype", "is_error", "status", "error"]
+        .iter()
+        .filter_map(|key| {
+            let value = obj.get(*key)?;
+            let text = match value {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let text = match text.char_indices().nth(MAX_CHARS) {
+                Some((cut, _)) => format!("{}…", &text[..cut]),
+                None => text,
+            };
+            Some(format!("{key}: {text}"))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
 /// Checks one JSON value as the orchestrator would. With `expected` set, a message from
 /// another actor is a problem too (the orchestrator instead treats it as a protocol
 /// violation, since it is valid but wrong for the state).

@@ -737,11 +737,18 @@ fn with_end(mut runs: Vec<Run>, end: &RunEnd) -> Vec<Run> {
 
 /// The record of a run's end, from the runner's report.
 fn run_end(run_id: &str, report: &RunReport) -> RunEnd {
-    let usage = report
+    // What the CLI reported counts over what the message says of itself.
+    let claimed = report
         .message
         .as_ref()
         .and_then(|m| m.message.common().usage.clone())
         .unwrap_or_default();
+    let reported = report.usage.clone().unwrap_or_default();
+    let usage = crate::handoff::message::Usage {
+        input_tokens: reported.input_tokens.or(claimed.input_tokens),
+        output_tokens: reported.output_tokens.or(claimed.output_tokens),
+        cost_usd: reported.cost_usd.or(claimed.cost_usd),
+    };
     RunEnd {
         run_id: run_id.to_string(),
         outcome: report.outcome,

@@ -27,7 +27,10 @@ pub use contract::{ContractFile, render_prompt};
 
 use crate::config::SisterSpec;
 use crate::handoff::message::HandoffMessage;
-use crate::handoff::validate::{Problem, Validated, validate_output};
+use crate::handoff::message::Usage;
+use crate::handoff::validate::{
+    Problem, Validated, envelope_status, extract_message, parse_output, validate_value,
+};
 use crate::pipeline::FailureKind;
 use crate::placeholder;
 use process::{Activity, SharedCapture};
@@ -135,6 +138,9 @@ pub struct RunReport {
     pub message: Option<Validated>,
     /// Every problem when the outcome is `bad_output` because of the message.
     pub problems: Vec<Problem>,
+    /// What the CLI's envelope reported the run cost (`[agent].usage`); it counts over the
+    /// message's own `usage`.
+    pub usage: Option<Usage>,
 }
 
 impl RunReport {
@@ -157,6 +163,7 @@ impl RunReport {
             stderr_bytes: 0,
             message: None,
             problems: Vec::new(),
+            usage: None,
         }
     }
 }
@@ -406,6 +413,7 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
         stderr_bytes: err_total,
         message: None,
         problems: Vec::new(),
+        usage: None,
     };
     match &status {
         Ok(s) => {
@@ -463,6 +471,16 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
                 report.outcome = RunOutcome::ExitNonzero;
                 report.detail = format!("exited with code {code}");
                 report.detail.push_str(&last_words(&report.stderr_tail));
+                // A CLI that failed may still have said why in its envelope.
+                if let Some(status) = parse_output(&out, spec.max_output_bytes)
+                    .ok()
+                    .as_ref()
+                    .and_then(envelope_status)
+                {
+                    report
+                        .detail
+                        .push_str(&format!(" (the envelope says {status})"));
+                }
             }
             (Ok(_), None, Some(signal)) => {
                 report.outcome = RunOutcome::ExitNonzero;
@@ -492,9 +510,44 @@ fn last_words(stderr: &str) -> String {
 }
 
 /// The output of a sister that exited 0: a valid message whose claims hold, or bad output.
+/// The message is at `output_pointer` in the stdout envelope, else (when nothing is there)
+/// in the string at `fallback_pointer`; the envelope's own usage figures count over the
+/// message's.
 async fn classify_output(req: &RunRequest, stdout: &[u8], report: &mut RunReport) {
     let spec = &req.spec;
-    match validate_output(stdout, spec.max_output_bytes, &spec.output_pointer, None) {
+    let envelope = match parse_output(stdout, spec.max_output_bytes) {
+        Ok(envelope) => envelope,
+        Err(problem) => return bad_output(report, vec![problem]),
+    };
+    let missing =
+        !spec.output_pointer.is_empty() && envelope.pointer(&spec.output_pointer).is_none();
+    let fallback = spec
+        .fallback_pointer
+        .as_deref()
+        .filter(|_| missing)
+        .filter(|p| {
+            envelope
+                .pointer(p)
+                .is_some_and(serde_json::Value::is_string)
+        });
+    let extracted = match fallback {
+        Some(pointer) => extract_message(envelope.clone(), pointer),
+        None => extract_message(envelope.clone(), &spec.output_pointer),
+    };
+    let value = match extracted {
+        Ok(value) => value,
+        Err(mut problem) => {
+            // Nothing where the message should be: what the CLI says of the run tells why
+            // (a turn limit, an error), which "nothing at /structured_output" does not.
+            if let Some(status) = envelope_status(&envelope) {
+                problem
+                    .message
+                    .push_str(&format!("; the envelope says {status}"));
+            }
+            return bad_output(report, vec![problem]);
+        }
+    };
+    match validate_value(value, None) {
         Ok(valid) => {
             if let HandoffMessage::Narang(m) = &valid.message
                 && let Some(payload) = &m.payload
@@ -506,20 +559,46 @@ async fn classify_output(req: &RunRequest, stdout: &[u8], report: &mut RunReport
             }
             report.outcome = RunOutcome::Handoff;
             report.detail = format!("{} {}", valid.message.actor(), valid.message.verdict());
+            if let Some(pointer) = fallback {
+                report.detail.push_str(&format!(
+                    " (taken from {pointer}: nothing was at {})",
+                    spec.output_pointer
+                ));
+            }
+            report.usage = envelope_usage(&envelope, &spec.usage);
             report.message = Some(valid);
         }
-        Err(problems) => {
-            report.outcome = RunOutcome::BadOutput;
-            let first = problems
-                .first()
-                .map_or_else(|| "invalid output".to_string(), ToString::to_string);
-            report.detail = match problems.len() {
-                0 | 1 => first,
-                n => format!("{first} (and {} more)", n - 1),
-            };
-            report.problems = problems;
-        }
+        Err(problems) => bad_output(report, problems),
     }
+}
+
+fn bad_output(report: &mut RunReport, problems: Vec<Problem>) {
+    report.outcome = RunOutcome::BadOutput;
+    let first = problems
+        .first()
+        .map_or_else(|| "invalid output".to_string(), ToString::to_string);
+    report.detail = match problems.len() {
+        0 | 1 => first,
+        n => format!("{first} (and {} more)", n - 1),
+    };
+    report.problems = problems;
+}
+
+/// The usage the CLI reported in its envelope, at the configured pointers; `None` when it
+/// reported none there.
+fn envelope_usage(
+    envelope: &serde_json::Value,
+    at: &crate::config::UsagePointers,
+) -> Option<Usage> {
+    let find = |pointer: &Option<String>| pointer.as_deref().and_then(|p| envelope.pointer(p));
+    let usage = Usage {
+        input_tokens: find(&at.input_tokens).and_then(serde_json::Value::as_u64),
+        output_tokens: find(&at.output_tokens).and_then(serde_json::Value::as_u64),
+        cost_usd: find(&at.cost_usd)
+            .and_then(serde_json::Value::as_f64)
+            .filter(|c| c.is_finite() && *c >= 0.0),
+    };
+    (usage != Usage::default()).then_some(usage)
 }
 
 /// What the schema placeholders stand for. The files are written (beside the contract
