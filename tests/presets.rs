@@ -79,3 +79,26 @@ async fn codex_preset_takes_a_strict_schema_file_and_reads_the_bare_message() {
 async fn openclaw_preset_parses_the_final_text() {
     run_preset("openclaw", "openclaw", "/final").await;
 }
+
+#[test]
+fn codex_preset_lets_the_implementer_commit_and_the_deployer_reach_the_network() {
+    let config = Config::parse(&preset("codex"), Path::new(".")).expect("a valid preset");
+    let args = |actor: Actor| config.agent.spec(actor).args.join(" ");
+    assert!(
+        args(Actor::Narang)
+            .contains(r#"-c sandbox_workspace_write.writable_roots=["{workdir}/.git"]"#),
+        "{}",
+        args(Actor::Narang)
+    );
+    assert!(args(Actor::Erang).contains("-c sandbox_workspace_write.network_access=true"));
+    for actor in [Actor::Harang, Actor::Darang] {
+        assert!(
+            !args(actor).contains("sandbox_workspace_write"),
+            "{actor}: {}",
+            args(actor)
+        );
+    }
+    for actor in Actor::ALL {
+        assert!(args(actor).contains("--sandbox workspace-write"), "{actor}");
+    }
+}
