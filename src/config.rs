@@ -158,6 +158,12 @@ pub struct AgentConfig {
     /// Where the message is when nothing is at `output_pointer`: a string holding it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_pointer: Option<String>,
+    /// What the agent prints when it hits its usage or rate limit (`SPEC.md` §3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pause_on: Vec<PauseRule>,
+    /// How long a pause lasts when the message names no reset time.
+    #[serde(default = "default_pause")]
+    pub pause_default: Dur,
     #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
     pub harang: SisterConfig,
     #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
@@ -180,6 +186,8 @@ impl Default for AgentConfig {
             env: BTreeMap::new(),
             usage: UsagePointers::default(),
             fallback_pointer: None,
+            pause_on: Vec::new(),
+            pause_default: default_pause(),
             harang: SisterConfig::default(),
             narang: SisterConfig::default(),
             darang: SisterConfig::default(),
@@ -212,6 +220,30 @@ fn default_max_output_bytes() -> u64 {
 fn default_kill_grace() -> Dur {
     Dur(Duration::from_secs(10))
 }
+fn default_pause() -> Dur {
+    Dur(Duration::from_secs(30 * 60))
+}
+
+/// One usage-limit message: a regular expression over the captured output. A named group
+/// `reset` holds when the limit resets (unix seconds, an RFC 3339 time, or a humantime
+/// duration from now).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PauseRule {
+    pub pattern: String,
+    #[serde(default)]
+    pub source: PauseSource,
+}
+
+/// Which captured stream a `PauseRule` reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PauseSource {
+    Stdout,
+    Stderr,
+    #[default]
+    Any,
+}
 
 /// `[agent.<sister>]`: overrides of `[agent]` for one sister, plus its timeout.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -236,6 +268,10 @@ pub struct SisterConfig {
     pub usage: Option<UsagePointers>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_pointer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_on: Option<Vec<PauseRule>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_default: Option<Dur>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Dur>,
 }
@@ -279,6 +315,8 @@ pub struct SisterSpec {
     pub env: BTreeMap<String, String>,
     pub usage: UsagePointers,
     pub fallback_pointer: Option<String>,
+    pub pause_on: Vec<PauseRule>,
+    pub pause_default: Duration,
     pub timeout: Duration,
 }
 
@@ -326,6 +364,11 @@ impl AgentConfig {
                 .fallback_pointer
                 .clone()
                 .or_else(|| self.fallback_pointer.clone()),
+            pause_on: own
+                .pause_on
+                .clone()
+                .unwrap_or_else(|| self.pause_on.clone()),
+            pause_default: own.pause_default.unwrap_or(self.pause_default).0,
             timeout: own.timeout.map_or_else(|| default_timeout(actor), |d| d.0),
         }
     }
@@ -682,6 +725,7 @@ impl Config {
                 env: &a.env,
                 usage: Some(&a.usage),
                 fallback_pointer: a.fallback_pointer.as_deref(),
+                pause_on: Some(&a.pause_on),
                 timeout: None,
             },
             token_env,
@@ -701,6 +745,7 @@ impl Config {
                     env: &s.env,
                     usage: s.usage.as_ref(),
                     fallback_pointer: s.fallback_pointer.as_deref(),
+                    pause_on: s.pause_on.as_deref(),
                     timeout: s.timeout,
                 },
                 token_env,
@@ -915,6 +960,7 @@ struct AgentFields<'a> {
     env: &'a BTreeMap<String, String>,
     usage: Option<&'a UsagePointers>,
     fallback_pointer: Option<&'a str>,
+    pause_on: Option<&'a [PauseRule]>,
     timeout: Option<Dur>,
 }
 
@@ -958,6 +1004,15 @@ fn check_agent_fields(
                 format!(
                     "{pointer:?} is not a JSON Pointer: use \"\" for the whole output or start with '/' (e.g. \"/structured_output\")"
                 ),
+            );
+        }
+    }
+    for (i, rule) in f.pause_on.unwrap_or_default().iter().enumerate() {
+        if let Err(e) = regex::Regex::new(&rule.pattern) {
+            let why = e.to_string().lines().last().unwrap_or_default().to_string();
+            problem(
+                &format!("{table}.pause_on[{i}].pattern"),
+                format!("not a regular expression: {why}"),
             );
         }
     }

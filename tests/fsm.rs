@@ -140,18 +140,27 @@ fn columns() -> Vec<(&'static str, Event, bool)> {
             },
             true,
         ),
+        (
+            "paused",
+            Event::Paused {
+                resume_at_ms: 1_800_000_000_000,
+                delay_ms: 60_000,
+                detail: "usage limit".into(),
+            },
+            true,
+        ),
     ]
 }
 
 /// Every state × every event. `-` is a refusal; `X!` means "to X as a protocol
 /// violation"; `X+` means "the same stage again as a retry (attempt + 1)".
 const TABLE: &[(State, &[&str])] = &[
-    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget
+    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget paused
     (
         State::Queued,
         &[
             "planning", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "aborted", "-", "-", "-",
+            "aborted", "-", "-", "-", "-",
         ],
     ),
     (
@@ -171,11 +180,12 @@ const TABLE: &[(State, &[&str])] = &[
             "planning+",
             "-",
             "-",
-            "-",
+            "planning",
             "aborted",
             "planning",
             "-",
             "escalated",
+            "planning",
         ],
     ),
     (
@@ -195,11 +205,12 @@ const TABLE: &[(State, &[&str])] = &[
             "implementing+",
             "-",
             "-",
-            "-",
+            "implementing",
             "aborted",
             "implementing",
             "-",
             "escalated",
+            "implementing",
         ],
     ),
     (
@@ -219,11 +230,12 @@ const TABLE: &[(State, &[&str])] = &[
             "reviewing+",
             "-",
             "-",
-            "-",
+            "reviewing",
             "aborted",
             "reviewing",
             "-",
             "escalated",
+            "reviewing",
         ],
     ),
     (
@@ -248,6 +260,7 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "-",
+            "-",
         ],
     ),
     (
@@ -267,18 +280,19 @@ const TABLE: &[(State, &[&str])] = &[
             "escalated",
             "-",
             "-",
-            "-",
+            "deploying",
             "aborted",
             "deploying",
             "-",
             "escalated",
+            "deploying",
         ],
     ),
     (
         State::Deployed,
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-",
+            "-", "-", "-",
         ],
     ),
     (
@@ -303,13 +317,14 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "-",
+            "-",
         ],
     ),
     (
         State::Aborted,
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-",
+            "-", "-", "-",
         ],
     ),
 ];

@@ -672,3 +672,68 @@ async fn an_abort_given_with_an_approval_lands_before_the_deploy_starts() {
     );
     p.stop().await;
 }
+
+/// An agent that hits its usage limit is not failing: the stage waits for the reset the
+/// CLI named, uses no attempt, and a human's resume starts it at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_usage_limit_pauses_the_stage_until_its_reset_and_resume_starts_it_at_once() {
+    let reset = hanarang::clock::now_ms() / 1000 + 3 * 3600;
+    let erang: &'static str = Box::leak(format!("limit-first 1 {reset}").into_boxed_str());
+    let p = Pipeline::start(Setup {
+        erang,
+        extra: r#"pause_on = [{ pattern = "usage limit reached\\|(?P<reset>\\d+)", source = "stderr" }]"#,
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    p.command(&s.id, CommandKind::Approve, None).await;
+    let paused = support::pipeline::wait_for(
+        &p.store,
+        &s.id,
+        |s| s.state == State::Deploying && s.next_run_at.is_some(),
+        "a paused deploy",
+    )
+    .await;
+    assert_eq!(paused.attempt, 1, "a pause uses no attempt");
+    assert_eq!(
+        paused.next_run_at,
+        Some(reset * 1000),
+        "it waits for the reset the CLI named"
+    );
+    let runs = p.runs(&s.id).await;
+    let last = runs.last().unwrap();
+    assert_eq!(last.outcome, Some(RunOutcome::Paused));
+    assert!(
+        last.detail
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with(&format!(
+                "usage limit: usage limit reached|{reset}; resumes at "
+            )),
+        "{:?}",
+        last.detail
+    );
+    let log = p.transitions(&s.id).await;
+    let note = log.last().unwrap();
+    assert!(
+        matches!(note.note, Some(Note::Paused { resume_at_ms, .. }) if resume_at_ms == reset * 1000)
+    );
+    let config = p.config.clone();
+    let sprint = p.store.sprint(&s.id).await.unwrap().unwrap();
+    let line = hanarang::notify::render(note, &hanarang::notify::Context::new(&config, &sprint));
+    assert!(
+        line.text.starts_with("⏸️ 이랑이 사용량 한도: "),
+        "{}",
+        line.text
+    );
+    assert!(!line.mention);
+    // A human need not wait for the reset.
+    match p.command(&s.id, CommandKind::Resume, None).await {
+        Answer::Applied(_) => {}
+        other => panic!("resume of a paused stage: {other:?}"),
+    }
+    let done = p.wait_for(&s.id, State::Deployed).await;
+    assert_eq!(done.attempt, 1);
+    p.stop().await;
+}

@@ -68,6 +68,22 @@ fn sister(actor: Actor, locale: Locale) -> String {
     }
 }
 
+/// "15:00 UTC" (with the date when it is not today's, in UTC: "2026-12-02 15:00 UTC").
+fn clock_time(at_ms: i64) -> String {
+    let at = std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(at_ms).unwrap_or(0));
+    let stamp = humantime::format_rfc3339_seconds(at).to_string(); // 2026-12-01T15:00:00Z
+    let today = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let (date, time) = (
+        stamp.get(..10).unwrap_or(""),
+        stamp.get(11..16).unwrap_or(""),
+    );
+    if today.get(..10) == Some(date) {
+        format!("{time} UTC")
+    } else {
+        format!("{date} {time} UTC")
+    }
+}
+
 /// "once", "twice", "3 times".
 fn times(n: u32) -> String {
     match n {
@@ -93,6 +109,15 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
         text,
         mention: false,
     };
+    if let Some(Note::Paused { resume_at_ms, .. }) = &t.note {
+        let stage = t.to.stage().unwrap_or(Stage::Planning);
+        let who = sister(stage.actor(), l);
+        let when = clock_time(*resume_at_ms);
+        return plain(match l {
+            Locale::Ko => format!("⏸️ {who} 사용량 한도: {when}에 다시 시작"),
+            Locale::En => format!("⏸️ {who} hit its usage limit: resumes at {when}"),
+        });
+    }
     if let Some(Note::Retry { failure, delay_ms }) = &t.note {
         let stage = t.to.stage().unwrap_or(Stage::Planning);
         let who = sister(stage.actor(), l);

@@ -676,6 +676,16 @@ impl Orchestrator {
                     sprint_id: valid.message.claimed_sprint_id().map(str::to_string),
                     reason: valid.message.reason(),
                 },
+                // A usage limit: the stage waits for its reset, using no attempt.
+                (RunOutcome::Paused, _) => {
+                    let now = now_ms();
+                    let resume_at_ms = report.resume_at_ms.unwrap_or(now).max(now);
+                    Event::Paused {
+                        resume_at_ms,
+                        delay_ms: u64::try_from(resume_at_ms - now).unwrap_or(0),
+                        detail: report.detail.clone(),
+                    }
+                }
                 (outcome, _) => Event::Failed {
                     failure: Failure {
                         kind: outcome.failure_kind().unwrap_or(FailureKind::Interrupted),

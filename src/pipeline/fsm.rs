@@ -265,6 +265,13 @@ pub enum Event {
         spent_usd: f64,
         limit_usd: f64,
     },
+    /// The running sister said it hit its usage or rate limit (`[agent].pause_on`): the
+    /// stage waits until `resume_at_ms` (unix ms; `delay_ms` from now), using no attempt.
+    Paused {
+        resume_at_ms: i64,
+        delay_ms: u64,
+        detail: String,
+    },
 }
 
 impl Event {
@@ -280,6 +287,7 @@ impl Event {
             Event::Abort { .. } => "abort".into(),
             Event::Handoff { .. } => "handoff".into(),
             Event::BudgetExceeded { .. } => "budget_exceeded".into(),
+            Event::Paused { .. } => "paused".into(),
         }
     }
 
@@ -337,6 +345,12 @@ pub enum Note {
     ProtocolViolation {
         reason: String,
     },
+    /// The sister hit its usage limit: the stage runs again at `resume_at_ms`.
+    Paused {
+        resume_at_ms: i64,
+        delay_ms: u64,
+        detail: String,
+    },
 }
 
 /// The result of an accepted event.
@@ -351,7 +365,9 @@ impl Transition {
     /// How long to wait before the stage's sister is spawned again.
     pub fn retry_delay(&self) -> Option<Duration> {
         match &self.note {
-            Some(Note::Retry { delay_ms, .. }) => Some(Duration::from_millis(*delay_ms)),
+            Some(Note::Retry { delay_ms, .. } | Note::Paused { delay_ms, .. }) => {
+                Some(Duration::from_millis(*delay_ms))
+            }
             _ => None,
         }
     }
@@ -521,8 +537,14 @@ pub fn apply(
             (State::Escalated, None) => refuse(format!(
                 "{id} is escalated but its resume point is unknown; abort it and start a new sprint"
             )),
+            // A stage that waits (a usage-limit pause, a retry's backoff) starts at once:
+            // same stage, same attempt, no wait.
+            (other, _) if other.stage().is_some() && !facts.sister_running => to(at, None),
+            (other, _) if other.stage().is_some() => refuse(format!(
+                "{id} is {other} and its sister is running: there is nothing to resume"
+            )),
             (other, _) => refuse(format!(
-                "{id} is {other}, not escalated: only an escalated sprint can be resumed"
+                "{id} is {other}: only an escalated sprint, or a stage waiting to run again, can be resumed"
             )),
         },
 
@@ -555,6 +577,25 @@ pub fn apply(
             ),
             None => refuse(format!(
                 "{id} is {}: nothing runs that could spend more",
+                at.state
+            )),
+        },
+
+        Event::Paused {
+            resume_at_ms,
+            delay_ms,
+            detail,
+        } => match at.state.stage() {
+            Some(_) => to(
+                at,
+                Some(Note::Paused {
+                    resume_at_ms: *resume_at_ms,
+                    delay_ms: *delay_ms,
+                    detail: detail.clone(),
+                }),
+            ),
+            None => refuse(format!(
+                "{id} is {}: no sister runs, so none can be paused",
                 at.state
             )),
         },

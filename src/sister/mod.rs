@@ -56,6 +56,9 @@ pub enum RunOutcome {
     ProtocolViolation,
     /// A user handed the work to a fresh session.
     HandedOff,
+    /// The agent hit its usage or rate limit (`[agent].pause_on`): not a failure; the
+    /// stage runs again when the limit resets.
+    Paused,
 }
 
 impl RunOutcome {
@@ -70,6 +73,7 @@ impl RunOutcome {
             RunOutcome::Interrupted => "interrupted",
             RunOutcome::ProtocolViolation => "protocol_violation",
             RunOutcome::HandedOff => "handed_off",
+            RunOutcome::Paused => "paused",
         }
     }
 
@@ -84,7 +88,8 @@ impl RunOutcome {
             RunOutcome::Handoff
             | RunOutcome::Cancelled
             | RunOutcome::ProtocolViolation
-            | RunOutcome::HandedOff => None,
+            | RunOutcome::HandedOff
+            | RunOutcome::Paused => None,
         }
     }
 }
@@ -141,6 +146,8 @@ pub struct RunReport {
     /// What the CLI's envelope reported the run cost (`[agent].usage`); it counts over the
     /// message's own `usage`.
     pub usage: Option<Usage>,
+    /// With outcome `paused`: when the stage may run again (unix ms).
+    pub resume_at_ms: Option<i64>,
 }
 
 impl RunReport {
@@ -164,6 +171,7 @@ impl RunReport {
             message: None,
             problems: Vec::new(),
             usage: None,
+            resume_at_ms: None,
         }
     }
 }
@@ -414,6 +422,7 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
         message: None,
         problems: Vec::new(),
         usage: None,
+        resume_at_ms: None,
     };
     match &status {
         Ok(s) => {
@@ -493,7 +502,88 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
             }
         },
     }
+    // An agent that failed because it hit its usage limit is not failing: it waits.
+    if matches!(
+        report.outcome,
+        RunOutcome::ExitNonzero | RunOutcome::BadOutput | RunOutcome::Timeout
+    ) && let Some((resume_at_ms, said)) = usage_limit(spec, &out, &err, crate::clock::now_ms())
+    {
+        report.outcome = RunOutcome::Paused;
+        report.detail = format!(
+            "usage limit: {said}; resumes at {}",
+            humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH
+                    + Duration::from_millis(u64::try_from(resume_at_ms).unwrap_or(0))
+            )
+        );
+        report.resume_at_ms = Some(resume_at_ms);
+    }
     report
+}
+
+/// The first `pause_on` rule the captured output matches: when the limit resets (unix ms,
+/// from the rule's `reset` group, else `pause_default` from `now_ms`) and what it said.
+fn usage_limit(
+    spec: &SisterSpec,
+    stdout: &[u8],
+    stderr: &[u8],
+    now_ms: i64,
+) -> Option<(i64, String)> {
+    use crate::config::PauseSource;
+    const MAX_CHARS: usize = 200;
+    let (out, err) = (
+        String::from_utf8_lossy(stdout),
+        String::from_utf8_lossy(stderr),
+    );
+    for rule in &spec.pause_on {
+        // The pattern was checked when the config was loaded.
+        let Ok(pattern) = regex::Regex::new(&rule.pattern) else {
+            continue;
+        };
+        let texts: &[&str] = match rule.source {
+            PauseSource::Stdout => &[&out],
+            PauseSource::Stderr => &[&err],
+            PauseSource::Any => &[&out, &err],
+        };
+        let Some(found) = texts.iter().find_map(|t| pattern.captures(t)) else {
+            continue;
+        };
+        let default = now_ms
+            .saturating_add(i64::try_from(spec.pause_default.as_millis()).unwrap_or(i64::MAX));
+        let resume_at = found
+            .name("reset")
+            .and_then(|r| reset_time(r.as_str().trim(), now_ms))
+            .filter(|&at| at > now_ms)
+            .unwrap_or(default);
+        let said = found.get(0).map_or("", |m| m.as_str()).trim();
+        let said = match said.char_indices().nth(MAX_CHARS) {
+            Some((cut, _)) => format!("{}…", &said[..cut]),
+            None => said.to_string(),
+        };
+        return Some((resume_at, said));
+    }
+    None
+}
+
+/// A reset time as CLIs print it: unix seconds (or milliseconds), an RFC 3339 time, or a
+/// humantime duration from now ("4h 12m").
+fn reset_time(text: &str, now_ms: i64) -> Option<i64> {
+    if let Ok(n) = text.parse::<i64>() {
+        // Milliseconds are 13 digits in this century; seconds are 10.
+        return Some(if n > 100_000_000_000 {
+            n
+        } else {
+            n.saturating_mul(1000)
+        });
+    }
+    if let Ok(t) = humantime::parse_rfc3339_weak(text) {
+        return t
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .and_then(|d| i64::try_from(d.as_millis()).ok());
+    }
+    let wait = humantime::parse_duration(text).ok()?;
+    Some(now_ms.saturating_add(i64::try_from(wait.as_millis()).ok()?))
 }
 
 /// What a failed sister said last: `: <its last non-empty stderr line>`, cut to a length
