@@ -148,7 +148,7 @@ pub enum SprintCommand {
         #[arg(long)]
         note: String,
     },
-    /// Resume an escalated sprint at the stage it stopped in
+    /// Resume an escalated sprint, or start a waiting stage (a pause, a retry) at once
     Resume {
         /// The sprint: SPRINT-001, sprint-001 or 1
         id: String,

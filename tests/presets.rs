@@ -102,3 +102,31 @@ fn codex_preset_lets_the_implementer_commit_and_the_deployer_reach_the_network()
         assert!(args(actor).contains("--sandbox workspace-write"), "{actor}");
     }
 }
+
+/// Each preset's `pause_on` catches its CLI's own usage-limit text (as the installed
+/// binaries print it), and not an ordinary failure.
+#[test]
+fn presets_pause_on_their_cli_s_usage_limit_text() {
+    for (name, limited) in [
+        (
+            "claude-code",
+            "You've hit your session limit · resets 3pm (UTC)",
+        ),
+        ("claude-code", "Usage limit reached · limit resets 3pm"),
+        (
+            "codex",
+            "ERROR: You've hit your usage limit. Upgrade to Plus to continue using Codex, or try again at 3:45 PM.",
+        ),
+    ] {
+        let config = Config::parse(&preset(name), Path::new(".")).expect("a valid preset");
+        let rules = config.agent.spec(Actor::Narang).pause_on;
+        assert!(!rules.is_empty(), "{name} has pause_on");
+        let matches = |text: &str| {
+            rules
+                .iter()
+                .any(|r| regex::Regex::new(&r.pattern).unwrap().is_match(text))
+        };
+        assert!(matches(limited), "{name}: {limited}");
+        assert!(!matches("error: the build failed"), "{name}");
+    }
+}
