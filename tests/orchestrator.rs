@@ -728,6 +728,16 @@ async fn a_usage_limit_pauses_the_stage_until_its_reset_and_resume_starts_it_at_
         line.text
     );
     assert!(!line.mention);
+    // The forum post's board says when it runs again.
+    let board = hanarang::discord::render::board(
+        &paused,
+        None,
+        &hanarang::store::Usage::default(),
+        hanarang::config::Locale::Ko,
+        3,
+        hanarang::clock::now_ms(),
+    );
+    assert!(board.contains("\n다시 시작: "), "{board}");
     // A human need not wait for the reset.
     match p.command(&s.id, CommandKind::Resume, None).await {
         Answer::Applied(_) => {}

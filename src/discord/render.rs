@@ -109,6 +109,20 @@ pub fn board(
             sprint.branch,
         ),
     };
+    // A stage waiting to run again (a usage-limit pause, a retry's backoff) says when.
+    let text = match sprint
+        .next_run_at
+        .filter(|&at| at > now_ms && sprint.state.stage().is_some())
+    {
+        Some(at) => {
+            let when = crate::notify::messages::clock_time(at);
+            match locale {
+                Locale::Ko => format!("{text}\n다시 시작: {when}"),
+                Locale::En => format!("{text}\nRuns again: {when}"),
+            }
+        }
+        None => text,
+    };
     cut(&text, MAX_CONTENT)
 }
 

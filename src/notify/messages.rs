@@ -69,7 +69,7 @@ fn sister(actor: Actor, locale: Locale) -> String {
 }
 
 /// "15:00 UTC" (with the date when it is not today's, in UTC: "2026-12-02 15:00 UTC").
-fn clock_time(at_ms: i64) -> String {
+pub fn clock_time(at_ms: i64) -> String {
     let at = std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(at_ms).unwrap_or(0));
     let stamp = humantime::format_rfc3339_seconds(at).to_string(); // 2026-12-01T15:00:00Z
     let today = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
