@@ -653,7 +653,8 @@ async fn a_stubborn_setsid_daemon_of_a_hanging_sister_is_killed_on_timeout() {
     f.request.spec.args = vec!["hang".into(), "stubborn".into()];
     let pid_file = f.dir.path().join("daemon.pid");
     let mut f = f.env("DAEMON_PID_FILE", pid_file.display().to_string());
-    f.request.spec.timeout = Duration::from_millis(400);
+    // Long enough for the daemon to start on a loaded machine before the timeout fires.
+    f.request.spec.timeout = Duration::from_secs(3);
     let report = run_fixture(&f).await;
     assert_outcome(&report, RunOutcome::Timeout, "timed out");
     let daemon = daemon_pid(&pid_file);

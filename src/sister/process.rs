@@ -191,21 +191,66 @@ fn environ_has(pid: u32, marker: &str) -> bool {
         .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == marker.as_bytes()))
 }
 
-/// The process groups of every live process whose environment holds all of `markers`.
-fn groups_carrying(markers: &[String]) -> Vec<u32> {
+/// What to signal of a run's leftovers: a whole process group (every live member carries
+/// the run's markers), or one process (its group holds others too, or is hanarang's own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Group(u32),
+    Process(u32),
+}
+
+impl Target {
+    fn alive(self) -> bool {
+        match self {
+            Target::Group(g) => group_alive(g),
+            Target::Process(p) => live_processes()
+                .unwrap_or_default()
+                .iter()
+                .any(|&(pid, _)| pid == p),
+        }
+    }
+
+    fn signal(self, signal: Signal) {
+        let _ = match self {
+            Target::Group(g) => killpg(Pid::from_raw(g as i32), signal),
+            Target::Process(p) => nix::sys::signal::kill(Pid::from_raw(p as i32), signal),
+        };
+    }
+}
+
+/// Every live process whose environment holds all of `markers`, as what to signal: its
+/// group when the whole group is the run's, else the process alone. Never hanarang's own
+/// group, nor init's.
+fn carrying(markers: &[String]) -> Vec<Target> {
     if markers.is_empty() {
         // No marker would match every process on the machine.
         return Vec::new();
     }
-    let mut groups: Vec<u32> = live_processes()
-        .unwrap_or_default()
-        .into_iter()
+    let ours = u32::try_from(nix::unistd::getpgrp().as_raw()).unwrap_or(0);
+    let live = live_processes().unwrap_or_default();
+    let marked: Vec<(u32, u32)> = live
+        .iter()
+        .copied()
         .filter(|&(pid, _)| markers.iter().all(|m| environ_has(pid, m)))
-        .map(|(_, pgrp)| pgrp)
         .collect();
-    groups.sort_unstable();
-    groups.dedup();
-    groups
+    let mut targets = Vec::new();
+    for &(pid, pgrp) in &marked {
+        let whole_group = pgrp > 1
+            && pgrp != ours
+            && live
+                .iter()
+                .filter(|&&(_, g)| g == pgrp)
+                .all(|&(member, _)| marked.iter().any(|&(m, _)| m == member));
+        let target = if whole_group {
+            Target::Group(pgrp)
+        } else {
+            Target::Process(pid)
+        };
+        if !targets.contains(&target) {
+            targets.push(target);
+        }
+    }
+    targets
 }
 
 /// The environment every process of a run carries, and by which whatever it left behind
@@ -220,61 +265,57 @@ pub fn run_markers(run_id: &str, contract_file: &std::path::Path) -> [String; 2]
 }
 
 /// Stops everything of a run: its sister's process group (`pgid`, when it was spawned)
-/// and every other group holding a process that carries the run's `markers`, all at once,
-/// so the whole takes at most `grace` (then SIGKILL). A process that both left the group
-/// and cleared its environment cannot be told from any other process, and is left alone.
+/// and every process elsewhere that carries the run's `markers` (with its group when the
+/// whole group is the run's), all in one grace period: SIGTERM, then SIGKILL. The processes
+/// are looked for again while they are given their grace, so one that leaves its group
+/// meanwhile (a cleanup daemon started on SIGTERM) goes too. A process that both left the
+/// group and cleared its environment cannot be told from any other, and is left alone.
 pub async fn kill_run(pgid: Option<u32>, markers: &[String], grace: Duration) {
-    let mut groups = groups_carrying(markers);
-    for &group in &groups {
-        if Some(group) != pgid {
-            tracing::warn!(
-                pgid = group,
-                "killing a process the run left outside its group"
-            );
+    let mut targets: Vec<Target> = pgid.map(Target::Group).into_iter().collect();
+    let look = |targets: &mut Vec<Target>, signal: Signal| {
+        for target in carrying(markers) {
+            if !targets.contains(&target) {
+                tracing::warn!(?target, "killing a process the run left outside its group");
+                target.signal(signal);
+                if signal == Signal::SIGTERM {
+                    target.signal(Signal::SIGCONT);
+                }
+                targets.push(target);
+            }
         }
-    }
-    groups.extend(pgid);
-    groups.sort_unstable();
-    groups.dedup();
-    kill_groups(&groups, grace).await;
-}
-
-/// Stops every process in the groups, all at once: SIGTERM, then SIGKILL for whatever is
-/// still alive after `grace`. Returns once the groups are gone (or SIGKILL has been sent).
-async fn kill_groups(groups: &[u32], grace: Duration) {
-    let alive = |groups: &[u32]| -> Vec<u32> {
-        groups.iter().copied().filter(|&g| group_alive(g)).collect()
     };
-    let mut left = alive(groups);
-    if left.is_empty() {
-        return;
-    }
-    for &group in &left {
-        let group = Pid::from_raw(group as i32);
-        let _ = killpg(group, Signal::SIGTERM);
+    targets.retain(|t| t.alive());
+    for &target in &targets {
+        target.signal(Signal::SIGTERM);
         // A stopped process cannot act on SIGTERM until it is continued.
-        let _ = killpg(group, Signal::SIGCONT);
+        target.signal(Signal::SIGCONT);
     }
+    look(&mut targets, Signal::SIGTERM);
     let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        left = alive(&left);
-        if left.is_empty() {
+    loop {
+        targets.retain(|t| t.alive());
+        if targets.is_empty() {
             return;
         }
+        if Instant::now() >= deadline {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
+        look(&mut targets, Signal::SIGTERM);
     }
-    for &group in &left {
-        let _ = killpg(Pid::from_raw(group as i32), Signal::SIGKILL);
+    for &target in &targets {
+        target.signal(Signal::SIGKILL);
     }
+    look(&mut targets, Signal::SIGKILL);
     // SIGKILL cannot be ignored; give the kernel a moment to tear the processes down.
     for _ in 0..50 {
-        left = alive(&left);
-        if left.is_empty() {
+        targets.retain(|t| t.alive());
+        if targets.is_empty() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    tracing::warn!(groups = ?left, "processes of a sister survived SIGKILL");
+    tracing::warn!(?targets, "processes of a sister survived SIGKILL");
 }
 
 /// A signal's name for the user ("SIGKILL"), or its number.
