@@ -728,4 +728,7 @@ async fn a_missing_message_quotes_the_envelope_s_status() {
         RunOutcome::ExitNonzero,
         "exited with code 1 (the envelope says subtype: error_max_turns, is_error: true)",
     );
+    // A failed run spent too: what the CLI counted is kept for the budget.
+    let usage = report.usage.expect("the envelope's usage of a failed run");
+    assert_eq!(usage.cost_usd, Some(0.42));
 }

@@ -65,6 +65,11 @@ impl DeliveryError {
         self.status() == Some(401)
     }
 
+    /// A 429 for the whole bot, not one route.
+    fn is_global_rate_limit(&self) -> bool {
+        matches!(self, DeliveryError::Discord(e) if e.is_global())
+    }
+
     /// How long a 429 says to wait.
     fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -123,6 +128,8 @@ pub struct Bridge {
     /// cursor, as its own cursor in the database holds it.
     delivered: HashMap<String, i64>,
     skipped: HashMap<String, Skipped>,
+    /// No line before this: Discord's global rate limit (a 429 with `global: true`).
+    global_wait: Option<Instant>,
     /// A Discord failure is logged once a minute, not on every retry.
     repeated: super::Repeated,
 }
@@ -173,6 +180,7 @@ impl Bridge {
             waiting: HashMap::new(),
             delivered: HashMap::new(),
             skipped: HashMap::new(),
+            global_wait: None,
             repeated: super::Repeated::default(),
         }
     }
@@ -187,14 +195,22 @@ impl Bridge {
         tokio::pin!(shutdown);
         let mut store_failures = 0u32;
         loop {
-            let wait = match self.pass().await {
+            // A pass can take long while Discord times out: shutdown does not wait for it
+            // (what it delivered is on the cursors; the rest comes next time).
+            let passed = tokio::select! {
+                r = self.pass() => r,
+                () = &mut shutdown => return Ok(()),
+            };
+            let wait = match passed {
                 Ok(()) => {
                     store_failures = 0;
                     let boards = self.flush_boards().await;
                     let retry = self
                         .waiting
                         .values()
-                        .map(|w| w.until.saturating_duration_since(Instant::now()))
+                        .map(|w| w.until)
+                        .chain(self.global_wait)
+                        .map(|until| until.saturating_duration_since(Instant::now()))
                         .min();
                     retry.map_or(boards, |r| r.min(boards))
                 }
@@ -228,13 +244,24 @@ impl Bridge {
     async fn pass(&mut self) -> Result<(), DeliveryError> {
         let mut after = self.store.cursor(CURSOR).await?;
         let mut all_done = true;
+        // A sprint that waited once in this pass waits for the rest of it: its backoff may
+        // run out meanwhile, and a later line delivered before the one that waits would
+        // move its cursor past that one for good.
+        let mut held: std::collections::HashSet<String> = std::collections::HashSet::new();
         loop {
             let batch = self.store.transitions_after(after, BATCH).await?;
             for record in &batch {
                 after = record.global_seq;
                 let span =
                     tracing::info_span!("deliver", sprint = %record.sprint_id, seq = record.seq);
-                let turn = self.deliver_in_turn(record).instrument(span).await?;
+                let turn = if held.contains(&record.sprint_id) {
+                    Turn::Waits
+                } else {
+                    self.deliver_in_turn(record).instrument(span).await?
+                };
+                if turn == Turn::Waits {
+                    held.insert(record.sprint_id.clone());
+                }
                 all_done &= turn != Turn::Waits;
                 if all_done {
                     self.store.set_cursor(CURSOR, record.global_seq).await?;
@@ -259,10 +286,9 @@ impl Bridge {
         if self.delivered_up_to(id).await? >= record.global_seq {
             return Ok(Turn::Before);
         }
-        if self
-            .waiting
-            .get(id)
-            .is_some_and(|w| w.until > Instant::now())
+        let now = Instant::now();
+        if self.waiting.get(id).is_some_and(|w| w.until > now)
+            || self.global_wait.is_some_and(|until| until > now)
         {
             return Ok(Turn::Waits);
         }
@@ -283,6 +309,13 @@ impl Bridge {
                 skipped.last_error = e.to_string();
                 self.boards.entry(id.clone()).or_default().dirty = true;
                 Ok(Turn::Delivered)
+            }
+            Err(e) if e.is_global_rate_limit() => {
+                // The limit is the bot's, not the thread's: every sprint's lines wait.
+                let wait = e.retry_after().unwrap_or(RETRY_MAX).max(RETRY_BASE);
+                tracing::warn!(error = %e, retry_in = ?wait, "Discord's global rate limit: every sprint's lines wait");
+                self.global_wait = Some(Instant::now() + wait);
+                Ok(Turn::Waits)
             }
             Err(e) => {
                 let failures = self.waiting.get(id).map_or(0, |w| w.failures) + 1;

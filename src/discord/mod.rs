@@ -159,8 +159,13 @@ pub async fn run(
     }));
     let result = tokio::select! {
         r = connect(&config, &discord, &handle, &token) => r,
-        // It ends early only when Discord refused the token.
-        r = &mut bridge_task => return r.unwrap_or(Ok(())),
+        // It ends early only when Discord refused the token, or when it failed.
+        r = &mut bridge_task => {
+            return r.unwrap_or_else(|e| {
+                tracing::error!(error = %e, "the Discord forum bridge failed");
+                Err(StartError::Client(format!("the forum bridge failed: {e}")))
+            });
+        }
         // No `shard_manager.shutdown_all()`: serenity 0.12's shard shutdown waits for the
         // gateway's close frame in a loop that spins without yielding once the stream has
         // ended (`checked_shutdown`), which would hold a worker thread and keep the

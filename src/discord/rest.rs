@@ -32,6 +32,8 @@ pub enum RestError {
         message: String,
         /// A 429's wait, from its body or its `Retry-After` header.
         retry_after: Option<Duration>,
+        /// A 429 for the whole bot (`global: true`, or `X-RateLimit-Scope: global`).
+        global: bool,
     },
     #[error("Discord could not be reached: {0}")]
     Transport(String),
@@ -54,6 +56,17 @@ impl RestError {
         }
     }
 
+    pub fn is_global(&self) -> bool {
+        matches!(
+            self,
+            RestError::Status {
+                status: 429,
+                global: true,
+                ..
+            }
+        )
+    }
+
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             RestError::Status { retry_after, .. } => *retry_after,
@@ -70,6 +83,8 @@ struct ErrorBody {
     #[serde(default)]
     message: String,
     retry_after: Option<f64>,
+    #[serde(default)]
+    global: bool,
 }
 
 impl Rest {
@@ -147,6 +162,11 @@ impl Rest {
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<f64>().ok());
+        let global_scope = response
+            .headers()
+            .get("x-ratelimit-scope")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("global"));
         let bytes = response
             .bytes()
             .await
@@ -165,6 +185,7 @@ impl Rest {
             code: error.code,
             message: error.message,
             retry_after,
+            global: error.global || global_scope,
         })
     }
 }

@@ -502,6 +502,10 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
             }
         },
     }
+    // What the CLI says the run cost counts whatever came of it: a failed run spent too.
+    if let Ok(envelope) = parse_output(&out, spec.max_output_bytes) {
+        report.usage = envelope_usage(&envelope, &spec.usage);
+    }
     // An agent that failed because it hit its usage limit is not failing: it waits.
     if matches!(
         report.outcome,
@@ -609,8 +613,12 @@ async fn classify_output(req: &RunRequest, stdout: &[u8], report: &mut RunReport
         Ok(envelope) => envelope,
         Err(problem) => return bad_output(report, vec![problem]),
     };
-    let missing =
-        !spec.output_pointer.is_empty() && envelope.pointer(&spec.output_pointer).is_none();
+    // Nothing (or null) where the message should be: the fallback, when it holds exactly
+    // one JSON value; otherwise the miss at `output_pointer` is what is reported.
+    let missing = !spec.output_pointer.is_empty()
+        && envelope
+            .pointer(&spec.output_pointer)
+            .is_none_or(serde_json::Value::is_null);
     let fallback = spec
         .fallback_pointer
         .as_deref()
@@ -619,10 +627,24 @@ async fn classify_output(req: &RunRequest, stdout: &[u8], report: &mut RunReport
             envelope
                 .pointer(p)
                 .is_some_and(serde_json::Value::is_string)
-        });
-    let extracted = match fallback {
-        Some(pointer) => extract_message(envelope.clone(), pointer),
-        None => extract_message(envelope.clone(), &spec.output_pointer),
+        })
+        .and_then(|p| extract_message(envelope.clone(), p).ok().map(|v| (p, v)));
+    let (fallback, extracted) = match fallback {
+        Some((pointer, value)) => (Some(pointer), Ok(value)),
+        None if missing => (
+            None,
+            Err(Problem::new(
+                spec.output_pointer.as_str(),
+                format!(
+                    "nothing at output_pointer {:?} in the sister's stdout JSON",
+                    spec.output_pointer
+                ),
+            )),
+        ),
+        None => (
+            None,
+            extract_message(envelope.clone(), &spec.output_pointer),
+        ),
     };
     let value = match extracted {
         Ok(value) => value,
@@ -655,7 +677,6 @@ async fn classify_output(req: &RunRequest, stdout: &[u8], report: &mut RunReport
                     spec.output_pointer
                 ));
             }
-            report.usage = envelope_usage(&envelope, &spec.usage);
             report.message = Some(valid);
         }
         Err(problems) => bad_output(report, problems),
