@@ -371,6 +371,7 @@ async fn serve(config: Arc<Config>) -> Exit {
         r = &mut bot => bot_result = Some(r),
     }
     tracing::info!("shutting down");
+    crate::store::stopping();
     let _ = stop.send(());
     if has_bot && bot_result.is_none() {
         bot_result = Some(bot.await);
@@ -531,6 +532,7 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
             p = console.next(&store, &mut events, &config) => p,
             () = &mut shutdown => {
                 interrupted = true;
+                crate::store::stopping();
                 break Exit::Failure;
             }
             // The orchestrator stopped on its own (an error): nothing more will happen.
@@ -574,6 +576,7 @@ async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
                         // Ctrl-C at the question: where the sprint stands is said below.
                         () = &mut shutdown => {
                             interrupted = true;
+                            crate::store::stopping();
                             break Exit::Failure;
                         }
                     }

@@ -699,7 +699,7 @@ async fn a_line_discord_refuses_for_good_is_skipped_with_a_note_on_the_board() {
     wait_for_thread_lines(&fake, second, 4).await;
     // A line Discord rejects (400) in a thread it can write to: skipped, and the board
     // says so.
-    fake.fail_next(1, 400);
+    fake.fail_next_posts(1, 400);
     p.command(&s2.id, CommandKind::Approve, None).await;
     p.wait_for(&s2.id, State::Deployed).await;
     assert!(

@@ -1,6 +1,7 @@
 //! One orchestrator per database. The holder writes a heartbeat; a second `serve` or
 //! `run` is refused with the holder's pid and host. A holder that died (its pid is gone on
-//! this host, or its heartbeat is older than `STALE_AFTER`) does not block a restart.
+//! this host, or, from another host, its heartbeat is older than `STALE_AFTER`) does not
+//! block a restart.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -13,7 +14,7 @@ use crate::store::{Lease, Store, StoreError};
 
 /// How often the holder renews its lease.
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
-/// A lease not renewed for this long is taken over, whatever its pid.
+/// A lease of another host not renewed for this long is taken over.
 pub const STALE_AFTER: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
@@ -46,16 +47,28 @@ fn hostname() -> String {
         .unwrap_or_else(|| "unknown-host".into())
 }
 
-/// Whether the holder of a lease is still there.
+/// Whether the holder of a lease is still there. On this host its process tells, whatever
+/// its heartbeat (a holder waiting for a database another process locks cannot renew,
+/// and is not gone): alive, not a zombie, and a hanarang (not a recycled pid). From
+/// another host only the heartbeat can tell.
 pub fn holder_alive(lease: &Lease) -> bool {
-    if now_ms() - lease.heartbeat_at > i64::try_from(STALE_AFTER.as_millis()).unwrap_or(i64::MAX) {
-        return false;
-    }
     if lease.host != hostname() {
-        return true;
+        let stale = i64::try_from(STALE_AFTER.as_millis()).unwrap_or(i64::MAX);
+        return now_ms() - lease.heartbeat_at <= stale;
     }
-    i32::try_from(lease.pid)
-        .is_ok_and(|pid| pid > 0 && kill(Pid::from_raw(pid), None).is_ok() && !is_zombie(pid))
+    i32::try_from(lease.pid).is_ok_and(|pid| {
+        pid > 0
+            && kill(Pid::from_raw(pid), None).is_ok()
+            && !is_zombie(pid)
+            && comm(pid) == comm(std::process::id().cast_signed())
+    })
+}
+
+/// A process's name as the kernel keeps it (`/proc/PID/comm`).
+fn comm(pid: i32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|c| c.trim().to_string())
 }
 
 fn is_zombie(pid: i32) -> bool {

@@ -121,6 +121,17 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 const LOCKED_RETRY_BASE: Duration = Duration::from_millis(100);
 const LOCKED_RETRY_MAX: Duration = Duration::from_secs(5);
 
+/// Set once the process is stopping: a locked write then waits at most
+/// `LOCKED_WAIT_WHEN_STOPPING`.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+const LOCKED_WAIT_WHEN_STOPPING: Duration = Duration::from_secs(10);
+
+/// The process is stopping (a signal): writes stop waiting for a locked database after a
+/// bound.
+pub fn stopping() {
+    STOPPING.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Runs a write again, with backoff, for as long as another process holds the database's
 /// write lock (a backup, the `sqlite3` shell): that is a wait, not a failure, and what is
 /// being written (a finished sister's result) is kept in memory meanwhile, never dropped.
@@ -132,8 +143,19 @@ where
 {
     let mut wait = LOCKED_RETRY_BASE;
     let mut tries = 0u32;
+    let started = tokio::time::Instant::now();
     loop {
         match op().await {
+            // Shutting down: the wait has a bound (what is not written is found again at
+            // the next start, as after a crash), so a stop never hangs on a lock.
+            Err(e)
+                if e.is_locked()
+                    && STOPPING.load(std::sync::atomic::Ordering::Relaxed)
+                    && started.elapsed() >= LOCKED_WAIT_WHEN_STOPPING =>
+            {
+                tracing::warn!(error = %e, "the database is still locked; shutting down without: {what}");
+                return Err(e);
+            }
             Err(e) if e.is_locked() => {
                 tries += 1;
                 if tries % 10 == 1 {
@@ -368,8 +390,13 @@ impl Store {
             return Ok(());
         };
         match std::fs::metadata(path) {
-            Ok(m) if (m.dev(), m.ino()) == *opened => Ok(()),
-            _ => Err(StoreError::Removed(path.clone())),
+            Ok(m) if (m.dev(), m.ino()) != *opened => Err(StoreError::Removed(path.clone())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(StoreError::Removed(path.clone()))
+            }
+            // Gone or replaced is what is noticed; a folder this process may not list for a
+            // moment (or a flaky network file system) is not a removal.
+            Ok(_) | Err(_) => Ok(()),
         }
     }
 

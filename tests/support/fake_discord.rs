@@ -325,6 +325,8 @@ struct State {
     denied_channels: Vec<u64>,
     /// Channels whose every request fails with a status (a 503 on one thread).
     failing_channels: Vec<(u64, u16)>,
+    /// The next posts of a message (`POST /channels/{id}/messages`) to fail, and how.
+    fail_next_posts: (u32, u16),
 }
 
 impl State {
@@ -381,6 +383,7 @@ impl FakeDiscord {
                 deleted_channels: Vec::new(),
                 denied_channels: Vec::new(),
                 failing_channels: Vec::new(),
+                fail_next_posts: (0, 500),
             }),
             changed,
             tasks: Mutex::new(Vec::new()),
@@ -745,6 +748,12 @@ impl FakeDiscord {
     /// The bot lost its access to this channel: 403 Missing Access from now on.
     pub fn deny_channel(&self, channel_id: u64) {
         self.state().denied_channels.push(channel_id);
+    }
+
+    /// The next `n` message posts (`POST /channels/{id}/messages`, not board edits or new
+    /// threads) are answered with `status` and not delivered.
+    pub fn fail_next_posts(&self, n: u32, status: u16) {
+        self.state().fail_next_posts = (n, status);
     }
 
     /// Every request about this channel fails with `status` (`None`: it works again).
@@ -1728,6 +1737,14 @@ impl Inner {
             Reply::error(401, 0, "401: Unauthorized")
         } else if let Some(reply) = channel_gone(&state, &segments) {
             reply
+        } else if method == "POST"
+            && matches!(segments.as_slice(), ["channels", _, "messages"])
+            && state.fail_next_posts.0 > 0
+        {
+            injected = true;
+            state.fail_next_posts.0 -= 1;
+            let status = state.fail_next_posts.1;
+            Reply::error(status, 0, &format!("{status}: {}", reason(status)))
         } else if is_write && (state.failing.is_some() || state.fail_next > 0) {
             injected = true;
             let status = match state.failing {
