@@ -195,11 +195,21 @@ impl Bridge {
         tokio::pin!(shutdown);
         let mut store_failures = 0u32;
         loop {
-            // A pass can take long while Discord times out: shutdown does not wait for it
-            // (what it delivered is on the cursors; the rest comes next time).
-            let passed = tokio::select! {
-                r = self.pass() => r,
-                () = &mut shutdown => return Ok(()),
+            // A pass can take long while Discord times out: at shutdown it stops after the
+            // line it is delivering (cancelling it there could post a line whose cursor is
+            // never written, and post it again at the next start).
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            let passed = {
+                let pass = self.pass(&stop);
+                tokio::pin!(pass);
+                tokio::select! {
+                    r = &mut pass => r,
+                    () = &mut shutdown => {
+                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        let _ = pass.await;
+                        return Ok(());
+                    }
+                }
             };
             let wait = match passed {
                 Ok(()) => {
@@ -241,7 +251,7 @@ impl Bridge {
     /// whose line failed for now is passed over (and its later lines with it) until its
     /// backoff ends; the shared cursor stops before its first waiting line, and the lines
     /// of other sprints delivered beyond it are recorded on their own cursors.
-    async fn pass(&mut self) -> Result<(), DeliveryError> {
+    async fn pass(&mut self, stop: &std::sync::atomic::AtomicBool) -> Result<(), DeliveryError> {
         let mut after = self.store.cursor(CURSOR).await?;
         let mut all_done = true;
         // A sprint that waited once in this pass waits for the rest of it: its backoff may
@@ -251,6 +261,9 @@ impl Bridge {
         loop {
             let batch = self.store.transitions_after(after, BATCH).await?;
             for record in &batch {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Ok(());
+                }
                 after = record.global_seq;
                 let span =
                     tracing::info_span!("deliver", sprint = %record.sprint_id, seq = record.seq);
