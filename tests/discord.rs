@@ -110,6 +110,16 @@ impl Bot {
     }
 }
 
+/// A bot on a pipeline whose first sprint waits in `done`, its four lines posted.
+async fn waiting_in_done(fake: &FakeDiscord) -> (Pipeline, Bot, hanarang::store::Sprint) {
+    let p = pipeline(Setup::default(), fake).await;
+    let bot = Bot::start(&p, fake).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    wait_for_lines(fake, 4).await;
+    (p, bot, s)
+}
+
 /// The texts of the sprint's forum post lines (not its status board), in order.
 fn texts(fake: &FakeDiscord) -> Vec<String> {
     fake.post_lines().into_iter().map(|m| m.content).collect()
@@ -252,11 +262,7 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
 #[tokio::test(flavor = "multi_thread")]
 async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
-    let p = pipeline(Setup::default(), &fake).await;
-    let bot = Bot::start(&p, &fake).await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
-    p.wait_for(&s.id, State::Done).await;
-    wait_for_lines(&fake, 4).await;
+    let (p, bot, s) = waiting_in_done(&fake).await;
     let done = fake.post_lines().pop().unwrap();
 
     // An approver by role.
@@ -389,11 +395,7 @@ async fn a_bot_restart_mid_sprint_leaves_no_gap_and_no_duplicate() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_done_buttons_still_work_after_the_bot_restarts() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
-    let p = pipeline(Setup::default(), &fake).await;
-    let bot = Bot::start(&p, &fake).await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
-    p.wait_for(&s.id, State::Done).await;
-    wait_for_lines(&fake, 4).await;
+    let (p, bot, s) = waiting_in_done(&fake).await;
     let done = fake.post_lines().pop().unwrap();
     bot.stop().await;
 
@@ -751,11 +753,7 @@ async fn a_blank_goal_from_discord_is_refused_and_starts_nothing() {
 async fn a_429_is_retried_only_after_its_retry_after_through_the_proxy() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
     // `discord_table` sets `http_proxy`: serenity's own ratelimiter is off.
-    let p = pipeline(Setup::default(), &fake).await;
-    let bot = Bot::start(&p, &fake).await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
-    p.wait_for(&s.id, State::Done).await;
-    wait_for_lines(&fake, 4).await;
+    let (p, bot, s) = waiting_in_done(&fake).await;
     // The next write is rate limited: "retry_after": 1.0.
     fake.fail_next(1, 429);
     p.command(&s.id, CommandKind::Approve, None).await;

@@ -463,6 +463,15 @@ impl Foreground {
         }
     }
 
+    /// Ctrl-C, as a terminal sends it.
+    fn interrupt(&self) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.0.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        )
+        .expect("signal run");
+    }
+
     fn exit_code(&mut self) -> Option<i32> {
         let status = self.child.0.wait().expect("run ends");
         // Whatever is left, for the caller's asserts.
@@ -520,11 +529,7 @@ fn ctrl_c_stops_run_and_says_what_comes_next() {
     let mut run = Foreground::start(&files, &["Add a login page", "--auto-approve"]);
     run.expect("⚙️ 나랑이가 구현 시작");
     wait_until(|| files.state_dir.join("narang.hanging").exists());
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(run.child.0.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    run.interrupt();
     let stopped = run.expect("SPRINT-001 stopped");
     assert!(
         stopped.contains("it is implementing (round 1, attempt 2)")
@@ -630,11 +635,7 @@ fn ctrl_c_at_the_deploy_question_stops_run_and_says_what_comes_next() {
     // Nobody answers the question: stdin stays open.
     let mut run = Foreground::start_with(&files, &["Add a login page"], true);
     run.expect("✅ SPRINT-001 완료");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(run.child.0.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    run.interrupt();
     let stopped = run.expect("SPRINT-001 stopped");
     assert!(
         stopped.contains("it is done") && stopped.contains("`hanarang sprint approve SPRINT-001`"),

@@ -14,6 +14,14 @@ fn text(bytes: &[u8]) -> String {
 /// A goal that would retitle the terminal (OSC), ring its bell and clear the screen.
 const HOSTILE: &str = "Fix login\x1b]0;owned\x07\x1b[2J\x1b[31m red\r";
 
+/// Adds `NAME = "value"` to the test config's `[agent].env`.
+fn agent_env(files: &Files, entry: &str) {
+    let config = std::fs::read_to_string(&files.config_path)
+        .unwrap()
+        .replace("env = { STATE_DIR", &format!("env = {{ {entry}, STATE_DIR"));
+    std::fs::write(&files.config_path, config).unwrap();
+}
+
 fn assert_no_controls(what: &str, out: &str) {
     let bad: Vec<char> = out
         .chars()
@@ -31,15 +39,12 @@ fn control_sequences_in_goals_and_reasons_are_printed_escaped() {
         harang: "abort",
         ..Setup::default()
     });
-    // The planner's abort reason carries them too.
-    let config = std::fs::read_to_string(&files.config_path)
-        .unwrap()
-        .replace(
-            "env = { STATE_DIR",
-            // JSON escapes in the sister's output: ESC and BEL in the parsed reason.
-            "env = { ABORT_REASON = \"nope\\\\u001b]2;pwned\\\\u0007 done\", STATE_DIR",
-        );
-    std::fs::write(&files.config_path, config).unwrap();
+    // The planner's abort reason carries them too: JSON escapes in the sister's output,
+    // ESC and BEL in the parsed reason.
+    agent_env(
+        &files,
+        "ABORT_REASON = \"nope\\\\u001b]2;pwned\\\\u0007 done\"",
+    );
     let run = files.hanarang(&["run", HOSTILE, "--auto-approve"]);
     assert_eq!(run.status.code(), Some(1), "aborted: {}", text(&run.stderr));
     let out = text(&run.stdout);
@@ -84,13 +89,7 @@ fn a_blank_goal_is_refused_by_run_and_sprint_start() {
 fn config_check_and_doctor_never_print_agent_env_values() {
     let files = Files::new(&Setup::default());
     files.append_config("[agent.narang.env]\nOPENAI_API_KEY = \"sk-very-secret-123\"\n");
-    let config = std::fs::read_to_string(&files.config_path)
-        .unwrap()
-        .replace(
-            "env = { STATE_DIR",
-            "env = { ANTHROPIC_API_KEY = \"sk-ant-also-secret\", STATE_DIR",
-        );
-    std::fs::write(&files.config_path, config).unwrap();
+    agent_env(&files, "ANTHROPIC_API_KEY = \"sk-ant-also-secret\"");
     for args in [&["config", "check"][..], &["doctor"]] {
         let out = files.hanarang(args);
         let printed = format!("{}{}", text(&out.stdout), text(&out.stderr));
