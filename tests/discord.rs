@@ -110,6 +110,22 @@ impl Bot {
     }
 }
 
+/// `hanarang serve` on the files' config, with the fake's token, its log on a pipe.
+fn spawn_serve(files: &Files) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_hanarang"))
+        .arg("--config")
+        .arg(&files.config_path)
+        .arg("serve")
+        .env(
+            "HANARANG_TEST_DISCORD_TOKEN",
+            support::fake_discord::FAKE_TOKEN,
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start serve")
+}
+
 /// A bot on a pipeline whose first sprint waits in `done`, its four lines posted.
 async fn waiting_in_done(fake: &FakeDiscord) -> (Pipeline, Bot, hanarang::store::Sprint) {
     let p = pipeline(Setup::default(), fake).await;
@@ -462,18 +478,7 @@ async fn serve_runs_the_pipeline_while_discord_is_down_and_catches_up_later() {
         "[discord]\ntoken_env = \"HANARANG_TEST_DISCORD_TOKEN\"\nguild_id = {}\nforum_channel_id = {}\nuser_id = {USER}\nhttp_proxy = \"{base}\"\n",
         c.guild_id, c.forum_channel_id
     ));
-    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_hanarang"))
-        .arg("--config")
-        .arg(&files.config_path)
-        .arg("serve")
-        .env(
-            "HANARANG_TEST_DISCORD_TOKEN",
-            support::fake_discord::FAKE_TOKEN,
-        )
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start serve");
+    let mut serve = spawn_serve(&files);
     let start = files.hanarang(&["sprint", "start", "Add a login page"]);
     assert_eq!(String::from_utf8_lossy(&start.stdout).trim(), "SPRINT-001");
     // The sisters run all the same: the sprint reaches `done` with Discord still down.
@@ -521,18 +526,7 @@ async fn a_token_refused_while_serve_runs_stops_it_with_exit_2() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
     let files = Files::new(&Setup::default());
     files.append_config(&discord_table(&fake));
-    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_hanarang"))
-        .arg("--config")
-        .arg(&files.config_path)
-        .arg("serve")
-        .env(
-            "HANARANG_TEST_DISCORD_TOKEN",
-            support::fake_discord::FAKE_TOKEN,
-        )
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start serve");
+    let mut serve = spawn_serve(&files);
     assert!(
         files
             .hanarang(&["sprint", "start", "Add a login page"])
