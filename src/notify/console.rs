@@ -80,11 +80,8 @@ impl Console {
 
     /// Prints one line (under a status line, which it replaces).
     pub fn say(&mut self, text: &str) {
+        self.clear_status();
         let mut out = std::io::stdout().lock();
-        if self.live {
-            let _ = out.write_all(b"\r\x1b[K");
-            self.live = false;
-        }
         let _ = writeln!(out, "{text}");
         let _ = out.flush();
     }

@@ -47,20 +47,21 @@ fn hostname() -> String {
         .unwrap_or_else(|| "unknown-host".into())
 }
 
-/// Whether the holder of a lease is still there. On this host its process tells, whatever
-/// its heartbeat (a holder waiting for a database another process locks cannot renew,
-/// and is not gone): alive, not a zombie, and a hanarang (not a recycled pid). From
-/// another host only the heartbeat can tell.
+/// Whether the holder of a lease is still there. From another host only the heartbeat can
+/// tell. On this host its process tells: alive and not a zombie; with a stale heartbeat
+/// (a holder waiting for a database another process locks cannot renew, and is not gone)
+/// it must also be a process of this program's name, not a recycled pid.
 pub fn holder_alive(lease: &Lease) -> bool {
+    let stale = i64::try_from(STALE_AFTER.as_millis()).unwrap_or(i64::MAX);
+    let fresh = now_ms() - lease.heartbeat_at <= stale;
     if lease.host != hostname() {
-        let stale = i64::try_from(STALE_AFTER.as_millis()).unwrap_or(i64::MAX);
-        return now_ms() - lease.heartbeat_at <= stale;
+        return fresh;
     }
     i32::try_from(lease.pid).is_ok_and(|pid| {
         pid > 0
             && kill(Pid::from_raw(pid), None).is_ok()
             && !is_zombie(pid)
-            && comm(pid) == comm(std::process::id().cast_signed())
+            && (fresh || comm(pid) == comm(std::process::id().cast_signed()))
     })
 }
 
