@@ -9,28 +9,7 @@ use std::path::Path;
 use hanarang::config::Config;
 use hanarang::handoff::message::Actor;
 use hanarang::sister::{RunControl, RunOutcome, run};
-use support::Fixture;
-
-/// The TOML of one preset, uncommented, as an operator would uncomment it.
-fn preset(name: &str) -> String {
-    let example =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.toml.example"))
-            .expect("the example config");
-    let start = format!("# ==== preset: {name} ====");
-    let block: Vec<&str> = example
-        .lines()
-        .skip_while(|l| *l != start)
-        .skip(1)
-        .take_while(|l| *l != "# ==== end ====")
-        .collect();
-    assert!(!block.is_empty(), "no preset {name} in config.toml.example");
-    block
-        .iter()
-        .skip_while(|l| !l.starts_with("# [agent]"))
-        .map(|l| l.strip_prefix("# ").unwrap_or(l))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
+use support::{Fixture, preset};
 
 fn stand_in(tool: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
@@ -33,6 +33,8 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
+
+use super::http::{RawRequest, read_request, reason};
 
 /// The only bot token the fake accepts (REST `Authorization: Bot <token>` and IDENTIFY).
 pub const FAKE_TOKEN: &str = "MTAwMDAwMDAwMDAwMDAwMDA0.FakeDc.hanarang-fake-discord-token";
@@ -1395,22 +1397,6 @@ fn strip_bot(token: &str) -> &str {
 // HTTP/1.1
 // ---------------------------------------------------------------------------------------
 
-struct RawRequest {
-    method: String,
-    target: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl RawRequest {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
 struct Reply {
     status: u16,
     body: Option<Value>,
@@ -1452,95 +1438,6 @@ impl Reply {
                 "errors": { path: { "_errors": [{ "code": code, "message": message }] } },
             }),
         )
-    }
-}
-
-async fn read_request(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<RawRequest>> {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if reader.read_line(&mut line).await? == 0 {
-            return Ok(None);
-        }
-        if !line.trim().is_empty() {
-            break;
-        }
-    }
-    let mut parts = line.split_whitespace();
-    let method = parts.next().unwrap_or_default().to_string();
-    let target = parts.next().unwrap_or("/").to_string();
-    let mut headers = Vec::new();
-    loop {
-        line.clear();
-        if reader.read_line(&mut line).await? == 0 {
-            return Ok(None);
-        }
-        let trimmed = line.trim_end();
-        if trimmed.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = trimmed.split_once(':') {
-            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
-        }
-    }
-    let mut request = RawRequest {
-        method,
-        target,
-        headers,
-        body: Vec::new(),
-    };
-    let chunked = request
-        .header("transfer-encoding")
-        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
-    if chunked {
-        loop {
-            line.clear();
-            reader.read_line(&mut line).await?;
-            let size_text = line.trim().split(';').next().unwrap_or("0");
-            let size = usize::from_str_radix(size_text, 16).unwrap_or(0);
-            if size == 0 {
-                // Trailers until an empty line.
-                loop {
-                    line.clear();
-                    if reader.read_line(&mut line).await? == 0 || line.trim().is_empty() {
-                        break;
-                    }
-                }
-                break;
-            }
-            let mut chunk = vec![0; size + 2];
-            reader.read_exact(&mut chunk).await?;
-            chunk.truncate(size);
-            request.body.extend_from_slice(&chunk);
-        }
-    } else if let Some(length) = request
-        .header("content-length")
-        .and_then(|v| v.parse::<usize>().ok())
-    {
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).await?;
-        request.body = body;
-    }
-    Ok(Some(request))
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        101 => "Switching Protocols",
-        200 => "OK",
-        201 => "Created",
-        204 => "No Content",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => "Unknown",
     }
 }
 
@@ -1596,9 +1493,7 @@ async fn serve_connection(inner: Arc<Inner>, stream: TcpStream) {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        let close = request
-            .header("connection")
-            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        let close = request.wants_close();
         let reply = inner.handle(&request);
         inner.bump();
         if write_reply(reader.get_mut(), &reply).await.is_err() || close {

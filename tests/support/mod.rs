@@ -16,6 +16,8 @@ use hanarang::sister::{ContractFile, RunRequest};
 use hanarang::store::{Commit, NewRun, RunEnd, Sprint, Store, StoreError, TransitionRecord};
 
 pub mod fake_discord;
+pub mod fake_model;
+pub mod http;
 pub mod pipeline;
 
 /// A fresh folder under the system temp dir, removed when dropped.
@@ -43,6 +45,27 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// The TOML of one preset, uncommented, as an operator would uncomment it.
+pub fn preset(name: &str) -> String {
+    let example =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.toml.example"))
+            .expect("the example config");
+    let start = format!("# ==== preset: {name} ====");
+    let block: Vec<&str> = example
+        .lines()
+        .skip_while(|l| *l != start)
+        .skip(1)
+        .take_while(|l| *l != "# ==== end ====")
+        .collect();
+    assert!(!block.is_empty(), "no preset {name} in config.toml.example");
+    block
+        .iter()
+        .skip_while(|l| !l.starts_with("# [agent]"))
+        .map(|l| l.strip_prefix("# ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A fixture sister script in `tests/fixtures/sisters/`.

@@ -1,0 +1,387 @@
+//! The presets of `config.toml.example` with the real agent CLIs: `@anthropic-ai/claude-code`
+//! and `@openai/codex`, pinned and installed from the npm registry by
+//! `scripts/agent-clis.sh` (under `target/agent-clis/`), each driving a whole sprint
+//! through `hanarang run` against the fake model API of `support::fake_model`. The preset
+//! is taken from the example file as it ships; only the environment points the CLI at
+//! the loopback model, as an operator's would point it at the real one.
+//!
+//! Without Node.js and npm these tests fail, naming what to install.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::fake_model::{Answer, FakeModel, INPUT_TOKENS, OUTPUT_TOKENS, implemented_file};
+use support::{TempDir, git, preset};
+use tokio::process::Command;
+
+/// A whole sprint with a real CLI takes seconds; this only keeps a broken one from
+/// hanging the suite.
+const PATIENCE: Duration = Duration::from_secs(240);
+
+const KEY: &str = "sk-fake-model-key";
+
+/// Where the project's script installed each CLI: (name, the folder to put on PATH).
+fn installed_clis() -> &'static [(String, PathBuf)] {
+    static CLIS: OnceLock<Result<Vec<(String, PathBuf)>, String>> = OnceLock::new();
+    let clis = CLIS.get_or_init(|| {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/agent-clis.sh");
+        let out = std::process::Command::new("bash")
+            .arg(script)
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|e| format!("could not run {script}: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(name, dir)| (name.to_string(), PathBuf::from(dir)))
+            .collect())
+    });
+    match clis {
+        Ok(clis) => clis,
+        Err(why) => panic!("the real agent CLIs could not be installed:\n{why}"),
+    }
+}
+
+fn cli_dir(name: &str) -> PathBuf {
+    installed_clis()
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, dir)| dir.clone())
+        .unwrap_or_else(|| panic!("scripts/agent-clis.sh installs no {name}"))
+}
+
+fn running_as_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// A config with one preset, a git repository to work in, and the environment that
+/// points the preset's CLI at the fake model.
+struct Bench {
+    dir: TempDir,
+    config: PathBuf,
+    workdir: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl Bench {
+    fn new(preset_name: &str, cli: &str, model: &FakeModel) -> Bench {
+        let dir = TempDir::new(&format!("real-{cli}"));
+        let workdir = dir.path().join("app");
+        std::fs::create_dir_all(&workdir).expect("workdir");
+        git(&workdir, &["init", "-q", "-b", "main"]);
+        git(&workdir, &["config", "user.name", "hanarang test"]);
+        git(&workdir, &["config", "user.email", "test@example.invalid"]);
+        std::fs::write(workdir.join("README.md"), "# app\n").expect("a file");
+        git(&workdir, &["add", "-A"]);
+        git(&workdir, &["commit", "-q", "-m", "initial"]);
+
+        let config = dir.path().join("config.toml");
+        let toml = format!(
+            "[database]\nurl = \"sqlite://hanarang.db\"\n\n[pipeline]\nlocale = \"en\"\n\n{}\n\n[projects.app]\nworkdir = \"app\"\n",
+            preset(preset_name)
+        );
+        std::fs::write(&config, toml).expect("write the config");
+
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).expect("home");
+        let path = format!(
+            "{}:{}",
+            cli_dir(cli).display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut env = vec![
+            ("PATH".to_string(), path),
+            // The CLIs keep their state under HOME; a fresh one per test.
+            ("HOME".to_string(), home.display().to_string()),
+        ];
+        match cli {
+            "claude" => {
+                env.extend(
+                    [
+                        ("ANTHROPIC_BASE_URL", model.base_url()),
+                        ("ANTHROPIC_API_KEY", KEY.to_string()),
+                        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_string()),
+                        ("DISABLE_AUTOUPDATER", "1".to_string()),
+                    ]
+                    .map(|(k, v)| (k.to_string(), v)),
+                );
+                if running_as_root() {
+                    // As the preset says: only inside a container, and this is one.
+                    env.push(("IS_SANDBOX".to_string(), "1".to_string()));
+                }
+            }
+            _ => {
+                let codex_home = dir.path().join("codex-home");
+                std::fs::create_dir_all(&codex_home).expect("codex home");
+                std::fs::write(
+                    codex_home.join("config.toml"),
+                    format!(
+                        "model_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"FAKE_MODEL_KEY\"\n",
+                        model.base_url()
+                    ),
+                )
+                .expect("codex config");
+                env.push(("CODEX_HOME".to_string(), codex_home.display().to_string()));
+                env.push(("FAKE_MODEL_KEY".to_string(), KEY.to_string()));
+            }
+        }
+        Bench {
+            dir,
+            config,
+            workdir,
+            env,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hanarang"));
+        command
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .current_dir(self.dir.path())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        command
+    }
+
+    async fn hanarang(&self, args: &[&str]) -> std::process::Output {
+        tokio::time::timeout(PATIENCE, self.command(args).output())
+            .await
+            .unwrap_or_else(|_| panic!("hanarang {args:?} did not finish"))
+            .expect("run hanarang")
+    }
+
+    async fn json(&self, args: &[&str]) -> Value {
+        let out = self.hanarang(args).await;
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "hanarang {args:?} printed no JSON ({e}): {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    }
+
+    async fn log(&self, sprint: &str) -> Value {
+        self.json(&["sprint", "log", sprint, "--json"]).await
+    }
+
+    /// The sprint's log, or `None` while `run` has not queued it yet.
+    async fn log_once_queued(&self, sprint: &str) -> Option<Value> {
+        let out = self.hanarang(&["sprint", "log", sprint, "--json"]).await;
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
+    /// The sprint went through every stage with the real CLI, and the implementer's
+    /// commit, made by the CLI's own shell tool, is on the sprint's branch.
+    async fn assert_delivered(&self, sprint: &str, model: &FakeModel) -> Value {
+        let log = self.log(sprint).await;
+        assert_eq!(log["state"], "deployed", "{sprint}: {log:#}");
+        let runs = log["runs"].as_array().expect("runs");
+        for actor in ["harang", "narang", "darang", "erang"] {
+            assert!(
+                runs.iter()
+                    .any(|r| r["actor"] == actor && r["outcome"] == "handoff"),
+                "{actor} handed off: {log:#}"
+            );
+        }
+        let branch = log["branch"].as_str().expect("a branch").to_string();
+        let commit = runs
+            .iter()
+            .find(|r| r["actor"] == "narang" && r["outcome"] == "handoff")
+            .and_then(|r| r["message"]["payload"]["commits"][0].as_str())
+            .expect("narang named its commit")
+            .to_string();
+        assert_eq!(git(&self.workdir, &["rev-parse", &branch]), commit);
+        let files = git(&self.workdir, &["show", "--name-only", "--format=%s", &commit]);
+        assert!(
+            files.contains(&format!("{sprint}: implement")) && files.contains(&implemented_file(sprint)),
+            "the commit the shell tool made: {files}"
+        );
+
+        let requests = model.requests();
+        let narang: Vec<Answer> = requests
+            .iter()
+            .filter(|r| r.actor.as_deref() == Some("narang"))
+            .map(|r| r.answer)
+            .collect();
+        let shell = narang.iter().position(|a| *a == Answer::Shell);
+        let message = narang.iter().rposition(|a| *a == Answer::Message);
+        assert!(
+            matches!((shell, message), (Some(s), Some(m)) if s < m),
+            "the implementer used the shell tool, then answered: {narang:?}"
+        );
+        assert!(
+            requests
+                .iter()
+                .filter(|r| r.actor.is_some())
+                .all(|r| r.key.as_deref() == Some(KEY)),
+            "every request carried the key from the environment"
+        );
+        log
+    }
+}
+
+fn run_ok(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "hanarang run: {:?}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_preset_delivers_a_sprint_and_counts_what_the_cli_reported() {
+    let model = FakeModel::start().await;
+    let bench = Bench::new("claude-code", "claude", &model);
+    let out = bench
+        .hanarang(&["run", "add a greeting file", "--auto-approve"])
+        .await;
+    run_ok(&out);
+    let log = bench.assert_delivered("SPRINT-001", &model).await;
+
+    // The budget counts Claude Code's envelope (`usage`, `total_cost_usd`), not what the
+    // model wrote in its message (1 token each way).
+    let requests = model.requests();
+    for run in log["runs"].as_array().expect("runs") {
+        let actor = run["actor"].as_str().unwrap_or_default();
+        let asked = requests
+            .iter()
+            .filter(|r| r.actor.as_deref() == Some(actor))
+            .count() as u64;
+        assert_eq!(
+            run["input_tokens"].as_u64(),
+            Some(asked * INPUT_TOKENS),
+            "{actor}: {run:#}"
+        );
+        assert_eq!(run["output_tokens"].as_u64(), Some(asked * OUTPUT_TOKENS));
+        assert!(run["cost_usd"].as_f64().is_some_and(|c| c > 0.0), "{run:#}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_preset_delivers_a_sprint_with_strict_answers() {
+    let model = FakeModel::start().await;
+    let bench = Bench::new("codex", "codex", &model);
+    let out = bench
+        .hanarang(&["run", "add a greeting file", "--auto-approve"])
+        .await;
+    run_ok(&out);
+    let log = bench.assert_delivered("SPRINT-001", &model).await;
+
+    // Codex sent each sister's strict schema, and the model's answers, with a `null` in
+    // every optional field they left out, were taken.
+    let strict: Vec<Value> = model
+        .requests()
+        .iter()
+        .filter(|r| r.actor.is_some())
+        .map(|r| r.body["text"]["format"]["strict"].clone())
+        .collect();
+    assert!(strict.iter().all(|s| *s == Value::Bool(true)), "{strict:?}");
+    let planner = log["runs"]
+        .as_array()
+        .and_then(|runs| runs.iter().find(|r| r["actor"] == "harang"))
+        .expect("the planner's run");
+    assert!(
+        planner["stdout_tail"]
+            .as_str()
+            .is_some_and(|s| s.contains("\"abortReason\":null")),
+        "the planner's strict answer: {planner:#}"
+    );
+}
+
+/// A usage limit pauses the implementer's stage without using an attempt; `sprint
+/// resume` starts it at once and the sprint goes on.
+async fn usage_limit_pauses_until_resumed(preset_name: &str, cli: &str) {
+    let model = FakeModel::start().await;
+    model.limit("narang", 1);
+    let bench = Bench::new(preset_name, cli, &model);
+    let mut run = bench
+        .command(&["run", "add a greeting file", "--auto-approve"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start hanarang run");
+
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let paused = loop {
+        let log = bench.log_once_queued("SPRINT-001").await.unwrap_or_default();
+        let paused = log["runs"]
+            .as_array()
+            .and_then(|runs| runs.iter().find(|r| r["outcome"] == "paused").cloned());
+        if let Some(paused) = paused {
+            break (paused, log);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the implementer never paused: {log:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let (paused_run, log) = paused;
+    assert_eq!(paused_run["actor"], "narang", "{log:#}");
+    assert_eq!(log["state"], "implementing", "{log:#}");
+    let status = bench.json(&["sprint", "status", "SPRINT-001", "--json"]).await;
+    let due = status["next_run_at"].as_i64().expect("a resume time");
+    let started = paused_run["ended_at"].as_i64().expect("the pause's time");
+    assert!(
+        due - started >= 29 * 60 * 1000,
+        "the CLI names no parseable reset, so pause_default (30m) applies: {log:#}"
+    );
+
+    let resume = bench.hanarang(&["sprint", "resume", "SPRINT-001"]).await;
+    assert!(
+        resume.status.success(),
+        "resume: {}{}",
+        String::from_utf8_lossy(&resume.stdout),
+        String::from_utf8_lossy(&resume.stderr)
+    );
+    let out = tokio::time::timeout(PATIENCE, run.wait_with_output())
+        .await
+        .expect("run finished after the resume")
+        .expect("run's output");
+    run_ok(&out);
+    let log = bench.assert_delivered("SPRINT-001", &model).await;
+    let narang: Vec<(&Value, &Value)> = log["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter(|r| r["actor"] == "narang")
+        .map(|r| (&r["outcome"], &r["attempt"]))
+        .collect();
+    assert_eq!(
+        narang,
+        [(&Value::from("paused"), &Value::from(1)), (&Value::from("handoff"), &Value::from(1))],
+        "the pause used no attempt: {log:#}"
+    );
+    let console = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        console.contains("hit its usage limit: resumes at"),
+        "run said so: {console}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_usage_limit_pauses_the_stage_until_resumed() {
+    usage_limit_pauses_until_resumed("claude-code", "claude").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_usage_limit_pauses_the_stage_until_resumed() {
+    usage_limit_pauses_until_resumed("codex", "codex").await;
+}
