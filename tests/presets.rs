@@ -93,8 +93,12 @@ fn presets_pause_on_their_cli_s_usage_limit_text() {
         ),
         ("claude-code", "Usage limit reached · limit resets 3pm"),
         (
+            "claude-code",
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: Request rejected (429) · rate limited"}"#,
+        ),
+        (
             "codex",
-            "ERROR: You've hit your usage limit. Upgrade to Plus to continue using Codex, or try again at 3:45 PM.",
+            "ERROR: You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit https://chatgpt.com/settings/usage to purchase more credits or try again at Mar 17th, 2030 5:46 PM.",
         ),
     ] {
         let config = Config::parse(&preset(name), Path::new(".")).expect("a valid preset");

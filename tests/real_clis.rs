@@ -206,9 +206,13 @@ impl Bench {
             .expect("narang named its commit")
             .to_string();
         assert_eq!(git(&self.workdir, &["rev-parse", &branch]), commit);
-        let files = git(&self.workdir, &["show", "--name-only", "--format=%s", &commit]);
+        let files = git(
+            &self.workdir,
+            &["show", "--name-only", "--format=%s", &commit],
+        );
         assert!(
-            files.contains(&format!("{sprint}: implement")) && files.contains(&implemented_file(sprint)),
+            files.contains(&format!("{sprint}: implement"))
+                && files.contains(&implemented_file(sprint)),
             "the commit the shell tool made: {files}"
         );
 
@@ -320,15 +324,20 @@ async fn usage_limit_pauses_until_resumed(preset_name: &str, cli: &str) {
 
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let paused = loop {
-        let log = bench.log_once_queued("SPRINT-001").await.unwrap_or_default();
+        let log = bench
+            .log_once_queued("SPRINT-001")
+            .await
+            .unwrap_or_default();
         let paused = log["runs"]
             .as_array()
             .and_then(|runs| runs.iter().find(|r| r["outcome"] == "paused").cloned());
         if let Some(paused) = paused {
             break (paused, log);
         }
+        let over =
+            ["deployed", "escalated", "aborted"].contains(&log["state"].as_str().unwrap_or(""));
         assert!(
-            tokio::time::Instant::now() < deadline,
+            tokio::time::Instant::now() < deadline && !over,
             "the implementer never paused: {log:#}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -336,7 +345,9 @@ async fn usage_limit_pauses_until_resumed(preset_name: &str, cli: &str) {
     let (paused_run, log) = paused;
     assert_eq!(paused_run["actor"], "narang", "{log:#}");
     assert_eq!(log["state"], "implementing", "{log:#}");
-    let status = bench.json(&["sprint", "status", "SPRINT-001", "--json"]).await;
+    let status = bench
+        .json(&["sprint", "status", "SPRINT-001", "--json"])
+        .await;
     let due = status["next_run_at"].as_i64().expect("a resume time");
     let started = paused_run["ended_at"].as_i64().expect("the pause's time");
     assert!(
@@ -366,7 +377,10 @@ async fn usage_limit_pauses_until_resumed(preset_name: &str, cli: &str) {
         .collect();
     assert_eq!(
         narang,
-        [(&Value::from("paused"), &Value::from(1)), (&Value::from("handoff"), &Value::from(1))],
+        [
+            (&Value::from("paused"), &Value::from(1)),
+            (&Value::from("handoff"), &Value::from(1))
+        ],
         "the pause used no attempt: {log:#}"
     );
     let console = String::from_utf8_lossy(&out.stdout);

@@ -132,7 +132,9 @@ impl Drop for FakeModel {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -381,7 +383,9 @@ fn fill_strict(value: &Value, schema: &Value, root: &Value) -> Value {
 
 fn resolve<'a>(schema: &'a Value, root: &'a Value) -> &'a Value {
     match schema["$ref"].as_str() {
-        Some(pointer) => root.pointer(pointer.trim_start_matches('#')).unwrap_or(schema),
+        Some(pointer) => root
+            .pointer(pointer.trim_start_matches('#'))
+            .unwrap_or(schema),
         None => schema,
     }
 }
@@ -414,7 +418,11 @@ fn fits(value: &Value, schema: &Value, root: &Value) -> bool {
     };
     properties.iter().all(|(key, property)| {
         let property = resolve(property, root);
-        match (map.get(key), property.get("const"), property["enum"].as_array()) {
+        match (
+            map.get(key),
+            property.get("const"),
+            property["enum"].as_array(),
+        ) {
             (Some(v), Some(c), _) => v == c,
             (Some(v), None, Some(allowed)) => allowed.contains(v),
             _ => true,
@@ -439,7 +447,12 @@ enum Reply {
 impl Inner {
     fn handle(&self, request: &RawRequest) -> Reply {
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-        let path = request.target.split('?').next().unwrap_or_default().to_string();
+        let path = request
+            .target
+            .split('?')
+            .next()
+            .unwrap_or_default()
+            .to_string();
         let api = if path.ends_with("/messages") {
             Api::Messages
         } else if path.ends_with("/responses") {
@@ -462,7 +475,11 @@ impl Inner {
 
         let limited = prompt.as_ref().is_some_and(|p| {
             let mut state = lock(&self.state);
-            match state.limits.iter_mut().find(|(a, n)| *a == p.actor && *n > 0) {
+            match state
+                .limits
+                .iter_mut()
+                .find(|(a, n)| *a == p.actor && *n > 0)
+            {
                 Some((_, n)) => {
                     *n -= 1;
                     true
@@ -472,7 +489,10 @@ impl Inner {
         });
         let (answer, reply) = if api == Api::Other {
             if path.ends_with("/count_tokens") {
-                (Answer::Text, json_ok(json!({ "input_tokens": INPUT_TOKENS })))
+                (
+                    Answer::Text,
+                    json_ok(json!({ "input_tokens": INPUT_TOKENS })),
+                )
             } else {
                 (Answer::NotFound, not_found())
             }
@@ -564,20 +584,18 @@ fn usage_limit(api: Api) -> Reply {
                 "resets_in_seconds": 3600,
             }}),
         },
+        // Anthropic's Messages API for an API key. `retry-after` past a minute (or
+        // `x-should-retry: false`) makes Claude Code stop retrying; it then prints
+        // "API Error: Request rejected (429) · <the error's message>".
         _ => Reply::Json {
             status: 429,
             headers: vec![
-                ("anthropic-ratelimit-unified-status", "rejected".to_string()),
-                ("anthropic-ratelimit-unified-reset", resets_at.to_string()),
-                (
-                    "anthropic-ratelimit-unified-representative-claim",
-                    "five_hour".to_string(),
-                ),
+                ("retry-after", "3600".to_string()),
                 ("x-should-retry", "false".to_string()),
             ],
             body: json!({ "type": "error", "error": {
                 "type": "rate_limit_error",
-                "message": "This request would exceed your account's rate limit. Please try again later.",
+                "message": "This request would exceed your organization's rate limit. Please try again later.",
             }}),
         },
     }
@@ -660,9 +678,11 @@ fn messages_events(body: &Value, step: Step) -> Vec<(&'static str, Value)> {
 /// or in a namespace (Codex's code mode nests its tools).
 fn offers(body: &Value, kind: &str, name: &str) -> bool {
     fn walk(tools: &Value, kind: &str, name: &str) -> bool {
-        tools.as_array().into_iter().flatten().any(|t| {
-            (t["type"] == kind && t["name"] == name) || walk(&t["tools"], kind, name)
-        })
+        tools
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| (t["type"] == kind && t["name"] == name) || walk(&t["tools"], kind, name))
     }
     walk(&body["tools"], kind, name)
         || body["input"]
