@@ -249,15 +249,21 @@ fn run_ok(out: &std::process::Output) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claude_code_preset_delivers_a_sprint_and_counts_what_the_cli_reported() {
+/// `hanarang run --auto-approve` of one sprint with the preset; the model and the log.
+async fn deliver(preset_name: &str, cli: &str) -> (FakeModel, Value) {
     let model = FakeModel::start().await;
-    let bench = Bench::new("claude-code", "claude", &model);
+    let bench = Bench::new(preset_name, cli, &model);
     let out = bench
         .hanarang(&["run", "add a greeting file", "--auto-approve"])
         .await;
     run_ok(&out);
     let log = bench.assert_delivered("SPRINT-001", &model).await;
+    (model, log)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_preset_delivers_a_sprint_and_counts_what_the_cli_reported() {
+    let (model, log) = deliver("claude-code", "claude").await;
 
     // The budget counts Claude Code's envelope (`usage`, `total_cost_usd`), not what the
     // model wrote in its message (1 token each way).
@@ -280,13 +286,7 @@ async fn claude_code_preset_delivers_a_sprint_and_counts_what_the_cli_reported()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_preset_delivers_a_sprint_with_strict_answers() {
-    let model = FakeModel::start().await;
-    let bench = Bench::new("codex", "codex", &model);
-    let out = bench
-        .hanarang(&["run", "add a greeting file", "--auto-approve"])
-        .await;
-    run_ok(&out);
-    let log = bench.assert_delivered("SPRINT-001", &model).await;
+    let (model, log) = deliver("codex", "codex").await;
 
     // Codex sent each sister's strict schema, and the model's answers, with a `null` in
     // every optional field they left out, were taken.
@@ -315,7 +315,7 @@ async fn usage_limit_pauses_until_resumed(preset_name: &str, cli: &str) {
     let model = FakeModel::start().await;
     model.limit("narang", 1);
     let bench = Bench::new(preset_name, cli, &model);
-    let mut run = bench
+    let run = bench
         .command(&["run", "add a greeting file", "--auto-approve"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

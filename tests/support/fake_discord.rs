@@ -34,7 +34,7 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 
-use super::http::{RawRequest, read_request, reason};
+use super::http::{RawRequest, connection, next_request, reason};
 
 /// The only bot token the fake accepts (REST `Authorization: Bot <token>` and IDENTIFY).
 pub const FAKE_TOKEN: &str = "MTAwMDAwMDAwMDAwMDAwMDA0.FakeDc.hanarang-fake-discord-token";
@@ -1464,13 +1464,8 @@ async fn write_reply(stream: &mut TcpStream, reply: &Reply) -> std::io::Result<(
 }
 
 async fn serve_connection(inner: Arc<Inner>, stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let mut reader = BufReader::new(stream);
-    loop {
-        let request = match read_request(&mut reader).await {
-            Ok(Some(request)) => request,
-            Ok(None) | Err(_) => return,
-        };
+    let mut reader = connection(stream);
+    while let Some(request) = next_request(&mut reader).await {
         let upgrade = request
             .header("upgrade")
             .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));

@@ -15,11 +15,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use regex::Regex;
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
-use super::http::{RawRequest, read_request, reason};
+use super::http::{RawRequest, connection, next_request, reason};
 
 /// The tokens the fake reports for every response, so a test can tell what the CLI
 /// counted from what a sister's message claims.
@@ -812,13 +812,8 @@ async fn write_reply(stream: &mut TcpStream, reply: Reply) -> std::io::Result<()
 }
 
 async fn serve_connection(inner: Arc<Inner>, stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let mut reader = BufReader::new(stream);
-    loop {
-        let request = match read_request(&mut reader).await {
-            Ok(Some(request)) => request,
-            Ok(None) | Err(_) => return,
-        };
+    let mut reader = connection(stream);
+    while let Some(request) = next_request(&mut reader).await {
         let reply = inner.handle(&request);
         if write_reply(reader.get_mut(), reply).await.is_err() || request.wants_close() {
             return;

@@ -27,11 +27,20 @@ impl RawRequest {
     }
 }
 
+/// A connection's reader, with Nagle off: each reply goes out as soon as it is written.
+pub fn connection(stream: TcpStream) -> BufReader<TcpStream> {
+    let _ = stream.set_nodelay(true);
+    BufReader::new(stream)
+}
+
+/// The next request on the connection, `None` once it ended or broke.
+pub async fn next_request(reader: &mut BufReader<TcpStream>) -> Option<RawRequest> {
+    read_request(reader).await.ok().flatten()
+}
+
 /// The next request on the connection (`None` once the client closed it). Bodies come
 /// with a `content-length` or chunked.
-pub async fn read_request(
-    reader: &mut BufReader<TcpStream>,
-) -> std::io::Result<Option<RawRequest>> {
+async fn read_request(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<RawRequest>> {
     let mut line = String::new();
     loop {
         line.clear();
