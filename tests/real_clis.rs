@@ -1,7 +1,7 @@
-//! The presets of `config.toml.example` with the real agent CLIs: `@anthropic-ai/claude-code`
-//! and `@openai/codex`, pinned and installed from the npm registry by
-//! `scripts/agent-clis.sh` (under `target/agent-clis/`), each driving a whole sprint
-//! through `hanarang run` against the fake model API of `support::fake_model`. The preset
+//! The presets of `config.toml.example` with the real agent CLIs: `@anthropic-ai/claude-code`,
+//! `@openai/codex` and `openclaw` (on the Node 24 it needs), pinned and installed from the
+//! npm registry by `scripts/agent-clis.sh` (under `target/agent-clis/`), each driving a
+//! whole sprint through `hanarang run` against the fake model API of `support::fake_model`. The preset
 //! is taken from the example file as it ships; only the environment points the CLI at
 //! the loopback model, as an operator's would point it at the real one.
 //!
@@ -25,9 +25,10 @@ const PATIENCE: Duration = Duration::from_secs(240);
 
 const KEY: &str = "sk-fake-model-key";
 
-/// Where the project's script installed each CLI: (name, the folder to put on PATH).
-fn installed_clis() -> &'static [(String, PathBuf)] {
-    static CLIS: OnceLock<Result<Vec<(String, PathBuf)>, String>> = OnceLock::new();
+/// Where the project's script installed each CLI: (name, the folders to put first on
+/// PATH, `:`-separated).
+fn installed_clis() -> &'static [(String, String)] {
+    static CLIS: OnceLock<Result<Vec<(String, String)>, String>> = OnceLock::new();
     let clis = CLIS.get_or_init(|| {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/agent-clis.sh");
         let out = std::process::Command::new("bash")
@@ -41,7 +42,7 @@ fn installed_clis() -> &'static [(String, PathBuf)] {
         Ok(String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| l.split_once(' '))
-            .map(|(name, dir)| (name.to_string(), PathBuf::from(dir)))
+            .map(|(name, dirs)| (name.to_string(), dirs.to_string()))
             .collect())
     });
     match clis {
@@ -50,11 +51,11 @@ fn installed_clis() -> &'static [(String, PathBuf)] {
     }
 }
 
-fn cli_dir(name: &str) -> PathBuf {
+fn cli_path(name: &str) -> String {
     installed_clis()
         .iter()
         .find(|(n, _)| n == name)
-        .map(|(_, dir)| dir.clone())
+        .map(|(_, dirs)| dirs.clone())
         .unwrap_or_else(|| panic!("scripts/agent-clis.sh installs no {name}"))
 }
 
@@ -97,7 +98,7 @@ impl Bench {
         std::fs::create_dir_all(&home).expect("home");
         let path = format!(
             "{}:{}",
-            cli_dir(cli).display(),
+            cli_path(cli),
             std::env::var("PATH").unwrap_or_default()
         );
         let mut env = vec![
@@ -120,6 +121,29 @@ impl Bench {
                     // As the preset says: only inside a container, and this is one.
                     env.push(("IS_SANDBOX".to_string(), "1".to_string()));
                 }
+            }
+            "openclaw" => {
+                // The operator's own OpenClaw config: an OpenAI-compatible provider as
+                // the default model, its key read from the environment.
+                let dir = home.join(".openclaw");
+                std::fs::create_dir_all(&dir).expect("openclaw config dir");
+                std::fs::write(
+                    dir.join("openclaw.json"),
+                    serde_json::json!({
+                        "agents": { "defaults": { "model": { "primary": "fake/fake-model" } } },
+                        "models": { "mode": "merge", "providers": { "fake": {
+                            "baseUrl": format!("{}/v1", model.base_url()),
+                            "apiKey": "${FAKE_MODEL_KEY}",
+                            "api": "openai-completions",
+                            "models": [{ "id": "fake-model", "name": "Fake", "reasoning": false,
+                                         "input": ["text"], "contextWindow": 128000,
+                                         "maxTokens": 4096 }],
+                        } } },
+                    })
+                    .to_string(),
+                )
+                .expect("openclaw config");
+                env.push(("FAKE_MODEL_KEY".to_string(), KEY.to_string()));
             }
             _ => {
                 let codex_home = dir.path().join("codex-home");
@@ -398,4 +422,24 @@ async fn claude_code_usage_limit_pauses_the_stage_until_resumed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_usage_limit_pauses_the_stage_until_resumed() {
     usage_limit_pauses_until_resumed("codex", "codex").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openclaw_preset_delivers_a_sprint_from_its_final_text() {
+    let (model, _) = deliver("openclaw", "openclaw").await;
+    // OpenClaw takes no schema: the message came as the final text of a Chat Completions
+    // stream, and /final was parsed.
+    assert!(
+        model
+            .requests()
+            .iter()
+            .filter(|r| r.actor.is_some())
+            .all(|r| r.path.ends_with("/chat/completions")),
+        "OpenClaw spoke Chat Completions"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openclaw_usage_limit_pauses_the_stage_until_resumed() {
+    usage_limit_pauses_until_resumed("openclaw", "openclaw").await;
 }

@@ -1,14 +1,16 @@
 //! A model API on loopback for the real agent CLIs (tests/real_clis.rs): Anthropic's
-//! Messages API (Claude Code) and OpenAI's Responses API (Codex), both streaming
-//! server-sent events over HTTP/1.1 the way the real services do.
+//! Messages API (Claude Code), OpenAI's Responses API (Codex) and Chat Completions API
+//! (OpenClaw with an OpenAI-compatible provider), all streaming server-sent events over
+//! HTTP/1.1 the way the real services do.
 //!
 //! It plays the model: it reads hanarang's prompt out of the conversation the CLI sends,
 //! and answers as that sister would. The implementer first asks the CLI's own shell tool
 //! to create the sprint's branch and commit on it, then reports the commit the tool
 //! printed; every sister then hands its message over the way its CLI expects (Claude
 //! Code: a call of its `StructuredOutput` tool; Codex: the final message, filled to the
-//! strict schema it was sent, `null` for every optional field left out). It can also
-//! answer a sister with its service's usage-limit error.
+//! strict schema it was sent, `null` for every optional field left out; OpenClaw, which
+//! sends no schema: the message as the final text). It can also answer a sister with
+//! its service's usage-limit error.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -36,6 +38,7 @@ pub fn implemented_file(sprint: &str) -> String {
 pub enum Api {
     Messages,
     Responses,
+    ChatCompletions,
     Other,
 }
 
@@ -232,6 +235,23 @@ fn messages_progress(body: &Value) -> Progress {
                 }
                 _ => {}
             }
+        }
+    }
+    progress
+}
+
+fn chat_progress(body: &Value) -> Progress {
+    let mut progress = Progress::default();
+    // OpenClaw renames tool call ids (`call_x` → `callx`): the implementer's one tool
+    // result is the shell's.
+    for message in body["messages"].as_array().into_iter().flatten() {
+        if message["role"] == "tool" {
+            let mut text = String::new();
+            all_text(&message["content"], &mut text);
+            if let Value::String(s) = &message["content"] {
+                text.push_str(s);
+            }
+            progress.shell_output = Some(text);
         }
     }
     progress
@@ -441,7 +461,9 @@ enum Reply {
         headers: Vec<(&'static str, String)>,
         body: Value,
     },
-    Events(Vec<(&'static str, Value)>),
+    /// Each event with its `event:` name, or only `data:` (Chat Completions, which ends
+    /// with `data: [DONE]`).
+    Events(Vec<(Option<&'static str>, Value)>),
 }
 
 impl Inner {
@@ -457,6 +479,8 @@ impl Inner {
             Api::Messages
         } else if path.ends_with("/responses") {
             Api::Responses
+        } else if path.ends_with("/chat/completions") {
+            Api::ChatCompletions
         } else {
             Api::Other
         };
@@ -517,6 +541,7 @@ impl Inner {
     fn answer(&self, api: Api, body: &Value, prompt: Option<&Prompt>) -> (Answer, Reply) {
         let progress = match api {
             Api::Messages => messages_progress(body),
+            Api::ChatCompletions => chat_progress(body),
             _ => responses_progress(body),
         };
         let step = match prompt {
@@ -533,9 +558,10 @@ impl Inner {
             Step::Message(_) => Answer::Message,
         };
         let reply = match api {
-            Api::Messages if body["stream"] == true => Reply::Events(messages_events(body, step)),
+            Api::Messages if body["stream"] == true => named(messages_events(body, step)),
             Api::Messages => json_ok(messages_json(body, step)),
-            _ => Reply::Events(responses_events(body, step)),
+            Api::ChatCompletions => Reply::Events(chat_events(body, step)),
+            _ => named(responses_events(body, step)),
         };
         (answer, reply)
     }
@@ -545,6 +571,10 @@ enum Step {
     Text(String),
     Shell(String),
     Message(Value),
+}
+
+fn named(events: Vec<(&'static str, Value)>) -> Reply {
+    Reply::Events(events.into_iter().map(|(n, v)| (Some(n), v)).collect())
 }
 
 fn json_ok(body: Value) -> Reply {
@@ -571,9 +601,9 @@ fn usage_limit(api: Api) -> Reply {
         .map(|d| d.as_secs() + 3600)
         .unwrap_or_default();
     match api {
-        // OpenAI's Responses API for a ChatGPT plan: Codex reads `usage_limit_reached`
-        // and prints "You've hit your usage limit … try again at …".
-        Api::Responses => Reply::Json {
+        // OpenAI's error for a plan's usage limit. Codex prints "You've hit your usage
+        // limit … try again at …"; OpenClaw "⚠️ API rate limit reached.", at once.
+        Api::Responses | Api::ChatCompletions => Reply::Json {
             status: 429,
             headers: Vec::new(),
             body: json!({ "error": {
@@ -768,6 +798,63 @@ fn responses_events(body: &Value, step: Step) -> Vec<(&'static str, Value)> {
     events
 }
 
+/// A Chat Completions stream: `data:` chunks only (the role, the content or the tool
+/// call, the finish reason, the usage), then `data: [DONE]`.
+fn chat_events(body: &Value, step: Step) -> Vec<(Option<&'static str>, Value)> {
+    let chunk = |choices: Value| {
+        json!({ "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
+                "model": model_of(body), "choices": choices })
+    };
+    let delta = |delta: Value, finish: Value| {
+        chunk(json!([{ "index": 0, "delta": delta, "finish_reason": finish }]))
+    };
+    let mut events = Vec::new();
+    let finish = match step {
+        Step::Shell(command) => {
+            events.push(delta(
+                json!({ "role": "assistant", "content": null, "tool_calls": [{
+                    "index": 0, "id": SHELL_CALL, "type": "function",
+                    "function": { "name": "exec", "arguments": "" } }] }),
+                Value::Null,
+            ));
+            events.push(delta(
+                json!({ "tool_calls": [{ "index": 0, "function": {
+                    "arguments": json!({ "command": command }).to_string() } }] }),
+                Value::Null,
+            ));
+            "tool_calls"
+        }
+        Step::Text(text) => {
+            events.push(delta(
+                json!({ "role": "assistant", "content": "" }),
+                Value::Null,
+            ));
+            events.push(delta(json!({ "content": text }), Value::Null));
+            "stop"
+        }
+        Step::Message(message) => {
+            events.push(delta(
+                json!({ "role": "assistant", "content": "" }),
+                Value::Null,
+            ));
+            events.push(delta(
+                json!({ "content": message.to_string() }),
+                Value::Null,
+            ));
+            "stop"
+        }
+    };
+    events.push(delta(json!({}), Value::from(finish)));
+    let mut usage = chunk(json!([]));
+    usage["usage"] = json!({ "prompt_tokens": INPUT_TOKENS, "completion_tokens": OUTPUT_TOKENS,
+                             "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS });
+    events.push(usage);
+    let mut events: Vec<(Option<&'static str>, Value)> =
+        events.into_iter().map(|e| (None, e)).collect();
+    events.push((None, Value::String("[DONE]".to_string())));
+    events
+}
+
 // ---------------------------------------------------------------------------------------
 // HTTP
 // ---------------------------------------------------------------------------------------
@@ -799,7 +886,14 @@ async fn write_reply(stream: &mut TcpStream, reply: Reply) -> std::io::Result<()
                 )
                 .await?;
             for (name, data) in events {
-                let event = format!("event: {name}\ndata: {data}\n\n");
+                let data = match data {
+                    Value::String(raw) => raw,
+                    other => other.to_string(),
+                };
+                let event = match name {
+                    Some(name) => format!("event: {name}\ndata: {data}\n\n"),
+                    None => format!("data: {data}\n\n"),
+                };
                 stream
                     .write_all(format!("{:x}\r\n{event}\r\n", event.len()).as_bytes())
                     .await?;
