@@ -43,9 +43,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{fs_type, machine};
+use hanarang::clock::now_ms;
 use hanarang::config::Config;
 use hanarang::handoff::message::Actor;
-use hanarang::orchestrator::{Orchestrator, now_ms};
+use hanarang::orchestrator::Orchestrator;
 use hanarang::pipeline::{Event, Facts, Policy, State, apply};
 use hanarang::sister::{ContractFile, RunControl, RunRequest, render_prompt};
 use hanarang::store::{CommandKind, Commit, NewRun, Run, RunEnd, Sprint, Store, TransitionRecord};

@@ -18,4 +18,5 @@ pub mod pipeline;
 pub mod placeholder;
 pub mod report;
 pub mod sister;
+pub mod startup;
 pub mod store;

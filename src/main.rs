@@ -15,8 +15,8 @@ fn main() -> ExitCode {
     let exit = hanarang::cli::run(cli);
     // Output that could not be written (a full disk; a closed pipe is fine) fails the
     // command, whatever it did.
-    if hanarang::output::failed() && exit == hanarang::cli::Exit::Success {
-        return hanarang::cli::Exit::Failure.into();
+    if hanarang::output::failed() && exit == hanarang::output::Exit::Success {
+        return hanarang::output::Exit::Failure.into();
     }
     exit.into()
 }

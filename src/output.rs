@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::io::Write;
+use std::process::ExitCode;
 
 /// A closed pipe is the reader's choice, and passes in silence; any other failure to
 /// write (a full disk under `> file`) is reported, once, and makes the exit code 1.
@@ -90,4 +91,31 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// The process exit codes of `SPEC.md` §6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Success = 0,
+    Failure = 1,
+    Usage = 2,
+    Escalated = 3,
+    Refused = 4,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> Self {
+        ExitCode::from(e as u8)
+    }
+}
+
+/// JSON on stdout (`--json`, `schema`, `validate`).
+pub fn print_json(value: &impl serde::Serialize) -> Exit {
+    match crate::output::out_json(value) {
+        Ok(()) => Exit::Success,
+        Err(e) => {
+            errln!("hanarang: cannot write output: {e}");
+            Exit::Failure
+        }
+    }
 }

@@ -5,10 +5,10 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::json;
 
-use crate::cli::{Exit, print_json};
 use crate::config::Config;
 use crate::notify::messages::{Context, one_line, render};
 use crate::output::escape_controls;
+use crate::output::{Exit, print_json};
 use crate::store::{Run, Spend, Sprint, Store};
 use crate::{errln, out, outln};
 

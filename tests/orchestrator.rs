@@ -307,7 +307,7 @@ async fn two_approvals_make_one_transition_and_approve_after_abort_is_refused() 
     let s = p.start_sprint("app", "one", None).await;
     p.wait_for(&s.id, State::Done).await;
     // Both recorded before the orchestrator looks: exactly one may win.
-    let now = hanarang::orchestrator::now_ms();
+    let now = hanarang::clock::now_ms();
     let a = p
         .store
         .submit_command(&s.id, CommandKind::Approve, None, "discord:1", now)

@@ -595,7 +595,7 @@ impl Bridge {
             &usage,
             self.config.pipeline.locale,
             self.config.pipeline.max_attempts,
-            crate::orchestrator::now_ms(),
+            crate::clock::now_ms(),
         );
         if let Some(skipped) = self.skipped.get(&sprint.id) {
             let (n, why, id) = (skipped.lines, one_line(&skipped.last_error), &sprint.id);

@@ -16,9 +16,9 @@ use serenity::{
 use super::checks::may_steer;
 use super::render::{MAX_EPHEMERAL, cut};
 use super::{Context, Data, Error};
+use crate::clock::now_ms;
 use crate::config::Locale;
 use crate::orchestrator::client::{self, Answer, Request};
-use crate::orchestrator::now_ms;
 use crate::store::{CommandKind, parse_sprint_id};
 
 /// How long an interaction waits for the orchestrator's answer before saying so.

@@ -12,15 +12,25 @@ use serde_json::{Map, Value, json};
 use super::message::{Actor, HandoffMessage};
 
 /// Which flavour of JSON Schema to print.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
     /// JSON Schema draft-07, with `$schema` set.
-    #[value(name = "draft-07")]
     Draft07,
     /// OpenAI strict mode: `additionalProperties: false`, every property required,
     /// optional ones nullable, free-form values as strings.
-    #[value(name = "openai-strict")]
     OpenaiStrict,
+}
+
+impl Dialect {
+    pub const ALL: [Dialect; 2] = [Dialect::Draft07, Dialect::OpenaiStrict];
+
+    /// The name on the command line (`--dialect`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::Draft07 => "draft-07",
+            Dialect::OpenaiStrict => "openai-strict",
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -49,7 +49,7 @@ pub enum OrchestratorError {
     Panicked,
 }
 
-pub use crate::clock::now_ms;
+use crate::clock::now_ms;
 
 /// What an in-process caller (the Discord bridge, `run`) needs: a way to wake the loop
 /// after writing a command, and the transition events.

@@ -7,10 +7,11 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hanarang::clock::now_ms;
 use hanarang::config::Config;
 use hanarang::handoff::message::Actor;
 use hanarang::orchestrator::client::{self, Answer};
-use hanarang::orchestrator::{Driver, Handle, Orchestrator, now_ms};
+use hanarang::orchestrator::{Driver, Handle, Orchestrator};
 use hanarang::pipeline::{Policy, State};
 use hanarang::store::{CommandKind, Run, Sprint, Store, TransitionRecord};
 use tokio::sync::oneshot;

@@ -1,0 +1,351 @@
+//! `hanarang run` and `hanarang demo`: one sprint driven in the foreground, with console
+//! progress, the deploy question and Ctrl-C.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::now_ms;
+use crate::config::Config;
+use crate::notify::console::{Console, Progress};
+use crate::output::Exit;
+use crate::pipeline::State;
+use crate::startup::{open_store, shutdown_signal, start_orchestrator};
+use crate::store::{CommandKind, Sprint};
+use crate::{errln, out, outln};
+
+use super::RunArgs;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RunMode {
+    Foreground,
+    Demo,
+}
+
+pub(super) async fn demo() -> Exit {
+    let dir =
+        std::env::temp_dir().join(format!("hanarang-demo-{}-{}", std::process::id(), now_ms()));
+    let config = match crate::demo::config(&dir) {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            errln!("hanarang demo: cannot prepare {}: {e}", dir.display());
+            return Exit::Failure;
+        }
+    };
+    outln!(
+        "hanarang demo: simulated sisters, throwaway database in {}\n",
+        dir.display()
+    );
+    let args = RunArgs {
+        goal: "Add a greeting page to the demo app".into(),
+        project: Some(crate::demo::PROJECT.into()),
+        focus: None,
+        auto_approve: true,
+    };
+    let exit = run_sprint(config, args, RunMode::Demo).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    exit
+}
+
+/// One sprint in the foreground: the orchestrator drives it (and the sprints its project
+/// must finish first), the console prints its lines, and the terminal is asked for deploy
+/// approval unless `--auto-approve`.
+pub(super) async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
+    let project = match config.project(args.project.as_deref()) {
+        Ok((name, _)) => name.to_string(),
+        Err(e) => {
+            errln!("hanarang run: {e}");
+            return Exit::Usage;
+        }
+    };
+    if args.goal.trim().is_empty() {
+        errln!("hanarang run: the goal must not be empty");
+        return Exit::Usage;
+    }
+    let Ok(store) = open_store(&config).await else {
+        return Exit::Failure;
+    };
+    let orchestrator = match start_orchestrator(config.clone(), store.clone()).await {
+        Ok(o) => o,
+        Err(exit) => return exit,
+    };
+    let sprint = match store
+        .create_sprint(
+            &project,
+            &args.goal,
+            args.focus.as_deref(),
+            &config.pipeline.branch_template,
+            now_ms(),
+        )
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            errln!("hanarang run: {e}");
+            return Exit::Failure;
+        }
+    };
+    outln!(
+        "{} queued: {}",
+        sprint.id,
+        crate::output::escape_controls(&sprint.goal)
+    );
+    let orchestrator = orchestrator.only(&sprint);
+    let handle = orchestrator.handle();
+    let mut events = handle.subscribe();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut driver = orchestrator.run_on_own_thread(async move {
+        let _ = stop_rx.await;
+    });
+    let terminal = std::io::stdout().is_terminal();
+    let mut console = Console::new(&sprint.id, terminal);
+    let mut ticker = tokio::time::interval(STATUS_EVERY);
+    // After a long wait (the deploy question) one redraw, not a burst of them.
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut current = sprint;
+    // What the sprint was last said to wait for (the sprint ahead of it, and its state).
+    let mut waits_for: Option<(String, State)> = None;
+    let mut ended = None;
+    let mut interrupted = false;
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    let exit = loop {
+        if current.state == State::Queued {
+            match store.ahead_of(&current).await {
+                Ok(ahead) => {
+                    let now = ahead.as_ref().map(|a| (a.id.clone(), a.state));
+                    if let Some(ahead) = ahead.filter(|_| now != waits_for) {
+                        console.say(&waiting_line(&current, &ahead));
+                    }
+                    waits_for = now;
+                }
+                Err(e) => {
+                    console.clear_status();
+                    errln!("hanarang run: {e}");
+                    break Exit::Failure;
+                }
+            }
+        }
+        let progress = tokio::select! {
+            p = console.next(&store, &mut events, &config) => p,
+            () = &mut shutdown => {
+                interrupted = true;
+                crate::store::stopping();
+                break Exit::Failure;
+            }
+            // The orchestrator stopped on its own (an error): nothing more will happen.
+            r = &mut driver => {
+                ended = Some(r);
+                break Exit::Failure;
+            }
+            _ = ticker.tick(), if terminal => {
+                show_status(&mut console, &current, &config);
+                continue;
+            }
+        };
+        current = match progress {
+            Ok(Progress::Moved(s)) => *s,
+            Ok(Progress::Elsewhere) => continue,
+            Err(e) => {
+                console.clear_status();
+                errln!("hanarang run: {e}");
+                break Exit::Failure;
+            }
+        };
+        show_status(&mut console, &current, &config);
+        match current.state {
+            State::Deployed => break Exit::Success,
+            State::Aborted => break Exit::Failure,
+            State::Escalated => {
+                console.say(&format!(
+                    "{} needs a human. Next: {}",
+                    current.id,
+                    next_step(&current, AppliedBy::Serve)
+                ));
+                break Exit::Escalated;
+            }
+            State::Done => {
+                console.clear_status();
+                let decision = if args.auto_approve {
+                    Decision::Approve
+                } else {
+                    tokio::select! {
+                        d = ask_deploy(&current.id, config.pipeline.locale) => d,
+                        // Ctrl-C at the question: where the sprint stands is said below.
+                        () = &mut shutdown => {
+                            interrupted = true;
+                            crate::store::stopping();
+                            break Exit::Failure;
+                        }
+                    }
+                };
+                let by = if args.auto_approve {
+                    "cli:auto-approve"
+                } else {
+                    "cli"
+                };
+                let (kind, text) = match decision {
+                    Decision::Approve => (CommandKind::Approve, None),
+                    Decision::RequestChanges(note) => (CommandKind::RequestChanges, Some(note)),
+                    Decision::Abort => (
+                        CommandKind::Abort,
+                        Some("declined at the deploy prompt".to_string()),
+                    ),
+                    Decision::Later => {
+                        outln!(
+                            "{} waits in done for deploy approval. Next: {}",
+                            current.id,
+                            next_step(&current, AppliedBy::Serve)
+                        );
+                        break Exit::Failure;
+                    }
+                };
+                if let Err(e) = store
+                    .submit_command(&current.id, kind, text.as_deref(), by, now_ms())
+                    .await
+                {
+                    errln!("hanarang run: {e}");
+                    break Exit::Failure;
+                }
+                handle.wake();
+            }
+            _ => {}
+        }
+    };
+    console.clear_status();
+    let _ = stop_tx.send(());
+    let ended = match ended {
+        Some(r) => r,
+        None => driver.await,
+    };
+    if let Err(e) = ended {
+        errln!("hanarang run: {e}");
+        return Exit::Failure;
+    }
+    if interrupted {
+        // The orchestrator has stopped the sister and recorded where the sprint stands.
+        match store.sprint(&current.id).await {
+            Ok(Some(s)) => outln!(
+                "\n{} stopped: it is {} (round {}, attempt {}). Next: {}",
+                s.id,
+                s.state,
+                s.round,
+                s.attempt,
+                next_step(&s, AppliedBy::Serve)
+            ),
+            Ok(None) => {}
+            Err(e) => errln!("hanarang run: {e}"),
+        }
+    }
+    if mode == RunMode::Demo && exit == Exit::Success {
+        outln!("\ndemo finished: the sprint went from planning to deployed.");
+    }
+    exit
+}
+
+/// How often `run` redraws its status line on a terminal.
+const STATUS_EVERY: Duration = Duration::from_secs(1);
+
+fn show_status(console: &mut Console, sprint: &Sprint, config: &Config) {
+    let cx = crate::notify::Context::new(config, sprint);
+    match crate::notify::messages::status_line(sprint, &cx, now_ms()) {
+        Some(line) => console.status(&line),
+        None => console.clear_status(),
+    }
+}
+
+/// What a queued sprint of `run` waits for, and what moves it.
+fn waiting_line(sprint: &Sprint, ahead: &Sprint) -> String {
+    let why = if ahead.state == State::Queued {
+        format!(
+            "{} was queued before it in project {} and runs here first",
+            ahead.id, sprint.project
+        )
+    } else {
+        format!(
+            "{} ({}) holds project {}'s pipeline lock",
+            ahead.id, ahead.state, sprint.project
+        )
+    };
+    format!(
+        "{} waits: {why}. Next: {}. Commands given meanwhile (from another terminal) are applied here.",
+        sprint.id,
+        next_step(ahead, AppliedBy::ThisRun)
+    )
+}
+
+/// Who would carry out the next step: this `run` (it drives the sprints ahead of its own),
+/// or `serve` once this process has stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AppliedBy {
+    ThisRun,
+    Serve,
+}
+
+/// The command that moves a sprint on from where it stands.
+fn next_step(s: &Sprint, by: AppliedBy) -> String {
+    let id = &s.id;
+    let applied = match by {
+        AppliedBy::ThisRun => "",
+        AppliedBy::Serve => {
+            "; `hanarang serve` (or the next `hanarang run` of its project) applies it"
+        }
+    };
+    match s.state {
+        State::Done => format!(
+            "`hanarang sprint approve {id}` deploys it (or `hanarang sprint request-changes {id} --note TEXT`, `hanarang sprint abort {id}`){applied}"
+        ),
+        State::Escalated => format!(
+            "`hanarang sprint resume {id}` (optionally `--focus TEXT`) or `hanarang sprint abort {id}`{applied}"
+        ),
+        State::Deployed | State::Aborted => "nothing: it has ended".into(),
+        _ if by == AppliedBy::ThisRun => {
+            format!("it runs here until it ends (or `hanarang sprint abort {id}`)")
+        }
+        State::Queued => format!(
+            "`hanarang serve` starts it once project {}'s pipeline lock is free (or `hanarang sprint abort {id}`)",
+            s.project
+        ),
+        _ => format!("`hanarang serve` carries it on from here (or `hanarang sprint abort {id}`)"),
+    }
+}
+
+enum Decision {
+    Approve,
+    RequestChanges(String),
+    Abort,
+    Later,
+}
+
+/// Asks on the terminal whether to deploy. End of input means "later".
+async fn ask_deploy(sprint_id: &str, locale: crate::config::Locale) -> Decision {
+    let prompt = crate::notify::messages::deploy_prompt(sprint_id, locale);
+    tokio::task::spawn_blocking(move || {
+        let read = || {
+            let mut line = String::new();
+            match std::io::stdin().read_line(&mut line) {
+                Ok(0) | Err(_) => None,
+                Ok(_) => Some(line.trim().to_string()),
+            }
+        };
+        loop {
+            out!("{}", prompt.question);
+            match read().as_deref() {
+                None | Some("l") => return Decision::Later,
+                Some("y") => return Decision::Approve,
+                Some("a") => return Decision::Abort,
+                Some("n") => {
+                    out!("{}", prompt.what_to_change);
+                    match read() {
+                        Some(note) if !note.is_empty() => return Decision::RequestChanges(note),
+                        Some(_) => outln!("{}", prompt.note_needed),
+                        None => return Decision::Later,
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+    })
+    .await
+    .unwrap_or(Decision::Later)
+}
