@@ -6,7 +6,6 @@
 mod bridge;
 pub mod checks;
 pub mod commands;
-pub mod doctor;
 pub mod render;
 mod rest;
 

@@ -2,6 +2,8 @@
 //! to do when it fails. Exit 0 only when every check passes. It changes nothing: no
 //! database is created or migrated, no message is sent.
 
+mod discord;
+
 use std::path::{Path, PathBuf};
 
 use crate::config::{self, Config};
@@ -79,7 +81,7 @@ pub async fn run(explicit: Option<&Path>) -> Vec<Check> {
     checks.extend(programs(&config));
     checks.extend(projects(&config));
     if let Some(discord) = &config.discord {
-        checks.extend(crate::discord::doctor::checks(discord).await);
+        checks.extend(discord::checks(discord).await);
     }
     checks
 }

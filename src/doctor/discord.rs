@@ -6,9 +6,9 @@ use std::time::Duration;
 use poise::serenity_prelude as serenity;
 use serenity::{Channel, ChannelId, ChannelType, GuildId, Permissions};
 
-use super::{StartError, check_token, http, read_token};
+use super::Check;
+use crate::discord::{StartError, check_token, http, read_token};
 use crate::config::DiscordConfig;
-use crate::doctor::Check;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
