@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::handoff::message::Actor;
+use crate::pipeline::{Backoff, Policy};
 use crate::placeholder;
 
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 1024 * 1024;
@@ -68,6 +69,28 @@ pub struct PipelineConfig {
     pub locale: Locale,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost_usd: Option<f64>,
+}
+
+/// The retry policy the pure core applies, as the config sets it (the core knows no
+/// config).
+impl Default for Policy {
+    fn default() -> Self {
+        Policy::from(&PipelineConfig::default())
+    }
+}
+
+impl From<&PipelineConfig> for Policy {
+    fn from(p: &PipelineConfig) -> Self {
+        Policy {
+            max_attempts: p.max_attempts,
+            max_review_rounds: p.max_review_rounds,
+            backoff: Backoff {
+                initial: p.backoff.initial.0,
+                factor: p.backoff.factor,
+                max: p.backoff.max.0,
+            },
+        }
+    }
 }
 
 impl Default for PipelineConfig {

@@ -7,8 +7,8 @@ use poise::serenity_prelude as serenity;
 use serenity::{Channel, ChannelId, ChannelType, GuildId, Permissions};
 
 use super::Check;
-use crate::discord::{StartError, check_token, http, read_token};
 use crate::config::DiscordConfig;
+use crate::discord::{StartError, check_token, http, read_token};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 

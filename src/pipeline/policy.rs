@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use crate::config::PipelineConfig;
-
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Policy {
     /// Tries of one stage before it escalates (the first try counts).
@@ -30,26 +28,6 @@ impl Backoff {
         Duration::try_from_secs_f64(secs)
             .unwrap_or(self.max)
             .min(self.max)
-    }
-}
-
-impl Default for Policy {
-    fn default() -> Self {
-        Policy::from(&PipelineConfig::default())
-    }
-}
-
-impl From<&PipelineConfig> for Policy {
-    fn from(p: &PipelineConfig) -> Self {
-        Policy {
-            max_attempts: p.max_attempts,
-            max_review_rounds: p.max_review_rounds,
-            backoff: Backoff {
-                initial: p.backoff.initial.0,
-                factor: p.backoff.factor,
-                max: p.backoff.max.0,
-            },
-        }
     }
 }
 
