@@ -512,7 +512,7 @@ async fn warm_up(bin: &Path) -> Template {
     let store = Store::open(&run.setup.url())
         .await
         .expect("reopen the warm-up database");
-    let sprint = hanarang::store::sprint_id(1);
+    let sprint = hanarang::domain::sprint_id(1);
     let runs = store.runs(&sprint).await.expect("read runs");
     let transitions = store.transitions(&sprint).await.expect("read transitions");
     let mut bare = Vec::new();

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::handoff::message::Actor;
+use crate::domain::Actor;
 use crate::pipeline::{Backoff, Policy};
 use crate::placeholder;
 

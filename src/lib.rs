@@ -9,6 +9,7 @@ pub mod config;
 pub mod demo;
 pub mod discord;
 pub mod doctor;
+pub mod domain;
 pub mod handoff;
 pub mod logging;
 pub mod notify;

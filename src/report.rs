@@ -6,6 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde_json::json;
 
 use crate::config::Config;
+use crate::domain::parse_run_id;
 use crate::notify::messages::{Context, one_line, render};
 use crate::output::escape_controls;
 use crate::output::{Exit, print_json};
@@ -240,7 +241,7 @@ fn print_run(r: &Run) {
     let Some(outcome) = r.outcome else {
         return;
     };
-    if outcome == crate::sister::RunOutcome::Handoff {
+    if outcome == crate::domain::RunOutcome::Handoff {
         return;
     }
     if let Some(detail) = &r.detail {
@@ -272,7 +273,7 @@ pub async fn run_capture(store: &Store, id: &str, run: &str, capture: Capture) -
         Ok(runs) => runs,
         Err(e) => return failed(&e),
     };
-    let wanted = run_id(id, run);
+    let wanted = parse_run_id(id, run);
     let Some(r) = runs.iter().find(|r| r.run_id == wanted) else {
         return match store.sprint(id).await {
             Ok(None) => no_sprint(id),
@@ -308,20 +309,6 @@ pub async fn run_capture(store: &Store, id: &str, run: &str, capture: Capture) -
         }
     }
     Exit::Success
-}
-
-/// A run as a person names it: its id (`SPRINT-001-R02`), or its number within the sprint
-/// (`R02`, `r2`, `2`).
-fn run_id(sprint_id: &str, input: &str) -> String {
-    let input = input.trim();
-    let number = input
-        .strip_prefix(['R', 'r'])
-        .unwrap_or(input)
-        .parse::<i64>();
-    match number {
-        Ok(n) if n > 0 => Store::run_id(sprint_id, n),
-        _ => input.to_uppercase(),
-    }
 }
 
 fn failed(e: &crate::store::StoreError) -> Exit {

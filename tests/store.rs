@@ -280,7 +280,7 @@ async fn a_sprint_and_its_log_are_read_in_one_snapshot() {
         tokio::spawn(async move {
             let mut reads = 0u32;
             while !done.load(Ordering::Relaxed) {
-                let id = hanarang::store::sprint_id(current.load(Ordering::Relaxed) as i64);
+                let id = hanarang::domain::sprint_id(current.load(Ordering::Relaxed) as i64);
                 if let Some((sprint, log)) = store.sprint_since(&id, 0).await.unwrap() {
                     let last = log.last().map_or(0, |t| t.seq);
                     assert_eq!(

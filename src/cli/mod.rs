@@ -15,7 +15,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{self, Config};
-use crate::handoff::message::Actor;
+use crate::domain::Actor;
 use crate::handoff::schema::Dialect;
 use crate::output::Exit;
 use crate::startup::serve;

@@ -4,12 +4,13 @@ use std::sync::Arc;
 
 use crate::clock::now_ms;
 use crate::config::Config;
+use crate::domain::parse_sprint_id;
 use crate::orchestrator::OrchestratorError;
 use crate::orchestrator::client::{self, Answer};
 use crate::output::Exit;
 use crate::pipeline::Policy;
 use crate::startup::open_store;
-use crate::store::{CommandKind, Store, parse_sprint_id};
+use crate::store::{CommandKind, Store};
 use crate::{errln, outln};
 
 use super::{COMMAND_WAIT, SprintCommand};

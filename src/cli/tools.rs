@@ -3,7 +3,7 @@
 use std::io::Read;
 
 use crate::config::{self, Config};
-use crate::handoff::message::Actor;
+use crate::domain::Actor;
 use crate::handoff::schema;
 use crate::handoff::validate;
 use crate::output::{Exit, print_json};

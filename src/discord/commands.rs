@@ -18,8 +18,9 @@ use super::render::{MAX_EPHEMERAL, cut};
 use super::{Context, Data, Error};
 use crate::clock::now_ms;
 use crate::config::Locale;
+use crate::domain::parse_sprint_id;
 use crate::orchestrator::client::{self, Answer, Request};
-use crate::store::{CommandKind, parse_sprint_id};
+use crate::store::CommandKind;
 
 /// How long an interaction waits for the orchestrator's answer before saying so.
 const ANSWER_WAIT: Duration = Duration::from_secs(10);

@@ -7,7 +7,7 @@ mod discord;
 use std::path::{Path, PathBuf};
 
 use crate::config::{self, Config};
-use crate::handoff::message::Actor;
+use crate::domain::Actor;
 use crate::store::{MigrationStatus, Store};
 
 /// One check's result.

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::config::{Config, Locale};
-use crate::handoff::message::Actor;
+use crate::domain::Actor;
 use crate::pipeline::fsm::{Escalation, Note};
 use crate::pipeline::{Event, Stage, State};
 use crate::store::{Sprint, TransitionRecord};

@@ -19,9 +19,10 @@ use tracing::Instrument;
 pub use lease::{LeaseError, LeaseGuard};
 
 use crate::config::Config;
+use crate::domain::FailureKind;
 use crate::handoff::message::HandoffMessage;
 use crate::pipeline::fsm::Note;
-use crate::pipeline::{Event, Facts, Failure, FailureKind, Policy, State, Transition, apply};
+use crate::pipeline::{Event, Facts, Failure, Policy, State, Transition, apply};
 use crate::sister::{RunOutcome, RunReport, Stop};
 use crate::store::{
     Command, CommandKind, CommandStatus, Run, RunEnd, Sprint, Store, StoreError, TransitionRecord,

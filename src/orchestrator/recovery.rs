@@ -3,7 +3,8 @@
 //! decides (an interrupted deploy escalates: it is never re-run without a human's word).
 
 use super::{Orchestrator, OrchestratorError, now_ms};
-use crate::pipeline::{Event, Failure, FailureKind};
+use crate::domain::FailureKind;
+use crate::pipeline::{Event, Failure};
 use crate::sister::{RunOutcome, process};
 use crate::store::RunEnd;
 

@@ -7,11 +7,12 @@ use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use super::{Finished, Orchestrator, OrchestratorError, Running, now_ms};
+use crate::domain::run_id;
 use crate::handoff::compose::{Known, Observed, after_handoff, synthesize};
 use crate::handoff::message::{HandoffMessage, ReviewIssue, Severity};
 use crate::handoff::schema::{self, Dialect};
 use crate::sister::{self, ContractFile, RunControl, RunOutcome, RunRequest};
-use crate::store::{NewRun, Run, Sprint, Store};
+use crate::store::{NewRun, Run, Sprint};
 
 /// A stage's next run, composed from the sprint and its history: its record and what
 /// its sister is given.
@@ -148,7 +149,7 @@ impl Orchestrator {
             attempt: sprint.attempt,
             branch: sprint.branch.clone(),
             contract_id: sprint.contract_id.clone(),
-            run_id: Store::run_id(&sprint.id, number),
+            run_id: run_id(&sprint.id, number),
             workdir: workdir.display().to_string(),
             previous_message,
             review_issues,

@@ -11,7 +11,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::policy::Policy;
-use crate::handoff::message::{Actor, Verdict};
+use crate::domain::FailureKind;
+use crate::domain::{Actor, Verdict};
 
 /// Where a sprint is. Lower-case in JSON, the CLI and the database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -174,36 +175,6 @@ impl Position {
             state,
             resume: None,
             ..self
-        }
-    }
-}
-
-/// Why a run did not produce a usable result. ERROR and DEPLOY_FAILED are valid messages
-/// that count as failures too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureKind {
-    SpawnFailed,
-    ExitNonzero,
-    BadOutput,
-    Timeout,
-    Interrupted,
-    /// narang's `ERROR` verdict.
-    Error,
-    /// erang's `DEPLOY_FAILED` verdict.
-    DeployFailed,
-}
-
-impl FailureKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureKind::SpawnFailed => "spawn_failed",
-            FailureKind::ExitNonzero => "exit_nonzero",
-            FailureKind::BadOutput => "bad_output",
-            FailureKind::Timeout => "timeout",
-            FailureKind::Interrupted => "interrupted",
-            FailureKind::Error => "ERROR",
-            FailureKind::DeployFailed => "DEPLOY_FAILED",
         }
     }
 }

@@ -3,7 +3,6 @@
 pub mod fsm;
 pub mod policy;
 
-pub use fsm::{
-    Event, Facts, Failure, FailureKind, Position, Refusal, Stage, State, Transition, apply,
-};
+pub use crate::domain::FailureKind;
+pub use fsm::{Event, Facts, Failure, Position, Refusal, Stage, State, Transition, apply};
 pub use policy::{Backoff, Policy};

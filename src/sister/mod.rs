@@ -11,13 +11,11 @@ pub mod contract;
 pub mod facts;
 pub mod process;
 
-use std::fmt;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use tokio::sync::{Notify, oneshot};
@@ -26,79 +24,17 @@ use tokio::time::Instant;
 pub use contract::{ContractFile, render_prompt};
 
 use crate::config::SisterSpec;
+pub use crate::domain::RunOutcome;
 use crate::handoff::message::HandoffMessage;
 use crate::handoff::message::Usage;
 use crate::handoff::validate::{
     Problem, Validated, envelope_status, extract_message, parse_output, validate_value,
 };
-use crate::pipeline::FailureKind;
 use crate::placeholder;
 use process::{Activity, SharedCapture};
 
 /// How much of each stream a run record keeps.
 pub const TAIL_BYTES: usize = 64 * 1024;
-
-/// How one run ended. Stored with the run; lower-case in JSON and the database.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunOutcome {
-    /// A valid HandoffMessage (which may still be ERROR or DEPLOY_FAILED).
-    Handoff,
-    SpawnFailed,
-    ExitNonzero,
-    BadOutput,
-    Timeout,
-    /// A user aborted the sprint.
-    Cancelled,
-    /// The orchestrator died while it ran (set at recovery, never by the runner).
-    Interrupted,
-    /// Valid, but wrong for the state (set by the orchestrator).
-    ProtocolViolation,
-    /// A user handed the work to a fresh session.
-    HandedOff,
-    /// The agent hit its usage or rate limit (`[agent].pause_on`): not a failure; the
-    /// stage runs again when the limit resets.
-    Paused,
-}
-
-impl RunOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunOutcome::Handoff => "handoff",
-            RunOutcome::SpawnFailed => "spawn_failed",
-            RunOutcome::ExitNonzero => "exit_nonzero",
-            RunOutcome::BadOutput => "bad_output",
-            RunOutcome::Timeout => "timeout",
-            RunOutcome::Cancelled => "cancelled",
-            RunOutcome::Interrupted => "interrupted",
-            RunOutcome::ProtocolViolation => "protocol_violation",
-            RunOutcome::HandedOff => "handed_off",
-            RunOutcome::Paused => "paused",
-        }
-    }
-
-    /// The failure this outcome counts as for the retry policy, if it is one.
-    pub fn failure_kind(self) -> Option<FailureKind> {
-        match self {
-            RunOutcome::SpawnFailed => Some(FailureKind::SpawnFailed),
-            RunOutcome::ExitNonzero => Some(FailureKind::ExitNonzero),
-            RunOutcome::BadOutput => Some(FailureKind::BadOutput),
-            RunOutcome::Timeout => Some(FailureKind::Timeout),
-            RunOutcome::Interrupted => Some(FailureKind::Interrupted),
-            RunOutcome::Handoff
-            | RunOutcome::Cancelled
-            | RunOutcome::ProtocolViolation
-            | RunOutcome::HandedOff
-            | RunOutcome::Paused => None,
-        }
-    }
-}
-
-impl fmt::Display for RunOutcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Why a user stopped a running sister.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

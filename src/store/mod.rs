@@ -22,11 +22,12 @@ pub use rows::{
     Usage,
 };
 
+use crate::domain::Actor;
+use crate::domain::RunOutcome;
+use crate::domain::{run_id, sprint_id};
 use crate::handoff::HandoffDocument;
-use crate::handoff::message::Actor;
 use crate::pipeline::{Event, Transition};
 use crate::placeholder;
-use crate::sister::RunOutcome;
 use rows::{CommandRaw, KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
 
 #[derive(Debug, thiserror::Error)]
@@ -698,7 +699,7 @@ impl Store {
                     && d.is_unique_violation()
                     && d.message().contains("runs.")
                 {
-                    return Err(StoreError::RunTaken(Store::run_id(
+                    return Err(StoreError::RunTaken(crate::domain::run_id(
                         new.sprint_id,
                         new.number,
                     )));
@@ -806,11 +807,6 @@ impl Store {
 
     // --- runs ----------------------------------------------------------------------------
 
-    /// A run's id: its sprint's id and its number, `SPRINT-001-R03`.
-    pub fn run_id(sprint_id: &str, number: i64) -> String {
-        format!("{sprint_id}-R{number:02}")
-    }
-
     /// Records a run before it is spawned, so a crash while it runs is found at restart.
     /// Returns its id (`Store::run_id`). A number already taken is an error: nothing is
     /// overwritten.
@@ -842,7 +838,7 @@ impl Store {
             query = query.bind(new.sprint_id);
         }
         execute_batch(&self.pool, query).await?;
-        Ok(Store::run_id(new.sprint_id, new.number))
+        Ok(run_id(new.sprint_id, new.number))
     }
 
     /// Closes a run that caused no transition, and rolls its spend up on its sprint.
@@ -1246,23 +1242,6 @@ async fn lock_file(path: PathBuf) -> std::io::Result<nix::fcntl::Flock<std::fs::
     .map_err(std::io::Error::other)?
 }
 
-/// `SPRINT-001`, ..., `SPRINT-999`, `SPRINT-1000`.
-pub fn sprint_id(number: i64) -> String {
-    format!("SPRINT-{number:03}")
-}
-
-/// A sprint id as people type it: `SPRINT-001`, `sprint-001`, `1` and `001` all name
-/// SPRINT-001 (the CLI and Discord alike).
-pub fn parse_sprint_id(input: &str) -> String {
-    let input = input.trim();
-    let upper = input.to_uppercase();
-    let digits = upper.strip_prefix("SPRINT-").unwrap_or(&upper);
-    match digits.parse::<i64>() {
-        Ok(n) if n > 0 => sprint_id(n),
-        _ => upper,
-    }
-}
-
 async fn fetch_sprint(tx: &mut Transaction<'static, Sqlite>, id: &str) -> Result<Sprint> {
     let raw: Option<SprintRaw> = sqlx::query_as(concat!(
         "SELECT ",
@@ -1297,7 +1276,7 @@ fn bind_new_run<'q>(
     let handoff_json =
         serde_json::to_string(new.handoff).map_err(|e| StoreError::Encode("handoff", e))?;
     Ok(query
-        .bind(Store::run_id(new.sprint_id, new.number))
+        .bind(run_id(new.sprint_id, new.number))
         .bind(new.sprint_id)
         .bind(new.number)
         .bind(new.actor.as_str())
@@ -1359,17 +1338,6 @@ mod tests {
             database_path("sqlite:///srv/h.db?mode=rwc"),
             Some(PathBuf::from("/srv/h.db"))
         );
-    }
-
-    #[test]
-    fn sprint_ids_are_taken_as_people_type_them() {
-        for input in ["SPRINT-001", "sprint-001", "Sprint-1", "1", "001", " 1 "] {
-            assert_eq!(parse_sprint_id(input), "SPRINT-001", "{input}");
-        }
-        assert_eq!(parse_sprint_id("SPRINT-1234"), "SPRINT-1234");
-        assert_eq!(parse_sprint_id("1234"), "SPRINT-1234");
-        assert_eq!(parse_sprint_id("nope"), "NOPE");
-        assert_eq!(parse_sprint_id("0"), "0");
     }
 
     /// A relaxed write that fails half-way must not leave its connection at NORMAL: the

@@ -4,12 +4,13 @@
 
 use serde::Serialize;
 
-use super::{NewRun, RunEnd, Store, StoreError};
+use super::{NewRun, RunEnd, StoreError};
+use crate::domain::Actor;
+use crate::domain::RunOutcome;
+use crate::domain::run_id;
 use crate::handoff::HandoffDocument;
-use crate::handoff::message::Actor;
 use crate::pipeline::fsm::{Note, ResumePoint};
 use crate::pipeline::{Event, Position, Stage, State};
-use crate::sister::RunOutcome;
 
 /// A sprint as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -263,7 +264,7 @@ impl Run {
     /// of a sprint's runs without reading them back.
     pub fn started(new: &NewRun<'_>) -> Run {
         Run {
-            run_id: Store::run_id(new.sprint_id, new.number),
+            run_id: run_id(new.sprint_id, new.number),
             sprint_id: new.sprint_id.to_string(),
             number: new.number,
             actor: new.actor,

@@ -1,0 +1,11 @@
+//! The pipeline's nouns, shared by every layer: the four sisters and their verdicts, how
+//! a run ends, and the ids people type. Pure data: no I/O, and no import of any other
+//! module of the crate (the store, the runner and the state machine all build on it).
+
+mod actor;
+mod ids;
+mod outcome;
+
+pub use actor::{Actor, Verdict};
+pub use ids::{parse_run_id, parse_sprint_id, run_id, sprint_id};
+pub use outcome::{FailureKind, RunOutcome};
