@@ -6,15 +6,17 @@
 
 pub mod client;
 mod lease;
+mod memory;
 mod recovery;
 mod spawn;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 use tracing::Instrument;
+
+use memory::Memory;
 
 pub use lease::{LeaseError, LeaseGuard};
 
@@ -92,18 +94,6 @@ impl std::future::Future for Driver {
     }
 }
 
-/// A sister run in progress.
-struct Running {
-    stop: Option<oneshot::Sender<Stop>>,
-    /// A user's command that waits for the run to end before it is committed.
-    waiting: Option<Command>,
-    /// The sprint as it is in the database, kept current by `transition`: this loop is
-    /// the only writer of a sprint once it is queued (the lease guarantees one loop).
-    sprint: Sprint,
-    /// The sprint's runs as the database holds them, this one included (as started).
-    runs: Vec<Run>,
-}
-
 /// The sprint `hanarang run` drives, and what tells which sprints are ahead of it.
 struct Only {
     id: String,
@@ -127,20 +117,13 @@ pub struct Orchestrator {
     /// Only this sprint, and the sprints ahead of it in its project's queue, are driven
     /// (`hanarang run`); all open sprints otherwise.
     only: Option<Only>,
-    running: HashMap<String, Running>,
+    /// Running sisters and the loop's copies of the sprints it wrote (`memory.rs`).
+    memory: Memory,
     finished_tx: mpsc::UnboundedSender<Finished>,
     finished_rx: mpsc::UnboundedReceiver<Finished>,
     /// A sprint reached a state that frees its project's pipeline lock since the queues
     /// were last read.
     lock_freed: bool,
-    /// Sprints this loop moved into a stage since the stages were last read, as written,
-    /// with their runs when the loop knows them: a pass right after a transition spawns
-    /// from these without reading them back.
-    entered_stage: Vec<(Sprint, Option<Vec<Run>>)>,
-    /// Sprints this loop moved to rest in `done` or `escalated` (where they wait for a
-    /// human's word), as written, with their runs: a command on one of them needs no read.
-    /// At most one per project: a resting sprint keeps its project's pipeline lock.
-    parked: HashMap<String, (Sprint, Vec<Run>)>,
     /// No transition starts a sister: while recovering (the loop spawns once it runs),
     /// while a later command of the batch being applied is for the same sprint, and once
     /// shutting down.
@@ -168,12 +151,10 @@ impl Orchestrator {
             store,
             lease,
             only: None,
-            running: HashMap::new(),
+            memory: Memory::default(),
             finished_tx,
             finished_rx,
             lock_freed: true,
-            entered_stage: Vec::new(),
-            parked: HashMap::new(),
             hold_spawns: true,
         };
         orchestrator.recover().await?;
@@ -321,17 +302,17 @@ impl Orchestrator {
                 }
             }
         }
+        let entered = self.memory.take_entered(look_for_commands);
         let in_stages = if look_for_commands {
-            self.entered_stage.clear();
             let from_db = self.store.sprints_in_stages().await?;
             from_db.into_iter().map(|s| (s, None)).collect()
         } else {
-            std::mem::take(&mut self.entered_stage)
+            entered
         };
         let now = now_ms();
         let mut next_due = IDLE;
         for (sprint, runs) in in_stages {
-            if !self.wants(&sprint) || self.running.contains_key(&sprint.id) {
+            if !self.wants(&sprint) || self.memory.runs_sister(&sprint.id) {
                 continue;
             }
             match sprint.next_run_at {
@@ -414,8 +395,8 @@ impl Orchestrator {
         mut runs: Option<Vec<Run>>,
     ) -> Result<Option<TransitionRecord>, OrchestratorError> {
         // Whatever happens, a copy kept from before is no longer the sprint.
-        self.parked.remove(&sprint.id);
-        let sister_running = self.running.contains_key(&sprint.id);
+        self.memory.forget(&sprint.id);
+        let sister_running = self.memory.runs_sister(&sprint.id);
         let facts = Facts {
             sprint_id: &sprint.id,
             sister_running,
@@ -423,7 +404,7 @@ impl Orchestrator {
         let t = match apply(sprint.position(), &event, facts, &self.policy) {
             Ok(t) => t,
             Err(refusal) => {
-                self.park(sprint.clone(), runs);
+                self.memory.park(sprint.clone(), runs);
                 if let Some(c) = command {
                     self.store
                         .resolve_command(c.id, CommandStatus::Refused, &refusal.reason, now_ms())
@@ -492,25 +473,10 @@ impl Orchestrator {
         if let Some(composed) = launch {
             let prepared = composed.prepare();
             self.launch(after, composed, prepared);
-        } else if let Some(running) = self.running.get_mut(&after.id) {
-            running.sprint = after;
-        } else if after.state.stage().is_some() {
-            self.entered_stage.push((after, runs));
         } else {
-            self.park(after, runs);
+            self.memory.keep(after, runs);
         }
         Ok(Some(record))
-    }
-
-    /// Keeps a sprint that rests in `done` or `escalated` with its runs, when they are
-    /// known and no sister of it runs.
-    fn park(&mut self, sprint: Sprint, runs: Option<Vec<Run>>) {
-        if let Some(runs) = runs
-            && matches!(sprint.state, State::Done | State::Escalated)
-            && !self.running.contains_key(&sprint.id)
-        {
-            self.parked.insert(sprint.id.clone(), (sprint, runs));
-        }
     }
 
     /// The sprint after a transition: the new position, plus what the event tells.
@@ -563,7 +529,7 @@ impl Orchestrator {
     async fn apply_command(&mut self, command: Command) -> Result<(), OrchestratorError> {
         let span = tracing::info_span!("command", id = command.id, sprint = %command.sprint_id, kind = command.kind.as_str());
         async {
-            let (sprint, runs) = match self.parked.remove(&command.sprint_id) {
+            let (sprint, runs) = match self.memory.take_parked(&command.sprint_id) {
                 Some((sprint, runs)) => (Some(sprint), Some(runs)),
                 None => (self.store.sprint(&command.sprint_id).await?, None),
             };
@@ -575,7 +541,7 @@ impl Orchestrator {
                 return Ok(());
             };
             let event = command.event();
-            if let Some(running) = self.running.get_mut(&sprint.id) {
+            if let Some(running) = self.memory.running_of(&sprint.id) {
                 if running.waiting.is_some() {
                     // Another command is being carried out; this one waits its turn.
                     return Ok(());
@@ -621,17 +587,11 @@ impl Orchestrator {
     async fn finish(&mut self, done: Finished) -> Result<(), OrchestratorError> {
         let span = tracing::info_span!("finish", sprint = %done.sprint_id, run = %done.run_id);
         async {
-            let waiting = self
-                .running
-                .get_mut(&done.sprint_id)
-                .and_then(|r| r.waiting.take());
-            let Some((sprint, runs)) = self
-                .running
-                .get_mut(&done.sprint_id)
-                .map(|r| (r.sprint.clone(), std::mem::take(&mut r.runs)))
-            else {
+            let Some(running) = self.memory.run(&done.run_id) else {
                 return Ok(());
             };
+            let waiting = running.waiting.take();
+            let (sprint, runs) = (running.sprint.clone(), std::mem::take(&mut running.runs));
             let report = done.report;
             let mut end = run_end(&done.run_id, &report);
             tracing::info!(outcome = %report.outcome, detail = %report.detail, "run ended");
@@ -659,17 +619,16 @@ impl Orchestrator {
                     self.transition(&sprint, event, Some(&end), Some(&command), None)
                         .await?;
                     // A handed-off stage runs again, in a fresh session.
-                    if let Some(ended) = self.running.remove(&done.sprint_id)
+                    if let Some(ended) = self.memory.end(&done.run_id)
                         && ended.sprint.state.stage().is_some()
                     {
-                        let runs = with_end(runs, &end);
-                        self.entered_stage.push((ended.sprint, Some(runs)));
+                        self.memory.keep(ended.sprint, Some(with_end(runs, &end)));
                     }
                     return Ok(());
                 }
                 None => {}
             }
-            self.running.remove(&done.sprint_id);
+            self.memory.end(&done.run_id);
             let event = match (&report.outcome, &report.message) {
                 (RunOutcome::Handoff, Some(valid)) => Event::Reported {
                     actor: valid.message.actor(),
@@ -718,12 +677,8 @@ impl Orchestrator {
     /// retry policy (an interrupted deploy escalates), so nothing is left in flight.
     async fn stop_all(&mut self) -> Result<(), OrchestratorError> {
         self.hold_spawns = true;
-        for running in self.running.values_mut() {
-            if let Some(tx) = running.stop.take() {
-                let _ = tx.send(Stop::Shutdown);
-            }
-        }
-        while !self.running.is_empty() {
+        self.memory.stop_all(Stop::Shutdown);
+        while self.memory.any_running() {
             let Some(done) = self.finished_rx.recv().await else {
                 break;
             };

@@ -6,7 +6,8 @@
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use super::{Finished, Orchestrator, OrchestratorError, Running, now_ms};
+use super::memory::Running;
+use super::{Finished, Orchestrator, OrchestratorError, now_ms};
 use crate::domain::run_id;
 use crate::handoff::compose::{Known, Observed, after_handoff, synthesize};
 use crate::handoff::message::{HandoffMessage, ReviewIssue, Severity};
@@ -196,8 +197,8 @@ impl Orchestrator {
         tracing::info!(parent: &span, round = sprint.round, attempt = sprint.attempt, "spawning sister");
         let (stop_tx, stop) = oneshot::channel();
         let sprint_id = sprint.id.clone();
-        self.running.insert(
-            sprint.id.clone(),
+        self.memory.launch(
+            run_id.clone(),
             Running {
                 stop: Some(stop_tx),
                 waiting: None,
