@@ -4,9 +4,14 @@
 //!
 //! Every transition is one database transaction that writes the sprint's new state,
 //! appends to its log (contiguous `seq`), closes the run that caused it and answers the
-//! command that asked for it. The SQL is kept portable (a PostgreSQL backend is planned);
-//! SQLite specifics are confined to `open`, `BEGIN_WRITE` and `relaxed` (a per-batch
-//! `PRAGMA synchronous`).
+//! command that asked for it.
+//!
+//! Written for SQLite only, so far. Its specifics are not yet confined to one place:
+//! `open` (pragmas, the setup lock, `VACUUM INTO` backups), `BEGIN_WRITE`, `relaxed` (a
+//! per-batch `PRAGMA synchronous`), `last_insert_rowid`, `sqlite_master`, `group_concat`
+//! in `status_json`, error-text parsing in `commit_once`, `SqliteArguments` in the bind
+//! helpers, and the JSON triggers of migration 0007. A second engine needs them behind
+//! one interface first (issue 15, item 2).
 
 pub mod rows;
 
