@@ -11,7 +11,7 @@
 //! per-batch `PRAGMA synchronous`), `last_insert_rowid`, `sqlite_master`, `group_concat`
 //! in `status_json`, error-text parsing in `commit_once`, `SqliteArguments` in the bind
 //! helpers, and the JSON triggers of migration 0007. A second engine needs them behind
-//! one interface first (issue 15, item 2).
+//! one interface first.
 
 pub mod rows;
 
