@@ -18,7 +18,8 @@
 //!    peak is the runner's alone. Target < 2 × `max_output_bytes` + 20 MB.
 
 mod common;
-#[path = "../tests/support/mod.rs"]
+#[allow(dead_code)] // the benchmark uses a part of the tests' support
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::io::{Read, Write};

@@ -1,6 +1,5 @@
 //! Shared fixtures for the integration tests: temporary folders, the fixture sisters, and
 //! run requests built the way the orchestrator builds them.
-#![allow(dead_code)] // each test binary uses its own part of this module
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,7 +14,11 @@ use hanarang::pipeline::{Event, Facts, Policy, apply};
 use hanarang::sister::{ContractFile, RunRequest};
 use hanarang::store::{Commit, NewRun, RunEnd, Sprint, Store, StoreError, TransitionRecord};
 
+// The fakes stand in for whole services: they record every field a request carried (shown
+// when a test fails) and offer scenarios that no test drives at the moment.
+#[allow(dead_code)]
 pub mod fake_discord;
+#[allow(dead_code)]
 pub mod fake_model;
 pub mod http;
 pub mod pipeline;

@@ -3,8 +3,6 @@
 //! sprint goes on — re-run for planning and reviewing, escalated for a deploy. The
 //! transitions log has no gap and no duplicate.
 
-mod support;
-
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -13,8 +11,9 @@ use hanarang::pipeline::State;
 use hanarang::pipeline::fsm::{Escalation, Note};
 use hanarang::sister::RunOutcome;
 use hanarang::store::Store;
-use support::pipeline::{Files, PATIENCE, Setup, assert_log_is_whole, wait_for};
-use support::{alive, commit_event, record_planner_run};
+
+use crate::support::pipeline::{Files, PATIENCE, Setup, assert_log_is_whole, wait_for};
+use crate::support::{alive, commit_event, record_planner_run};
 
 struct Serve {
     child: Child,

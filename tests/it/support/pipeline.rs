@@ -2,7 +2,7 @@
 //! scripted sister (`tests/fixtures/sisters/scripted.sh`) playing each role, a real SQLite
 //! database, and either an in-process orchestrator or the real `hanarang` binary.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -342,8 +342,4 @@ pub fn assert_log_is_whole(log: &[TransitionRecord]) {
 
 pub fn workdir(files: &Files, project: &str) -> PathBuf {
     files.dir.path().join(project)
-}
-
-pub fn exists(path: &Path) -> bool {
-    path.exists()
 }

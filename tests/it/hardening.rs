@@ -1,11 +1,10 @@
 //! Adversarial cases that stay in the suite: hostile text from goals and sisters, secrets
 //! in the config, oversized files, and what the commands print of them.
 
-mod support;
-
 use std::process::{Command, Stdio};
 
-use support::pipeline::{Files, Setup};
+use crate::support;
+use crate::support::pipeline::{Files, Setup};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
