@@ -3,7 +3,7 @@
 //! sprint goes on — re-run for planning and reviewing, escalated for a deploy. The
 //! transitions log has no gap and no duplicate.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use hanarang::handoff::message::Actor;
@@ -22,12 +22,8 @@ struct Serve {
 impl Serve {
     fn start(files: &Files, log: &str) -> Serve {
         let log = std::fs::File::create(files.dir.path().join(log)).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_hanarang"))
-            .arg("--config")
-            .arg(&files.config_path)
-            .arg("serve")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+        let child = files
+            .serve()
             .stderr(log)
             .spawn()
             .expect("start hanarang serve");

@@ -112,15 +112,12 @@ impl Bot {
 
 /// `hanarang serve` on the files' config, with the fake's token, its log on a pipe.
 fn spawn_serve(files: &Files) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_hanarang"))
-        .arg("--config")
-        .arg(&files.config_path)
-        .arg("serve")
+    files
+        .serve()
         .env(
             "HANARANG_TEST_DISCORD_TOKEN",
             support::fake_discord::FAKE_TOKEN,
         )
-        .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start serve")

@@ -238,13 +238,9 @@ struct Serve {
 
 impl Serve {
     fn start(files: &Files) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hanarang"))
-            .arg("--config")
-            .arg(&files.config_path)
-            .arg("serve")
+        let mut child = files
+            .serve()
             .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("start serve");

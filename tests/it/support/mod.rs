@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -23,13 +24,19 @@ pub mod fake_model;
 pub mod http;
 pub mod pipeline;
 
-/// A fresh folder under the system temp dir, removed when dropped.
+/// A fresh folder, removed when dropped.
 pub struct TempDir(PathBuf);
 
 impl TempDir {
+    /// Under the system temp dir.
     pub fn new(label: &str) -> TempDir {
+        TempDir::new_in(&std::env::temp_dir(), label)
+    }
+
+    /// Under `root` (the benchmarks put some on tmpfs).
+    pub fn new_in(root: &Path, label: &str) -> TempDir {
         static N: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
+        let path = root.join(format!(
             "hanarang-test-{label}-{}-{}",
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
@@ -48,6 +55,20 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// `hanarang serve` on `config`, started as an operator starts it: nothing on stdin or
+/// stdout; the caller says where its log (stderr) goes. `hanarang` is the binary, the
+/// tests' build or the benchmarks' release one.
+pub fn serve(hanarang: &Path, config: &Path) -> Command {
+    let mut command = Command::new(hanarang);
+    command
+        .arg("--config")
+        .arg(config)
+        .arg("serve")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    command
 }
 
 /// The TOML of one preset, uncommented, as an operator would uncomment it.

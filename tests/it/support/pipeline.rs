@@ -2,7 +2,7 @@
 //! scripted sister (`tests/fixtures/sisters/scripted.sh`) playing each role, a real SQLite
 //! database, and either an in-process orchestrator or the real `hanarang` binary.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -168,6 +168,11 @@ args = {erang}
         std::fs::read_to_string(self.state_dir.join(format!("{actor}.hanging")))
             .ok()
             .and_then(|s| s.trim().parse().ok())
+    }
+
+    /// `hanarang serve` on this pipeline's config, as [`super::serve`] starts it.
+    pub fn serve(&self) -> Command {
+        super::serve(Path::new(env!("CARGO_BIN_EXE_hanarang")), &self.config_path)
     }
 
     /// Runs the real binary with this pipeline's config.
