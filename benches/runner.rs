@@ -18,14 +18,15 @@
 //!    peak is the runner's alone. Target < 2 × `max_output_bytes` + 20 MB.
 
 mod common;
-#[path = "../tests/support/mod.rs"]
+#[allow(dead_code)] // the benchmark uses a part of the tests' support
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{fs_type, machine};
+use common::{fs_type, machine, median, mib, us};
 use hanarang::config::AgentConfig;
 use hanarang::handoff::message::Actor;
 use hanarang::sister::{RunControl, RunReport, RunRequest, render_prompt, run};
@@ -248,11 +249,11 @@ fn overhead() {
         println!(
             "{:<w$} {:>11} {:>11} {:>11} {:>11} {:>11} {:>7.3}  {verdict}{}",
             row.label,
-            micros(mean(&row.runner)),
-            micros(median(&row.runner)),
-            micros(mean(&row.bare)),
-            micros(median(&row.bare)),
-            micros(median(&row.runner).saturating_sub(median(&row.bare))),
+            us(mean(&row.runner)),
+            us(median(&row.runner)),
+            us(mean(&row.bare)),
+            us(median(&row.bare)),
+            us(median(&row.runner).saturating_sub(median(&row.bare))),
             ratio,
             if notes.is_empty() {
                 String::new()
@@ -266,8 +267,8 @@ fn overhead() {
     );
     println!(
         "  a fresh runs/<run id>.contract.json: {}; one contract file rewritten: {}",
-        micros(contract_write(&dir, FreshPerRun)),
-        micros(contract_write(&dir, Rewritten))
+        us(contract_write(&dir, FreshPerRun)),
+        us(contract_write(&dir, Rewritten))
     );
 }
 
@@ -403,20 +404,6 @@ fn mean(samples: &[Duration]) -> Duration {
     samples.iter().sum::<Duration>() / n
 }
 
-fn median(samples: &[Duration]) -> Duration {
-    let mut sorted = samples.to_vec();
-    sorted.sort_unstable();
-    match sorted.len() {
-        0 => Duration::ZERO,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
-    }
-}
-
-fn micros(d: Duration) -> String {
-    format!("{:.0} µs", d.as_secs_f64() * 1e6)
-}
-
 // --- 2. peak memory ---------------------------------------------------------------------
 
 /// In the child process: one run of the case's sister, then this process's peak RSS.
@@ -508,8 +495,4 @@ fn parse_fields(line: &str) -> Vec<(String, String)> {
         .filter_map(|f| f.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
-}
-
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }

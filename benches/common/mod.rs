@@ -1,5 +1,9 @@
-//! What both benchmarks report about the machine they ran on.
-#![allow(dead_code)]
+//! What both benchmarks report about the machine they ran on, and the numbers they both
+//! print.
+
+use std::time::Duration;
+
+pub const MIB: f64 = 1024.0 * 1024.0;
 
 pub fn machine() -> String {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
@@ -30,4 +34,24 @@ pub fn fs_type(path: &std::path::Path) -> Option<String> {
         })
         .max_by_key(|(len, _)| *len)
         .map(|(_, kind)| kind)
+}
+
+/// The median (of an even count, the mean of the middle two); zero for no samples.
+pub fn median(samples: &[Duration]) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    match sorted.len() {
+        0 => Duration::ZERO,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
+    }
+}
+
+/// Microseconds, rounded: `412 µs`.
+pub fn us(d: Duration) -> String {
+    format!("{:.0} µs", d.as_secs_f64() * 1e6)
+}
+
+pub fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / MIB)
 }

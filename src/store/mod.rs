@@ -261,7 +261,7 @@ pub struct RunEnd {
 #[derive(Debug, Clone)]
 pub struct NewRun<'a> {
     pub sprint_id: &'a str,
-    /// The next number among the sprint's runs; the run's id is `Store::run_id`.
+    /// The next number among the sprint's runs; the run's id is `domain::run_id`.
     pub number: i64,
     pub actor: Actor,
     pub round: u32,
@@ -813,7 +813,7 @@ impl Store {
     // --- runs ----------------------------------------------------------------------------
 
     /// Records a run before it is spawned, so a crash while it runs is found at restart.
-    /// Returns its id (`Store::run_id`). A number already taken is an error: nothing is
+    /// Returns its id (`domain::run_id`). A number already taken is an error: nothing is
     /// overwritten.
     ///
     /// A deploy's start is written at FULL durability: after a power cut it must be found

@@ -171,6 +171,11 @@ args = {erang}
             .and_then(|s| s.trim().parse().ok())
     }
 
+    /// `hanarang serve` on this pipeline's config, as [`super::serve`] starts it.
+    pub fn serve(&self) -> Command {
+        super::serve(Path::new(env!("CARGO_BIN_EXE_hanarang")), &self.config_path)
+    }
+
     /// Runs the real binary with this pipeline's config.
     pub fn hanarang(&self, args: &[&str]) -> std::process::Output {
         Command::new(env!("CARGO_BIN_EXE_hanarang"))
@@ -343,8 +348,4 @@ pub fn assert_log_is_whole(log: &[TransitionRecord]) {
 
 pub fn workdir(files: &Files, project: &str) -> PathBuf {
     files.dir.path().join(project)
-}
-
-pub fn exists(path: &Path) -> bool {
-    path.exists()
 }

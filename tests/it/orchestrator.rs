@@ -1,8 +1,6 @@
 //! Every transition of the pipeline driven end to end: a real orchestrator, a real SQLite
 //! database and real sister processes (the scripted fixture sister) misbehaving on cue.
 
-mod support;
-
 use hanarang::handoff::message::Actor;
 use hanarang::orchestrator::client::Answer;
 use hanarang::orchestrator::{LeaseError, Orchestrator, OrchestratorError};
@@ -10,8 +8,10 @@ use hanarang::pipeline::State;
 use hanarang::pipeline::fsm::{Escalation, Note};
 use hanarang::sister::RunOutcome;
 use hanarang::store::CommandKind;
-use support::alive;
-use support::pipeline::{Files, Pipeline, Setup, assert_log_is_whole, path};
+
+use crate::support;
+use crate::support::alive;
+use crate::support::pipeline::{Files, Pipeline, Setup, assert_log_is_whole, path};
 
 fn outcomes(runs: &[hanarang::store::Run]) -> Vec<String> {
     runs.iter()

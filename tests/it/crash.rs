@@ -3,9 +3,7 @@
 //! sprint goes on — re-run for planning and reviewing, escalated for a deploy. The
 //! transitions log has no gap and no duplicate.
 
-mod support;
-
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use hanarang::handoff::message::Actor;
@@ -13,8 +11,9 @@ use hanarang::pipeline::State;
 use hanarang::pipeline::fsm::{Escalation, Note};
 use hanarang::sister::RunOutcome;
 use hanarang::store::Store;
-use support::pipeline::{Files, PATIENCE, Setup, assert_log_is_whole, wait_for};
-use support::{alive, commit_event, record_planner_run};
+
+use crate::support::pipeline::{Files, PATIENCE, Setup, assert_log_is_whole, wait_for};
+use crate::support::{alive, commit_event, record_planner_run};
 
 struct Serve {
     child: Child,
@@ -23,12 +22,8 @@ struct Serve {
 impl Serve {
     fn start(files: &Files, log: &str) -> Serve {
         let log = std::fs::File::create(files.dir.path().join(log)).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_hanarang"))
-            .arg("--config")
-            .arg(&files.config_path)
-            .arg("serve")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+        let child = files
+            .serve()
             .stderr(log)
             .spawn()
             .expect("start hanarang serve");

@@ -1,15 +1,14 @@
 //! Handoff on demand: a user stops the running sister and a fresh session of it starts
 //! from a document composed from what the stopped one was given and what it observably did.
 
-mod support;
-
 use hanarang::handoff::message::Actor;
 use hanarang::orchestrator::client::Answer;
 use hanarang::pipeline::State;
 use hanarang::sister::RunOutcome;
 use hanarang::store::CommandKind;
-use support::pipeline::{Files, Pipeline, Setup, assert_log_is_whole, workdir};
-use support::{alive, git};
+
+use crate::support::pipeline::{Files, Pipeline, Setup, assert_log_is_whole, workdir};
+use crate::support::{alive, git};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_handoff_restarts_the_sister_with_what_the_stopped_session_did() {

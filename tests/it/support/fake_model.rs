@@ -1,4 +1,4 @@
-//! A model API on loopback for the real agent CLIs (tests/real_clis.rs): Anthropic's
+//! A model API on loopback for the real agent CLIs (the `real_clis` tests): Anthropic's
 //! Messages API (Claude Code), OpenAI's Responses API (Codex) and Chat Completions API
 //! (OpenClaw with an OpenAI-compatible provider), all streaming server-sent events over
 //! HTTP/1.1 the way the real services do.

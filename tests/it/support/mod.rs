@@ -1,9 +1,9 @@
 //! Shared fixtures for the integration tests: temporary folders, the fixture sisters, and
 //! run requests built the way the orchestrator builds them.
-#![allow(dead_code)] // each test binary uses its own part of this module
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -15,18 +15,28 @@ use hanarang::pipeline::{Event, Facts, Policy, apply};
 use hanarang::sister::{ContractFile, RunRequest};
 use hanarang::store::{Commit, NewRun, RunEnd, Sprint, Store, StoreError, TransitionRecord};
 
+// The fakes stand in for whole services: they record every field a request carried (shown
+// when a test fails) and offer scenarios that no test drives at the moment.
+#[allow(dead_code)]
 pub mod fake_discord;
+#[allow(dead_code)]
 pub mod fake_model;
 pub mod http;
 pub mod pipeline;
 
-/// A fresh folder under the system temp dir, removed when dropped.
+/// A fresh folder, removed when dropped.
 pub struct TempDir(PathBuf);
 
 impl TempDir {
+    /// Under the system temp dir.
     pub fn new(label: &str) -> TempDir {
+        TempDir::new_in(&std::env::temp_dir(), label)
+    }
+
+    /// Under `root` (the benchmarks put some on tmpfs).
+    pub fn new_in(root: &Path, label: &str) -> TempDir {
         static N: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
+        let path = root.join(format!(
             "hanarang-test-{label}-{}-{}",
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
@@ -45,6 +55,20 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// `hanarang serve` on `config`, started as an operator starts it: nothing on stdin or
+/// stdout; the caller says where its log (stderr) goes. `hanarang` is the binary, the
+/// tests' build or the benchmarks' release one.
+pub fn serve(hanarang: &Path, config: &Path) -> Command {
+    let mut command = Command::new(hanarang);
+    command
+        .arg("--config")
+        .arg(config)
+        .arg("serve")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    command
 }
 
 /// The TOML of one preset, uncommented, as an operator would uncomment it.

@@ -2,18 +2,18 @@
 //! on loopback (REST through serenity's proxy setting, a real gateway WebSocket), a real
 //! orchestrator and database, and scripted sisters.
 
-mod support;
-
 use std::time::Duration;
 
 use hanarang::discord::{self, StartError, Token};
 use hanarang::pipeline::State;
 use hanarang::store::CommandKind;
 use serde_json::{Value, json};
-use support::fake_discord::{FakeConfig, FakeDiscord, ResponseKind};
-use support::pipeline::{Files, PATIENCE, Pipeline, Setup};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+use crate::support;
+use crate::support::fake_discord::{FakeConfig, FakeDiscord, ResponseKind};
+use crate::support::pipeline::{Files, PATIENCE, Pipeline, Setup};
 
 const USER: u64 = 500;
 const APPROVER: u64 = 501;
@@ -112,15 +112,12 @@ impl Bot {
 
 /// `hanarang serve` on the files' config, with the fake's token, its log on a pipe.
 fn spawn_serve(files: &Files) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_hanarang"))
-        .arg("--config")
-        .arg(&files.config_path)
-        .arg("serve")
+    files
+        .serve()
         .env(
             "HANARANG_TEST_DISCORD_TOKEN",
             support::fake_discord::FAKE_TOKEN,
         )
-        .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start serve")

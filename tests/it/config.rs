@@ -8,6 +8,8 @@ use std::time::Duration;
 use hanarang::config::{Config, ConfigProblem, Locale, ParseError};
 use hanarang::handoff::message::Actor;
 
+use crate::support::TempDir;
+
 fn problems(text: &str) -> Vec<ConfigProblem> {
     match Config::parse(text, Path::new(".")) {
         Err(ParseError::Invalid(p)) => p,
@@ -93,7 +95,7 @@ fn a_sisters_table_overrides_agent_and_merges_env() {
 
 #[test]
 fn every_problem_is_reported_at_once_with_its_key() {
-    let dir = tempdir();
+    let dir = TempDir::new("config");
     let text = format!(
         r#"
         [database]
@@ -240,7 +242,7 @@ fn syntax_errors_name_the_line() {
 
 #[test]
 fn relative_workdirs_start_at_the_config_files_folder() {
-    let dir = tempdir();
+    let dir = TempDir::new("config");
     std::fs::create_dir(dir.path().join("repo")).unwrap();
     let c = Config::parse("[projects.app]\nworkdir = \"repo\"", dir.path()).unwrap();
     assert_eq!(
@@ -251,7 +253,7 @@ fn relative_workdirs_start_at_the_config_files_folder() {
 
 #[test]
 fn the_example_config_is_valid_once_its_workdir_exists() {
-    let dir = tempdir();
+    let dir = TempDir::new("config");
     let example =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.toml.example"))
             .unwrap()
@@ -290,7 +292,7 @@ fn hanarang(dir: &Path, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn config_check_prints_the_resolved_config_or_every_problem_and_exits_2() {
-    let dir = tempdir();
+    let dir = TempDir::new("config");
     std::fs::create_dir(dir.path().join("repo")).unwrap();
     std::fs::write(
         dir.path().join("config.toml"),
@@ -326,7 +328,7 @@ fn config_check_prints_the_resolved_config_or_every_problem_and_exits_2() {
 
 #[test]
 fn config_check_without_a_config_says_where_it_looked() {
-    let dir = tempdir();
+    let dir = TempDir::new("config");
     let out = hanarang(dir.path(), &["config", "check"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
@@ -338,7 +340,7 @@ fn config_check_without_a_config_says_where_it_looked() {
 
 #[test]
 fn the_token_is_never_printed() {
-    let dir = tempdir();
+    let dir = TempDir::new("config");
     std::fs::write(
         dir.path().join("config.toml"),
         "[discord]\ntoken_env = \"HANARANG_TEST_TOKEN\"\nguild_id = 1\nforum_channel_id = 2\nuser_id = 3\n",
@@ -358,32 +360,4 @@ fn the_token_is_never_printed() {
     );
     assert!(!all.contains("secret-token-value-123"));
     assert!(all.contains("HANARANG_TEST_TOKEN"));
-}
-
-/// A fresh directory under the target dir, removed at the end of the test.
-fn tempdir() -> TempDir {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let path = std::env::temp_dir().join(format!(
-        "hanarang-config-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&path);
-    std::fs::create_dir_all(&path).unwrap();
-    TempDir(path)
-}
-
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

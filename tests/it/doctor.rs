@@ -1,12 +1,11 @@
 //! `hanarang doctor` as an operator runs it before the first start: a plain line per
 //! check, the fix for each failure, exit 0 only when all pass. Discord is the fake.
 
-mod support;
-
 use std::process::Command;
 
-use support::fake_discord::{FakeConfig, FakeDiscord};
-use support::pipeline::{Files, Setup};
+use crate::support;
+use crate::support::fake_discord::{FakeConfig, FakeDiscord};
+use crate::support::pipeline::{Files, Setup};
 
 fn doctor(files: &Files, token: Option<&str>) -> (i32, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hanarang"));

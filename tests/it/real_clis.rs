@@ -7,17 +7,18 @@
 //!
 //! Without Node.js and npm these tests fail, naming what to install.
 
-mod support;
-
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::fake_model::{Answer, FakeModel, INPUT_TOKENS, OUTPUT_TOKENS, implemented_file};
-use support::{TempDir, git, preset};
 use tokio::process::Command;
+
+use crate::support::fake_model::{
+    Answer, FakeModel, INPUT_TOKENS, OUTPUT_TOKENS, implemented_file,
+};
+use crate::support::{TempDir, git, preset};
 
 /// A whole sprint with a real CLI takes seconds; this only keeps a broken one from
 /// hanging the suite.

@@ -1,15 +1,14 @@
-//! The fake Discord in `tests/support/fake_discord.rs` works with the real serenity client
+//! The fake Discord in `support::fake_discord` works with the real serenity client
 //! and a real poise framework: handshake, command registration, interactions and the REST
 //! calls the bridge makes.
-
-mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use poise::serenity_prelude as serenity;
 use serde_json::json;
-use support::fake_discord::{FakeConfig, FakeDiscord, ResponseKind};
+
+use crate::support::fake_discord::{FakeConfig, FakeDiscord, ResponseKind};
 
 const WAIT: Duration = Duration::from_secs(30);
 const USER: u64 = 200_000_000_000_000_001;

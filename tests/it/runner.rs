@@ -3,17 +3,16 @@
 //! checks the outcome, the detail the user sees, and that nothing of the sister's process
 //! group is left alive.
 
-mod support;
-
 use std::time::Duration;
 
 use hanarang::handoff::message::{Actor, Verdict};
 use hanarang::pipeline::{Event, Facts, Policy, State, apply};
 use hanarang::sister::process::live_members;
 use hanarang::sister::{RunControl, RunOutcome, RunReport, Stop, run};
-use support::pipeline::PATIENCE;
-use support::{Fixture, TempDir, alive, git};
 use tokio::sync::oneshot;
+
+use crate::support::pipeline::PATIENCE;
+use crate::support::{Fixture, TempDir, alive, git};
 
 async fn run_fixture(fixture: &Fixture) -> RunReport {
     let report = run(&fixture.request, RunControl::unattended()).await;

@@ -3,15 +3,14 @@
 //! ids typed by hand, a failing agent that must say why, `run` waiting behind another
 //! sprint, Ctrl-C, and a terminal.
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use support::pipeline::{Files, Setup};
-use support::{TempDir, sister_script};
+use crate::support;
+use crate::support::pipeline::{Files, Setup};
+use crate::support::{TempDir, sister_script};
 
 fn hanarang() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hanarang"));

@@ -1,16 +1,15 @@
 //! Steering long-running sisters, as the people in the forum thread and at the terminal
 //! see it: handoff on demand from Discord, stall detection, and the escalation digest.
 
-mod support;
-
 use hanarang::discord::{self, Token};
 use hanarang::handoff::message::Actor;
 use hanarang::pipeline::State;
 use hanarang::sister::RunOutcome;
 use serde_json::json;
-use support::fake_discord::{FakeConfig, FakeDiscord, FakeMessage};
-use support::pipeline::{Files, PATIENCE, Pipeline, Setup};
 use tokio::sync::oneshot;
+
+use crate::support::fake_discord::{FakeConfig, FakeDiscord, FakeMessage};
+use crate::support::pipeline::{Files, PATIENCE, Pipeline, Setup};
 
 const USER: u64 = 500;
 

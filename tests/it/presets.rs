@@ -2,14 +2,13 @@
 //! against a stand-in that checks the flags the preset passes and prints the tool's
 //! documented envelope: the message must come out extracted and validated.
 
-mod support;
-
 use std::path::Path;
 
 use hanarang::config::Config;
 use hanarang::handoff::message::Actor;
 use hanarang::sister::{RunControl, RunOutcome, run};
-use support::{Fixture, preset};
+
+use crate::support::{Fixture, preset};
 
 fn stand_in(tool: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -1,11 +1,10 @@
 //! Adversarial cases that stay in the suite: hostile text from goals and sisters, secrets
 //! in the config, oversized files, and what the commands print of them.
 
-mod support;
-
 use std::process::{Command, Stdio};
 
-use support::pipeline::{Files, Setup};
+use crate::support;
+use crate::support::pipeline::{Files, Setup};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -239,13 +238,9 @@ struct Serve {
 
 impl Serve {
     fn start(files: &Files) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hanarang"))
-            .arg("--config")
-            .arg(&files.config_path)
-            .arg("serve")
+        let mut child = files
+            .serve()
             .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("start serve");

@@ -2,15 +2,14 @@
 //! upgrade that backs the file up before migrating, bad rows reported, not panicked on, and
 //! a transition prepared on a stale read refused whole.
 
-mod support;
-
 use hanarang::handoff::HandoffDocument;
 use hanarang::handoff::{Actor, Verdict};
 use hanarang::pipeline::{Event, State};
 use hanarang::sister::RunOutcome;
 use hanarang::store::{MigrationStatus, Run, RunEnd, Sprint, Store, StoreError};
 use sqlx::sqlite::SqlitePoolOptions;
-use support::{TempDir, commit_event, planner_run};
+
+use crate::support::{TempDir, commit_event, planner_run};
 
 fn url(dir: &TempDir) -> String {
     format!("sqlite://{}", dir.path().join("hanarang.db").display())

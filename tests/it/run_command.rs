@@ -1,12 +1,11 @@
 //! `hanarang run` and `hanarang demo` in the foreground, as a person at a terminal sees
 //! them: the sprint's lines on the console, the deploy question, and the exit codes.
 
-mod support;
-
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use support::pipeline::{Files, Setup};
+use crate::support;
+use crate::support::pipeline::{Files, Setup};
 
 fn run(files: &Files, args: &[&str], stdin: &str) -> (i32, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hanarang"))

@@ -1,0 +1,28 @@
+//! The integration tests, one binary: each module is the scenarios of one part (named as
+//! the part it drives), `support` the fixtures they share. One binary links the library
+//! and the support code once, where a binary per file linked them once each.
+//!
+//! All the tests share this process, so none changes what is the process's own (its
+//! environment, its current folder, its signal handlers): a test that needs another
+//! environment or folder gives it to the child process it starts.
+
+mod support;
+
+mod config;
+mod crash;
+mod discord;
+mod doctor;
+mod fake_discord;
+mod first_contact;
+mod fsm;
+mod handoff;
+mod hardening;
+mod orchestrator;
+mod presets;
+mod real_clis;
+mod run_command;
+mod runner;
+mod steering;
+mod store;
+mod validate_corpus;
+mod validate_props;
