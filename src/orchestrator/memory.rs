@@ -112,10 +112,8 @@ impl Memory {
         self.parked.remove(sprint_id)
     }
 
-    /// The sprints that entered a stage since the last call; `clear` drops them (the
-    /// stages are being read from the database instead).
-    pub fn take_entered(&mut self, clear: bool) -> Vec<(Sprint, Option<Vec<Run>>)> {
-        let entered = std::mem::take(&mut self.entered_stage);
-        if clear { Vec::new() } else { entered }
+    /// The sprints that entered a stage since the last call.
+    pub fn take_entered(&mut self) -> Vec<(Sprint, Option<Vec<Run>>)> {
+        std::mem::take(&mut self.entered_stage)
     }
 }

@@ -302,7 +302,9 @@ impl Orchestrator {
                 }
             }
         }
-        let entered = self.memory.take_entered(look_for_commands);
+        // A pass that reads the stages from the database drops these copies: the read
+        // holds them too.
+        let entered = self.memory.take_entered();
         let in_stages = if look_for_commands {
             let from_db = self.store.sprints_in_stages().await?;
             from_db.into_iter().map(|s| (s, None)).collect()

@@ -196,6 +196,18 @@ fn all_text(value: &Value, out: &mut String) {
     }
 }
 
+/// A tool result's text: a plain string, or the text of its content blocks.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        other => {
+            let mut text = String::new();
+            all_text(other, &mut text);
+            text
+        }
+    }
+}
+
 /// The last 40-hex word of what the shell tool printed: the commit `git rev-parse`
 /// named.
 fn commit_in(text: &str) -> Option<String> {
@@ -226,12 +238,7 @@ fn messages_progress(body: &Value) -> Progress {
                     progress.handed_over = true;
                 }
                 Some("tool_result") if block["tool_use_id"] == SHELL_CALL => {
-                    let mut text = String::new();
-                    all_text(&block["content"], &mut text);
-                    if let Value::String(s) = &block["content"] {
-                        text.push_str(s);
-                    }
-                    progress.shell_output = Some(text);
+                    progress.shell_output = Some(text_of(&block["content"]));
                 }
                 _ => {}
             }
@@ -246,12 +253,7 @@ fn chat_progress(body: &Value) -> Progress {
     // result is the shell's.
     for message in body["messages"].as_array().into_iter().flatten() {
         if message["role"] == "tool" {
-            let mut text = String::new();
-            all_text(&message["content"], &mut text);
-            if let Value::String(s) = &message["content"] {
-                text.push_str(s);
-            }
-            progress.shell_output = Some(text);
+            progress.shell_output = Some(text_of(&message["content"]));
         }
     }
     progress
@@ -265,9 +267,7 @@ fn responses_progress(body: &Value) -> Progress {
             Some("custom_tool_call_output" | "function_call_output")
         );
         if output && item["call_id"] == SHELL_CALL {
-            let mut text = String::new();
-            all_text(&item["output"], &mut text);
-            progress.shell_output = Some(text);
+            progress.shell_output = Some(text_of(&item["output"]));
         }
     }
     progress
@@ -296,8 +296,8 @@ fn handoff(prompt: &Prompt, progress: &str, next: &str) -> Value {
 
 /// The sister's HandoffMessage, as a model that did its job would write it.
 fn message(prompt: &Prompt, shell_output: Option<&str>) -> Value {
-    let (usage_in, usage_out) = (1, 1); // what a model claims; the CLI's count wins
-    let usage = json!({ "inputTokens": usage_in, "outputTokens": usage_out });
+    // What the model claims it used; the CLI's own count must win where it has one.
+    let usage = json!({ "inputTokens": 1, "outputTokens": 1 });
     match prompt.actor.as_str() {
         "harang" => json!({
             "actor": "harang",
