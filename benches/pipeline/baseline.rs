@@ -4,13 +4,10 @@
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use hanarang::clock::now_ms;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use hanarang::store::testing::Floor;
 
 use crate::setup::PROJECT;
 use crate::sprints::{BareRun, Step, Template, verdict};
@@ -24,24 +21,6 @@ pub struct BaselineRun {
     pub mismatches: usize,
 }
 
-/// A database opened the way the store opens its own (`test_before_acquire` is sqlx's
-/// default, `true`, in the store).
-pub async fn open_like_store(path: &Path, test_before_acquire: bool) -> SqlitePool {
-    let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
-        .expect("a database URL")
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Full)
-        .busy_timeout(Duration::from_secs(10))
-        .foreign_keys(true);
-    SqlitePoolOptions::new()
-        .max_connections(4)
-        .test_before_acquire(test_before_acquire)
-        .connect_with(options)
-        .await
-        .expect("open the baseline database")
-}
-
 /// What the pipeline's sprints cost at the least: for each of `n` sprints, the same
 /// sister spawns and one durable commit per transition, in the order the pipeline took
 /// them.
@@ -49,14 +28,10 @@ pub async fn baseline_once(bin: &Path, template: &Template, n: usize, label: &st
     let dir = TempDir::new(label);
     let workdir = dir.path().join(PROJECT);
     std::fs::create_dir_all(&workdir).expect("create the workdir");
-    let pool = open_like_store(&dir.path().join("baseline.db"), true).await;
-    sqlx::query(
-        "CREATE TABLE log (id INTEGER PRIMARY KEY AUTOINCREMENT, sprint INTEGER NOT NULL,
-             seq INTEGER NOT NULL, event TEXT NOT NULL, event_json TEXT NOT NULL, at INTEGER NOT NULL)",
-    )
-    .execute(&pool)
-    .await
-    .expect("create the baseline table");
+    let floor = Floor::open(&dir.path().join("baseline.db"), true)
+        .await
+        .expect("open the baseline database");
+    floor.create_log().await.expect("create the baseline table");
 
     let mut spawns = Vec::new();
     let mut commits = Vec::new();
@@ -79,14 +54,23 @@ pub async fn baseline_once(bin: &Path, template: &Template, n: usize, label: &st
                 Step::Commit { event, event_json } => {
                     seq += 1;
                     let t = Instant::now();
-                    commit_one(&pool, sprint, seq, event, event_json).await;
+                    floor
+                        .append(
+                            i64::try_from(sprint).unwrap_or(i64::MAX),
+                            seq,
+                            event,
+                            event_json,
+                            now_ms(),
+                        )
+                        .await
+                        .expect("commit a row");
                     commits.push(t.elapsed());
                 }
             }
         }
     }
     let elapsed = started.elapsed();
-    pool.close().await;
+    floor.close().await;
     BaselineRun {
         _dir: dir,
         elapsed,
@@ -94,24 +78,6 @@ pub async fn baseline_once(bin: &Path, template: &Template, n: usize, label: &st
         commits,
         mismatches,
     }
-}
-
-/// One transaction that takes the write lock at once (as the store's), one row, commit.
-async fn commit_one(pool: &SqlitePool, sprint: usize, seq: i64, event: &str, event_json: &str) {
-    let mut tx = pool
-        .begin_with("BEGIN IMMEDIATE")
-        .await
-        .expect("begin a transaction");
-    sqlx::query("INSERT INTO log (sprint, seq, event, event_json, at) VALUES (?, ?, ?, ?, ?)")
-        .bind(i64::try_from(sprint).unwrap_or(i64::MAX))
-        .bind(seq)
-        .bind(event)
-        .bind(event_json)
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await
-        .expect("insert a row");
-    tx.commit().await.expect("commit");
 }
 
 /// The sister spawned by hand: same program, args and environment as the runner gives

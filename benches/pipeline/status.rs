@@ -4,20 +4,18 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use hanarang::clock::now_ms;
 use hanarang::config::Config;
 use hanarang::pipeline::{Event, Facts, Policy, apply};
+use hanarang::store::testing::{Floor, count_runs};
 use hanarang::store::{CommandKind, Commit, NewRun, RunEnd, Sprint, Store};
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 
-use crate::baseline::open_like_store;
 use crate::common::{median, mib, us};
 use crate::numbers::spread;
 use crate::serve::SERVE_SPRINTS;
-use crate::setup::{PROJECT, Setup, create_sprints, goal, hanarang_binary};
+use crate::setup::{PROJECT, Setup, create_sprints, goal};
 use crate::sprints::{History, Template};
 use crate::support::TempDir;
 
@@ -187,24 +185,16 @@ pub fn status(
 
     // Where the time of the status command goes, in this process: what report::status
     // does, step by step, on the database with history.
-    for (db, with_index) in [(dbs.get(1), false), (dbs.get(2), true)] {
-        let Some(db) = db else { continue };
-        let steps = rt.block_on(status_steps(&db.setup, with_index));
+    for db in dbs.iter().skip(1) {
+        let steps = rt.block_on(status_steps(&db.setup));
         println!(
-            "in process, median of {}, {}: Store::open {}; sprints() {} (sqlx fetching the raw rows alone: {}); spend_by_sprint() {}{}; JSON: to_value {}, pretty text {} (compact: {})",
+            "in process, median of {}, {}: Store::open {}; sprints() {} (sqlx fetching the raw rows alone: {}); spend_by_sprint() {}; JSON: to_value {}, pretty text {} (compact: {})",
             2 * STATUS_SAMPLES,
             db.label,
             us(steps.open),
             us(steps.sprints),
             us(steps.raw_rows),
             us(steps.spend),
-            steps
-                .spend_indexed
-                .map(|d| format!(
-                    " (with a covering index on runs (sprint_id, input_tokens, output_tokens, cost_usd): {})",
-                    us(d)
-                ))
-                .unwrap_or_default(),
             us(steps.to_value),
             us(steps.pretty),
             us(steps.compact)
@@ -360,7 +350,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
 async fn db_size(setup: &Setup) -> (i64, i64, u64) {
     let store = Store::open(&setup.url()).await.expect("open a database");
     let sprints = store.sprints().await.map_or(0, |s| s.len() as i64);
-    let run_count = count_runs(&setup.db).await;
+    let run_count = count_runs(&setup.url()).await.unwrap_or(0);
     store.close().await;
     let bytes = ["", "-wal"]
         .iter()
@@ -368,26 +358,6 @@ async fn db_size(setup: &Setup) -> (i64, i64, u64) {
         .map(|m| m.len())
         .sum();
     (sprints, run_count, bytes)
-}
-
-/// How many runs a database holds (read only).
-async fn count_runs(db: &Path) -> i64 {
-    let Ok(options) = SqliteConnectOptions::from_str(&format!("sqlite://{}", db.display())) else {
-        return 0;
-    };
-    let Ok(pool) = SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(options.read_only(true))
-        .await
-    else {
-        return 0;
-    };
-    let n = sqlx::query_scalar("SELECT COUNT(*) FROM runs")
-        .fetch_one(&pool)
-        .await
-        .unwrap_or(0);
-    pool.close().await;
-    n
 }
 
 /// `hanarang --config C sprint status [--json]`: whether it succeeded, and its stdout
@@ -422,46 +392,21 @@ struct StatusSteps {
     /// `SELECT * FROM sprints ORDER BY number` through a pool, rows not decoded.
     raw_rows: Duration,
     spend: Duration,
-    /// `spend_by_sprint` on a copy of the database with a covering index.
-    spend_indexed: Option<Duration>,
     to_value: Duration,
     pretty: Duration,
     compact: Duration,
 }
 
 /// What `report::status` does for `--json`, step by step: open, the two queries, the
-/// JSON value and its text. With `with_index`, `spend_by_sprint` is also timed on a copy
-/// of the database that has a covering index for it.
-async fn status_steps(setup: &Setup, with_index: bool) -> StatusSteps {
+/// JSON value and its text.
+async fn status_steps(setup: &Setup) -> StatusSteps {
     let mut t_open = Vec::new();
     let mut t_sprints = Vec::new();
     let mut t_raw = Vec::new();
     let mut t_spend = Vec::new();
-    let mut t_indexed = Vec::new();
     let mut t_value = Vec::new();
     let mut t_pretty = Vec::new();
     let mut t_compact = Vec::new();
-    let indexed = if with_index {
-        let copy = Setup::new("status-indexed", &hanarang_binary());
-        for suffix in ["", "-wal"] {
-            let from = PathBuf::from(format!("{}{suffix}", setup.db.display()));
-            if from.exists() {
-                let to = PathBuf::from(format!("{}{suffix}", copy.db.display()));
-                std::fs::copy(&from, &to).expect("copy the database");
-            }
-        }
-        let pool = open_like_store(&copy.db, true).await;
-        sqlx::query(
-            "CREATE INDEX bench_runs_spend ON runs (sprint_id, input_tokens, output_tokens, cost_usd)",
-        )
-        .execute(&pool)
-        .await
-        .expect("create the index");
-        pool.close().await;
-        Some(copy)
-    } else {
-        None
-    };
     for _ in 0..2 * STATUS_SAMPLES {
         let t = Instant::now();
         let store = Store::open(&setup.url()).await.expect("open a database");
@@ -498,33 +443,20 @@ async fn status_steps(setup: &Setup, with_index: bool) -> StatusSteps {
 
         // As fresh as the store's connection after its migration check: schema read,
         // the table's pages not yet in this connection's cache.
-        let pool = open_like_store(&setup.db, true).await;
-        let _ = sqlx::query("SELECT version FROM _sqlx_migrations")
-            .fetch_all(&pool)
-            .await;
-        let t = Instant::now();
-        let rows = sqlx::query("SELECT * FROM sprints ORDER BY number")
-            .fetch_all(&pool)
+        let floor = Floor::open(&setup.db, true)
             .await
-            .unwrap_or_default();
+            .expect("open the database bare");
+        let _ = floor.read_schema().await;
+        let t = Instant::now();
+        let _ = floor.fetch_sprint_rows().await;
         t_raw.push(t.elapsed());
-        drop(rows);
-        pool.close().await;
-
-        if let Some(copy) = &indexed {
-            let store = Store::open(&copy.url()).await.expect("open the copy");
-            let t = Instant::now();
-            let _ = store.spend_by_sprint().await;
-            t_indexed.push(t.elapsed());
-            store.close().await;
-        }
+        floor.close().await;
     }
     StatusSteps {
         open: median(&t_open),
         sprints: median(&t_sprints),
         raw_rows: median(&t_raw),
         spend: median(&t_spend),
-        spend_indexed: indexed.is_some().then(|| median(&t_indexed)),
         to_value: median(&t_value),
         pretty: median(&t_pretty),
         compact: median(&t_compact),

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use hanarang::handoff::message::Actor;
 use hanarang::sister::{ContractFile, RunControl, RunRequest};
 use hanarang::store::Store;
+use hanarang::store::testing::Floor;
 
-use crate::baseline::{baseline_once, open_like_store, spawn_bare};
+use crate::baseline::{baseline_once, spawn_bare};
 use crate::child::pipeline_child;
 use crate::common::{median, us};
 use crate::numbers::{loadavg_1, ms, percentile};
@@ -321,8 +322,16 @@ fn reference_costs(
             reads.push(t.elapsed());
         }
         store.close().await;
-        let on = open_like_store(&setup.dir.path().join("ping-on.db"), true).await;
-        let off = open_like_store(&setup.dir.path().join("ping-off.db"), false).await;
+        let open = |name: &str, ping| {
+            let path = setup.dir.path().join(name);
+            async move {
+                Floor::open(&path, ping)
+                    .await
+                    .expect("open a floor database")
+            }
+        };
+        let on = open("ping-on.db", true).await;
+        let off = open("ping-off.db", false).await;
         let (mut with_ping, mut without) = (Vec::new(), Vec::new());
         for i in 0..10 * REFERENCE_SAMPLES {
             for (pool, times) in if i % 2 == 0 {
@@ -331,11 +340,7 @@ fn reference_costs(
                 [(&off, &mut without), (&on, &mut with_ping)]
             } {
                 let t = Instant::now();
-                let _: Option<i64> = sqlx::query_scalar("SELECT 1")
-                    .fetch_optional(pool)
-                    .await
-                    .ok()
-                    .flatten();
+                let _ = pool.select_one().await;
                 times.push(t.elapsed());
             }
         }

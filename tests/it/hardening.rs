@@ -197,15 +197,9 @@ async fn a_database_from_a_newer_hanarang_is_refused_naming_both_versions() {
     );
     let url = files.config().database.url;
     // A newer binary's migration, as sqlx records it.
-    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    sqlx::query(
-        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
-         VALUES (20991231000000, 'from the future', 1, x'00', 0)",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
-    pool.close().await;
+    hanarang::store::testing::record_newer_migration(&url, 20991231000000)
+        .await
+        .unwrap();
     let before = std::fs::read(files.dir.path().join("hanarang.db")).unwrap();
     for args in [
         &["sprint", "status"][..],
@@ -328,23 +322,13 @@ async fn a_result_that_meets_a_locked_database_is_committed_once_it_is_free() {
     );
     // Another process (a backup, the sqlite3 shell) takes the write lock and keeps it.
     let url = files.config().database.url;
-    let mut holder = {
-        use sqlx::ConnectOptions;
-        url.parse::<sqlx::sqlite::SqliteConnectOptions>()
-            .unwrap()
-            .connect()
-            .await
-            .expect("a connection of the test's own")
-    };
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut holder)
+    let holder = hanarang::store::testing::WriteLock::take(&url)
         .await
-        .unwrap();
+        .expect("the write lock, on a connection of the test's own");
     // The implementer finishes while the lock is held: its result cannot be committed.
     std::fs::write(&go, "").unwrap();
     serve.expect_log("the database is locked by another process; commit a transition: will retry");
-    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
-    drop(holder);
+    holder.release().await.unwrap();
     // Once free, the kept result is committed: the implementer is not run again.
     wait_until(
         || state_of(&files, "1") == "done",

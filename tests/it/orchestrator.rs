@@ -637,22 +637,13 @@ async fn an_abort_given_with_an_approval_lands_before_the_deploy_starts() {
     let s = p.start_sprint("app", "one", None).await;
     p.wait_for(&s.id, State::Done).await;
     // Both in one transaction, so the loop reads them together.
-    let pool = sqlx::SqlitePool::connect(&p.config.database.url)
-        .await
-        .unwrap();
-    let mut tx = pool.begin().await.unwrap();
-    for kind in ["approve", "abort"] {
-        sqlx::query(
-            "INSERT INTO commands (sprint_id, kind, text, by, created_at) VALUES (?, ?, NULL, 'cli', 1)",
-        )
-        .bind(&s.id)
-        .bind(kind)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    }
-    tx.commit().await.unwrap();
-    pool.close().await;
+    hanarang::store::testing::submit_commands_together(
+        &p.config.database.url,
+        &s.id,
+        &[CommandKind::Approve, CommandKind::Abort],
+    )
+    .await
+    .unwrap();
     p.handle.wake();
     p.wait_for(&s.id, State::Aborted).await;
     let log = p.transitions(&s.id).await;

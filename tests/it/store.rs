@@ -6,21 +6,13 @@ use hanarang::handoff::HandoffDocument;
 use hanarang::handoff::{Actor, Verdict};
 use hanarang::pipeline::{Event, State};
 use hanarang::sister::RunOutcome;
+use hanarang::store::testing;
 use hanarang::store::{MigrationStatus, Run, RunEnd, Sprint, Store, StoreError};
-use sqlx::sqlite::SqlitePoolOptions;
 
 use crate::support::{TempDir, commit_event, planner_run};
 
 fn url(dir: &TempDir) -> String {
     format!("sqlite://{}", dir.path().join("hanarang.db").display())
-}
-
-async fn raw(url: &str) -> sqlx::SqlitePool {
-    SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect(url)
-        .await
-        .expect("a raw connection")
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -57,17 +49,7 @@ async fn an_upgrade_backs_the_database_up_before_migrating() {
         .unwrap();
     store.close().await;
     // Make it look like a database from before the last migration.
-    let pool = raw(&url).await;
-    for undo in [
-        "DROP TRIGGER sprints_status_doc_insert",
-        "DROP TRIGGER sprints_status_doc_update",
-        "DROP VIEW sprint_status_doc",
-        "ALTER TABLE sprints DROP COLUMN status_doc",
-        "DELETE FROM _sqlx_migrations WHERE version = 7",
-    ] {
-        sqlx::query(undo).execute(&pool).await.unwrap();
-    }
-    pool.close().await;
+    testing::undo_last_migration(&url).await.unwrap();
     assert_eq!(
         Store::migration_status(&url).await.unwrap(),
         MigrationStatus::Pending(vec![7])
@@ -108,12 +90,9 @@ async fn a_bad_row_is_an_error_that_names_it() {
         .create_sprint("app", "goal", None, "b", 1)
         .await
         .unwrap();
-    let pool = raw(&url).await;
-    sqlx::query("UPDATE sprints SET state = 'sleeping'")
-        .execute(&pool)
+    testing::overwrite_sprint_state(&url, "SPRINT-001", "sleeping")
         .await
         .unwrap();
-    pool.close().await;
     match store.sprint("SPRINT-001").await {
         Err(StoreError::Corrupt { table, key, what }) => {
             assert_eq!((table, key.as_str()), ("sprints", "SPRINT-001"));

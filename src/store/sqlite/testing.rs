@@ -1,0 +1,204 @@
+//! What the test suite and the benchmarks do to a SQLite database that hanarang itself
+//! never does: rows it would not write, a schema from before the last migration, the
+//! write lock held by another process, and the bare floor a benchmark compares the store
+//! with. It is here so that all SQL stays in the store. Every function opens its own
+//! connection to `url`, as another process would, and closes it before it returns (the last
+//! connection to close moves SQLite's write-ahead log into the file).
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
+};
+use sqlx::{ConnectOptions, Connection};
+
+use crate::store::{CommandKind, Result};
+
+async fn connect(url: &str) -> Result<SqliteConnection> {
+    Ok(SqliteConnectOptions::from_str(url)?.connect().await?)
+}
+
+/// Several commands for one sprint in one transaction, so the orchestrator reads them
+/// in one batch, as given at once.
+pub async fn submit_commands_together(
+    url: &str,
+    sprint_id: &str,
+    kinds: &[CommandKind],
+) -> Result<()> {
+    let mut conn = connect(url).await?;
+    let mut tx = conn.begin().await?;
+    for kind in kinds {
+        sqlx::query(
+            "INSERT INTO commands (sprint_id, kind, text, by, created_at) VALUES (?, ?, NULL, 'cli', 1)",
+        )
+        .bind(sprint_id)
+        .bind(kind.as_str())
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    conn.close().await?;
+    Ok(())
+}
+
+/// Records a migration this binary does not have, as a newer hanarang's sqlx would.
+pub async fn record_newer_migration(url: &str, version: i64) -> Result<()> {
+    let mut conn = connect(url).await?;
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+         VALUES (?, 'from a newer hanarang', 1, x'00', 0)",
+    )
+    .bind(version)
+    .execute(&mut conn)
+    .await?;
+    conn.close().await?;
+    Ok(())
+}
+
+/// Takes the database back to before its last migration (0007, the stored status
+/// documents), as a database an older hanarang left.
+pub async fn undo_last_migration(url: &str) -> Result<()> {
+    let mut conn = connect(url).await?;
+    for undo in [
+        "DROP TRIGGER sprints_status_doc_insert",
+        "DROP TRIGGER sprints_status_doc_update",
+        "DROP VIEW sprint_status_doc",
+        "ALTER TABLE sprints DROP COLUMN status_doc",
+        "DELETE FROM _sqlx_migrations WHERE version = 7",
+    ] {
+        sqlx::query(undo).execute(&mut conn).await?;
+    }
+    conn.close().await?;
+    Ok(())
+}
+
+/// Writes `state` into a sprint's row as it is, whether or not it names a state.
+pub async fn overwrite_sprint_state(url: &str, sprint_id: &str, state: &str) -> Result<()> {
+    let mut conn = connect(url).await?;
+    sqlx::query("UPDATE sprints SET state = ? WHERE id = ?")
+        .bind(state)
+        .bind(sprint_id)
+        .execute(&mut conn)
+        .await?;
+    conn.close().await?;
+    Ok(())
+}
+
+/// The database's write lock, held by a connection of its own (as a backup or the
+/// `sqlite3` shell would) until `release`.
+pub struct WriteLock(SqliteConnection);
+
+impl WriteLock {
+    pub async fn take(url: &str) -> Result<WriteLock> {
+        let mut conn = connect(url).await?;
+        sqlx::query("BEGIN IMMEDIATE").execute(&mut conn).await?;
+        Ok(WriteLock(conn))
+    }
+
+    pub async fn release(mut self) -> Result<()> {
+        sqlx::query("ROLLBACK").execute(&mut self.0).await?;
+        self.0.close().await?;
+        Ok(())
+    }
+}
+
+/// How many runs the database at `url` holds (read only).
+pub async fn count_runs(url: &str) -> Result<i64> {
+    let mut conn = SqliteConnectOptions::from_str(url)?
+        .read_only(true)
+        .connect()
+        .await?;
+    let n = sqlx::query_scalar("SELECT COUNT(*) FROM runs")
+        .fetch_one(&mut conn)
+        .await?;
+    conn.close().await?;
+    Ok(n)
+}
+
+/// The least a benchmark's durable work costs: a database file opened as the store opens
+/// its own (WAL, FULL, a busy timeout), without the store.
+pub struct Floor(SqlitePool);
+
+impl Floor {
+    /// `ping`: whether sqlx tests each connection before handing it out (its default;
+    /// the store turns it off).
+    pub async fn open(path: &Path, ping: bool) -> Result<Floor> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        Ok(Floor(
+            SqlitePoolOptions::new()
+                .max_connections(4)
+                .test_before_acquire(ping)
+                .connect_with(options)
+                .await?,
+        ))
+    }
+
+    /// A table of log rows, for `append`.
+    pub async fn create_log(&self) -> Result<()> {
+        sqlx::query(
+            "CREATE TABLE log (id INTEGER PRIMARY KEY AUTOINCREMENT, sprint INTEGER NOT NULL,
+                 seq INTEGER NOT NULL, event TEXT NOT NULL, event_json TEXT NOT NULL, at INTEGER NOT NULL)",
+        )
+        .execute(&self.0)
+        .await?;
+        Ok(())
+    }
+
+    /// One durable transaction that takes the write lock at once (as the store's): one
+    /// row, commit.
+    pub async fn append(
+        &self,
+        sprint: i64,
+        seq: i64,
+        event: &str,
+        event_json: &str,
+        at: i64,
+    ) -> Result<()> {
+        let mut tx = self.0.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query("INSERT INTO log (sprint, seq, event, event_json, at) VALUES (?, ?, ?, ?, ?)")
+            .bind(sprint)
+            .bind(seq)
+            .bind(event)
+            .bind(event_json)
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// One statement's round trip through the pool (`SELECT 1`).
+    pub async fn select_one(&self) -> Result<()> {
+        sqlx::query("SELECT 1").fetch_optional(&self.0).await?;
+        Ok(())
+    }
+
+    /// Reads the schema (as the store's migration check does when it opens).
+    pub async fn read_schema(&self) -> Result<()> {
+        sqlx::query("SELECT version FROM _sqlx_migrations")
+            .fetch_all(&self.0)
+            .await?;
+        Ok(())
+    }
+
+    /// Every row of a hanarang database's `sprints`, fetched and not decoded; how many.
+    pub async fn fetch_sprint_rows(&self) -> Result<usize> {
+        Ok(sqlx::query("SELECT * FROM sprints ORDER BY number")
+            .fetch_all(&self.0)
+            .await?
+            .len())
+    }
+
+    pub async fn close(&self) {
+        self.0.close().await;
+    }
+}
