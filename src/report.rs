@@ -10,7 +10,7 @@ use crate::domain::parse_run_id;
 use crate::notify::messages::{Context, one_line, render};
 use crate::output::escape_controls;
 use crate::output::{Exit, print_json};
-use crate::store::{Run, Spend, Sprint, Store};
+use crate::store::{Run, Spend, Sprint, SprintStatus, Store};
 use crate::{errln, out, outln};
 
 /// How many of a failed run's last stderr lines `sprint log` shows under it.
@@ -53,19 +53,11 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
     };
     let spend_of = |s: &Sprint| spend.get(&s.id).cloned().unwrap_or_default();
     if as_json {
-        /// A sprint with its spend.
-        #[derive(serde::Serialize)]
-        struct WithUsage<'a> {
-            #[serde(flatten)]
-            sprint: &'a Sprint,
-            usage: Spend,
-        }
-        let rows: Vec<WithUsage<'_>> = sprints
+        let spends: Vec<Spend> = sprints.iter().map(spend_of).collect();
+        let rows: Vec<SprintStatus<'_>> = sprints
             .iter()
-            .map(|sprint| WithUsage {
-                sprint,
-                usage: spend_of(sprint),
-            })
+            .zip(&spends)
+            .map(|(sprint, usage)| SprintStatus { sprint, usage })
             .collect();
         return match (id, rows.first()) {
             (Some(_), Some(one)) => print_json(one),

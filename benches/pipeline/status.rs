@@ -350,7 +350,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
 async fn db_size(setup: &Setup) -> (i64, i64, u64) {
     let store = Store::open(&setup.url()).await.expect("open a database");
     let sprints = store.sprints().await.map_or(0, |s| s.len() as i64);
-    let run_count = count_runs(&setup.url()).await.unwrap_or(0);
+    let run_count = count_runs(&store).await.unwrap_or(0);
     store.close().await;
     let bytes = ["", "-wal"]
         .iter()

@@ -10,9 +10,11 @@
 //! What every engine shares lives here: the records (`rows`), what a commit carries, the
 //! errors, and the rule that a write waits out a lock held by another process
 //! (`retry_locked`) instead of failing. Each engine is a module with its own SQL and a
-//! migrations folder: `sqlite` (`migrations/sqlite/`). A second engine is another module,
-//! another folder and another arm of `on_engine!`.
+//! migrations folder: `sqlite` (`migrations/sqlite/`, the embedded default) and `postgres`
+//! (`migrations/postgres/`). The SQL both run alike is written once, in `portable`.
 
+mod portable;
+mod postgres;
 pub mod rows;
 mod sqlite;
 
@@ -20,14 +22,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use rows::{
-    Command, CommandKind, CommandStatus, ForumPost, Lease, Run, Spend, Sprint, TransitionRecord,
-    Usage,
+    Command, CommandKind, CommandStatus, ForumPost, Lease, Run, Spend, Sprint, SprintStatus,
+    TransitionRecord, Usage,
 };
-/// For the test suite and the benchmarks only: what hanarang itself never does to a
-/// database (rows it would not write, an older schema, a lock held by another process,
-/// the bare floor a benchmark compares with). Here so that all SQL stays in the store.
-#[doc(hidden)]
-pub use sqlite::testing;
 
 use crate::domain::Actor;
 use crate::domain::RunOutcome;
@@ -65,6 +62,10 @@ pub enum StoreError {
         "no database at {}: nothing has been started with this config yet (`hanarang sprint start`, `run` or `serve` create it; check database.url)", .0.display()
     )]
     NoDatabase(PathBuf),
+    #[error(
+        "the database {0} has no hanarang tables yet: nothing has been started with this config (`hanarang sprint start`, `run` or `serve` create them; check database.url)"
+    )]
+    NotSetUp(String),
     #[error("{0} changed while this transition was prepared; it was not applied")]
     Conflict(String),
     #[error(
@@ -81,7 +82,7 @@ impl StoreError {
     pub fn is_locked(&self) -> bool {
         match self {
             StoreError::Sql(sqlx::Error::PoolTimedOut) => true,
-            StoreError::Sql(e) => sqlite::is_busy(e),
+            StoreError::Sql(e) => sqlite::is_busy(e) || postgres::is_busy(e),
             _ => false,
         }
     }
@@ -166,6 +167,7 @@ pub struct Store {
 #[derive(Debug, Clone)]
 enum Engine {
     Sqlite(sqlite::Db),
+    Postgres(postgres::Db),
 }
 
 /// Runs `$body` with `$db` bound to the engine behind `$store`. Each arm is its own
@@ -174,9 +176,13 @@ macro_rules! on_engine {
     ($store:expr, $db:ident => $body:expr) => {
         match &$store.engine {
             Engine::Sqlite($db) => $body,
+            Engine::Postgres($db) => $body,
         }
     };
 }
+
+#[doc(hidden)]
+pub mod testing;
 
 /// The new state of a sprint after a transition, and what else the same transaction
 /// records.
@@ -197,6 +203,46 @@ pub struct Commit<'a> {
     /// The run the move into a stage starts at once, recorded with it (as `start_run`
     /// would, at the transition's durability). Its focus, if any, is `after`'s no more.
     pub start: Option<NewRun<'a>>,
+}
+
+impl Commit<'_> {
+    /// The `seq` of the log entry this commit appends.
+    fn seq(&self) -> i64 {
+        self.before.last_seq + 1
+    }
+
+    /// The event and the note as the log stores them.
+    fn encoded(&self) -> Result<(String, Option<String>)> {
+        let event =
+            serde_json::to_string(self.event).map_err(|e| StoreError::Encode("event", e))?;
+        let note = self
+            .transition
+            .note
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::Encode("note", e))?;
+        Ok((event, note))
+    }
+
+    /// What was written, as `transitions` reads it back, once the log gave it `global_seq`.
+    fn record(&self, global_seq: i64) -> TransitionRecord {
+        TransitionRecord {
+            global_seq,
+            sprint_id: self.before.id.clone(),
+            seq: self.seq(),
+            from: self.transition.from.state,
+            to: self.transition.to.state,
+            event: self.event.name(),
+            round: self.transition.to.round,
+            attempt: self.transition.to.attempt,
+            at: self.at,
+            run_id: self.run.map(|r| r.run_id.clone()),
+            branch: Some(self.after.branch.clone()),
+            detail: self.event.clone(),
+            note: self.transition.note.clone(),
+        }
+    }
 }
 
 /// How a run ended, as recorded.
@@ -253,11 +299,14 @@ impl Store {
     /// migrations; a database that already has tables is backed up before an upgrade
     /// touches it.
     pub async fn open(url: &str) -> Result<Store> {
-        let (db, runs_dir) = sqlite::Db::open(url).await?;
-        Ok(Store {
-            engine: Engine::Sqlite(db),
-            runs_dir,
-        })
+        let (engine, runs_dir) = if postgres::is_postgres(url) {
+            let (db, runs_dir) = postgres::Db::open(url).await?;
+            (Engine::Postgres(db), runs_dir)
+        } else {
+            let (db, runs_dir) = sqlite::Db::open(url).await?;
+            (Engine::Sqlite(db), runs_dir)
+        };
+        Ok(Store { engine, runs_dir })
     }
 
     /// Opens a database that already exists, for the commands that only read it or act on
@@ -271,12 +320,27 @@ impl Store {
                 std::path::absolute(&path).unwrap_or(path),
             ));
         }
+        if postgres::is_postgres(url)
+            && Store::migration_status(url).await? == MigrationStatus::NotCreated
+        {
+            return Err(StoreError::NotSetUp(redacted(url)));
+        }
         Store::open(url).await
     }
 
     /// Reads, without changing anything, which migrations a database still needs.
     pub async fn migration_status(url: &str) -> Result<MigrationStatus> {
-        sqlite::Db::migration_status(url).await
+        if postgres::is_postgres(url) {
+            postgres::Db::migration_status(url).await
+        } else {
+            sqlite::Db::migration_status(url).await
+        }
+    }
+
+    /// The engine and its version, e.g. `SQLite 3.50.4` or `PostgreSQL 15.20` (for
+    /// `doctor`).
+    pub async fn engine_version(&self) -> Result<String> {
+        on_engine!(self, db => db.server_version().await)
     }
 
     /// Whether the database is still the one this store opened: a SQLite file removed (or
@@ -289,8 +353,12 @@ impl Store {
     /// The same database through a connection of the orchestrator loop's own, which does
     /// all of the loop's writes one at a time. Call it on the runtime that will use it.
     pub fn single_connection(&self) -> Store {
+        let engine = match &self.engine {
+            Engine::Sqlite(db) => Engine::Sqlite(db.single_connection()),
+            Engine::Postgres(db) => Engine::Postgres(db.single_connection()),
+        };
         Store {
-            engine: on_engine!(self, db => Engine::Sqlite(db.single_connection())),
+            engine,
             runs_dir: self.runs_dir.clone(),
         }
     }
@@ -540,8 +608,40 @@ impl Store {
     }
 }
 
+/// A new sprint's branch: the template with the sprint's id and project put in.
+fn sprint_branch(template: &str, id: &str, project: &str) -> String {
+    let lower = id.to_lowercase();
+    crate::placeholder::substitute(
+        template,
+        &[
+            ("sprint", id),
+            ("sprint_lower", &lower),
+            ("project", project),
+        ],
+    )
+}
+
 /// The database file a `sqlite:` URL names (`None` for an in-memory database, or a URL
-/// that names no file).
+/// that names no file, as a PostgreSQL one).
 pub fn database_path(url: &str) -> Option<PathBuf> {
+    if postgres::is_postgres(url) {
+        return None;
+    }
     sqlite::database_path(url)
+}
+
+/// `url` without its password, for messages and logs: `postgres://user:secret@host/db`
+/// is shown as `postgres://user:***@host/db`.
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}{path}")
+        }
+        _ => url.to_string(),
+    }
 }

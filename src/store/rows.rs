@@ -382,6 +382,40 @@ pub(super) struct KeyedSpend {
     pub spend: Spend,
 }
 
+/// A sprint with its spend: one entry of `sprint status --json`.
+#[derive(Debug, Serialize)]
+pub struct SprintStatus<'a> {
+    #[serde(flatten)]
+    pub sprint: &'a Sprint,
+    pub usage: &'a Spend,
+}
+
+impl SprintStatus<'_> {
+    /// The list `sprint status --json` prints, compact.
+    pub fn list_json(sprints: &[(Sprint, Spend)]) -> Result<String, StoreError> {
+        let list: Vec<SprintStatus<'_>> = sprints
+            .iter()
+            .map(|(sprint, usage)| SprintStatus { sprint, usage })
+            .collect();
+        serde_json::to_string(&list).map_err(|e| StoreError::Encode("sprint status", e))
+    }
+}
+
+/// A sprint row with its rolled-up spend.
+#[derive(sqlx::FromRow)]
+pub(super) struct SprintSpendRaw {
+    #[sqlx(flatten)]
+    sprint: SprintRaw,
+    #[sqlx(flatten)]
+    spend: Spend,
+}
+
+impl SprintSpendRaw {
+    pub(super) fn parse(self) -> Result<(Sprint, Spend), StoreError> {
+        Ok((Sprint::try_from(self.sprint)?, self.spend))
+    }
+}
+
 /// A sprint's spend, in all and per sister.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Usage {

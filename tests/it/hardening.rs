@@ -197,9 +197,11 @@ async fn a_database_from_a_newer_hanarang_is_refused_naming_both_versions() {
     );
     let url = files.config().database.url;
     // A newer binary's migration, as sqlx records it.
-    hanarang::store::testing::record_newer_migration(&url, 20991231000000)
+    let store = hanarang::store::Store::open_existing(&url).await.unwrap();
+    hanarang::store::testing::record_newer_migration(&store, 20991231000000)
         .await
         .unwrap();
+    store.close().await;
     let before = std::fs::read(files.dir.path().join("hanarang.db")).unwrap();
     for args in [
         &["sprint", "status"][..],

@@ -638,7 +638,7 @@ async fn an_abort_given_with_an_approval_lands_before_the_deploy_starts() {
     p.wait_for(&s.id, State::Done).await;
     // Both in one transaction, so the loop reads them together.
     hanarang::store::testing::submit_commands_together(
-        &p.config.database.url,
+        &p.store,
         &s.id,
         &[CommandKind::Approve, CommandKind::Abort],
     )

@@ -1,6 +1,7 @@
-//! The database as operators meet it: several processes opening a fresh file at once, an
-//! upgrade that backs the file up before migrating, bad rows reported, not panicked on, and
-//! a transition prepared on a stale read refused whole.
+//! The database as operators meet it, on each engine (`on_each_engine!`): several
+//! processes opening a fresh database at once, bad rows reported, not panicked on, a
+//! database from a newer hanarang refused, a transition prepared on a stale read refused
+//! whole; and for SQLite an upgrade that backs the file up before migrating.
 
 use hanarang::handoff::HandoffDocument;
 use hanarang::handoff::{Actor, Verdict};
@@ -9,16 +10,20 @@ use hanarang::sister::RunOutcome;
 use hanarang::store::testing;
 use hanarang::store::{MigrationStatus, Run, RunEnd, Sprint, Store, StoreError};
 
-use crate::support::{TempDir, commit_event, planner_run};
+use crate::support::db::{Engine, TestDb, on_each_engine};
+use crate::support::{commit_event, planner_run};
 
-fn url(dir: &TempDir) -> String {
-    format!("sqlite://{}", dir.path().join("hanarang.db").display())
+/// How many migrations a current database of `engine` has applied.
+fn migrations(engine: Engine) -> usize {
+    match engine {
+        Engine::Sqlite => 7,
+        Engine::Postgres => 1,
+    }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn many_openers_of_a_fresh_database_all_succeed() {
-    let dir = TempDir::new("store");
-    let url = url(&dir);
+on_each_engine! {
+async fn many_openers_of_a_fresh_database_all_succeed(db) {
+    let url = db.url.clone();
     let opens = (0..6).map(|_| {
         let url = url.clone();
         tokio::spawn(async move { Store::open(&url).await.map(|_| ()) })
@@ -30,14 +35,39 @@ async fn many_openers_of_a_fresh_database_all_succeed() {
     }
     assert_eq!(
         Store::migration_status(&url).await.unwrap(),
-        MigrationStatus::Current { applied: 7 }
+        MigrationStatus::Current { applied: migrations(db.engine) }
     );
+}
+}
+
+on_each_engine! {
+/// A database whose tables a newer hanarang migrated is refused whole, naming both
+/// versions; the commands that only read never set one up.
+async fn a_database_from_a_newer_hanarang_is_refused(db) {
+    if db.engine == Engine::Postgres {
+        match Store::open_existing(&db.url).await {
+            Err(e @ StoreError::NotSetUp(_)) => assert!(e.to_string().contains("no hanarang tables yet"), "{e}"),
+            other => panic!("expected a database with no tables to be refused, got {other:?}"),
+        }
+        assert_eq!(Store::migration_status(&db.url).await.unwrap(), MigrationStatus::NotCreated);
+    }
+    let store = Store::open(&db.url).await.unwrap();
+    testing::record_newer_migration(&store, 20991231000000).await.unwrap();
+    store.close().await;
+    match Store::open(&db.url).await {
+        Err(e @ StoreError::TooNew { .. }) => assert!(
+            e.to_string().contains("it has migration 20991231000000, this binary knows migrations up to"),
+            "{e}"
+        ),
+        other => panic!("expected a newer database to be refused, got {other:?}"),
+    }
+}
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_upgrade_backs_the_database_up_before_migrating() {
-    let dir = TempDir::new("store");
-    let url = url(&dir);
+async fn an_upgrade_backs_the_sqlite_database_up_before_migrating() {
+    let db = TestDb::new(Engine::Sqlite, "store").await;
+    let (dir, url) = (&db.dir, db.url.clone());
     assert_eq!(
         Store::migration_status(&url).await.unwrap(),
         MigrationStatus::NotCreated
@@ -81,16 +111,14 @@ async fn an_upgrade_backs_the_database_up_before_migrating() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_bad_row_is_an_error_that_names_it() {
-    let dir = TempDir::new("store");
-    let url = url(&dir);
-    let store = Store::open(&url).await.unwrap();
+on_each_engine! {
+async fn a_bad_row_is_an_error_that_names_it(db) {
+    let store = Store::open(&db.url).await.unwrap();
     store
         .create_sprint("app", "goal", None, "b", 1)
         .await
         .unwrap();
-    testing::overwrite_sprint_state(&url, "SPRINT-001", "sleeping")
+    testing::overwrite_sprint_state(&store, "SPRINT-001", "sleeping")
         .await
         .unwrap();
     match store.sprint("SPRINT-001").await {
@@ -101,11 +129,11 @@ async fn a_bad_row_is_an_error_that_names_it() {
         other => panic!("expected a corrupt-row error, got {other:?}"),
     }
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing() {
-    let dir = TempDir::new("store");
-    let store = Store::open(&url(&dir)).await.unwrap();
+on_each_engine! {
+async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing(db) {
+    let store = Store::open(&db.url).await.unwrap();
     let sprint = store
         .create_sprint("app", "goal", None, "b", 1)
         .await
@@ -159,11 +187,11 @@ async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing() {
             .expect("a later commit goes through");
     }
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds() {
-    let dir = TempDir::new("store");
-    let store = Store::open(&url(&dir)).await.unwrap();
+on_each_engine! {
+async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds(db) {
+    let store = Store::open(&db.url).await.unwrap();
     let queued = store
         .create_sprint("app", "goal", None, "b", 1)
         .await
@@ -242,15 +270,15 @@ async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds() {
     );
     assert_eq!(store.runs(&planning.id).await.unwrap(), kept);
 }
+}
 
+on_each_engine! {
 /// `run`'s console acts on the state of the last line it printed: a sprint and its new log
 /// entries are read in one snapshot, whatever commits meanwhile.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_sprint_and_its_log_are_read_in_one_snapshot() {
+async fn a_sprint_and_its_log_are_read_in_one_snapshot(db) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    let dir = TempDir::new("store");
-    let store = Store::open(&url(&dir)).await.unwrap();
+    let store = Store::open(&db.url).await.unwrap();
     let current = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let reader = {
@@ -300,4 +328,5 @@ async fn a_sprint_and_its_log_are_read_in_one_snapshot() {
         reader.await.unwrap() > 0,
         "the reader read while sprints moved"
     );
+}
 }

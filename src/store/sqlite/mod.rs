@@ -8,10 +8,8 @@
 //! `Db` answers each call once: waiting out a lock held by another process is the store's
 //! (`Store` in `store/mod.rs`), for every engine alike.
 
-mod records;
-mod runs;
-mod sprints;
 pub mod testing;
+mod write;
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -23,6 +21,8 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 use super::{MigrationStatus, Result, StoreError};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+super::portable::portable_calls!(Sqlite);
 
 /// Takes SQLite's write lock at once, so a write transaction never fails half-way
 /// because another connection wrote first.
@@ -62,7 +62,7 @@ pub(super) struct Db {
     pool: SqlitePool,
     /// How `Db::single_connection` connects; `None` for an in-memory database (a second
     /// connection would be another database).
-    single: Option<SqliteConnectOptions>,
+    single: Option<std::sync::Arc<SqliteConnectOptions>>,
     /// The database file and which file it was when opened (device, inode); `None` for an
     /// in-memory database.
     file: Option<(PathBuf, (u64, u64))>,
@@ -164,7 +164,7 @@ impl Db {
             Some((filename.clone(), (m.dev(), m.ino())))
         };
         // A second pool on an in-memory database would be another database.
-        let single = (!in_memory).then_some(options);
+        let single = (!in_memory).then(|| std::sync::Arc::new(options));
         let runs_dir = if in_memory {
             std::env::temp_dir().join(format!("hanarang-runs-{}", std::process::id()))
         } else {
@@ -213,7 +213,7 @@ impl Db {
                 .idle_timeout(None)
                 .max_lifetime(None)
                 .test_before_acquire(false)
-                .connect_lazy_with(options.clone()),
+                .connect_lazy_with(SqliteConnectOptions::clone(options)),
             ..self.clone()
         }
     }
@@ -225,6 +225,33 @@ impl Db {
     /// A write transaction that takes SQLite's write lock at once (`BEGIN_WRITE`).
     async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>> {
         Ok(self.pool.begin_with(BEGIN_WRITE).await?)
+    }
+
+    pub async fn server_version(&self) -> Result<String> {
+        let version: String = sqlx::query_scalar("SELECT sqlite_version()")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(format!("SQLite {version}"))
+    }
+
+    /// A read transaction: SQLite reads all of it from one snapshot.
+    async fn begin_snapshot(&self) -> Result<Transaction<'static, Sqlite>> {
+        Ok(self.pool.begin().await?)
+    }
+
+    /// Every sprint with its spend as one JSON array: the documents each sprint row keeps
+    /// (kept current by the triggers of migration 0007), joined in order by SQLite, so no
+    /// 10,000 rows are built and handed one by one across sqlx's worker thread.
+    pub async fn status_json(&self) -> Result<String> {
+        // The subquery hands the rows over in its order (a sort inside the aggregate,
+        // `string_agg(.. ORDER BY number)`, costs three times the whole query).
+        let json: Option<String> = sqlx::query_scalar(
+            "SELECT '[' || COALESCE(group_concat(status_doc, ','), '') || ']'
+             FROM (SELECT status_doc FROM sprints ORDER BY number)",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(json.unwrap_or_else(|| "[]".into()))
     }
 
     /// Reads, without changing anything, which migrations a database still needs.

@@ -1,7 +1,7 @@
-//! What the test suite and the benchmarks do to a SQLite database that hanarang itself
-//! never does: rows it would not write, a schema from before the last migration, the
-//! write lock held by another process, and the bare floor a benchmark compares the store
-//! with. It is here so that all SQL stays in the store. Every function opens its own
+//! What the test suite and the benchmarks do to a SQLite database that only SQLite has: a
+//! schema from before its last migration, the write lock held by another process, and
+//! the bare floor a benchmark compares the store with (`store::testing`). Every function
+//! opens its own
 //! connection to `url`, as another process would, and closes it before it returns (the last
 //! connection to close moves SQLite's write-ahead log into the file).
 
@@ -15,47 +15,10 @@ use sqlx::sqlite::{
 };
 use sqlx::{ConnectOptions, Connection};
 
-use crate::store::{CommandKind, Result};
+use crate::store::Result;
 
 async fn connect(url: &str) -> Result<SqliteConnection> {
     Ok(SqliteConnectOptions::from_str(url)?.connect().await?)
-}
-
-/// Several commands for one sprint in one transaction, so the orchestrator reads them
-/// in one batch, as given at once.
-pub async fn submit_commands_together(
-    url: &str,
-    sprint_id: &str,
-    kinds: &[CommandKind],
-) -> Result<()> {
-    let mut conn = connect(url).await?;
-    let mut tx = conn.begin().await?;
-    for kind in kinds {
-        sqlx::query(
-            "INSERT INTO commands (sprint_id, kind, text, by, created_at) VALUES (?, ?, NULL, 'cli', 1)",
-        )
-        .bind(sprint_id)
-        .bind(kind.as_str())
-        .execute(&mut *tx)
-        .await?;
-    }
-    tx.commit().await?;
-    conn.close().await?;
-    Ok(())
-}
-
-/// Records a migration this binary does not have, as a newer hanarang's sqlx would.
-pub async fn record_newer_migration(url: &str, version: i64) -> Result<()> {
-    let mut conn = connect(url).await?;
-    sqlx::query(
-        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
-         VALUES (?, 'from a newer hanarang', 1, x'00', 0)",
-    )
-    .bind(version)
-    .execute(&mut conn)
-    .await?;
-    conn.close().await?;
-    Ok(())
 }
 
 /// Takes the database back to before its last migration (0007, the stored status
@@ -71,18 +34,6 @@ pub async fn undo_last_migration(url: &str) -> Result<()> {
     ] {
         sqlx::query(undo).execute(&mut conn).await?;
     }
-    conn.close().await?;
-    Ok(())
-}
-
-/// Writes `state` into a sprint's row as it is, whether or not it names a state.
-pub async fn overwrite_sprint_state(url: &str, sprint_id: &str, state: &str) -> Result<()> {
-    let mut conn = connect(url).await?;
-    sqlx::query("UPDATE sprints SET state = ? WHERE id = ?")
-        .bind(state)
-        .bind(sprint_id)
-        .execute(&mut conn)
-        .await?;
     conn.close().await?;
     Ok(())
 }
@@ -103,19 +54,6 @@ impl WriteLock {
         self.0.close().await?;
         Ok(())
     }
-}
-
-/// How many runs the database at `url` holds (read only).
-pub async fn count_runs(url: &str) -> Result<i64> {
-    let mut conn = SqliteConnectOptions::from_str(url)?
-        .read_only(true)
-        .connect()
-        .await?;
-    let n = sqlx::query_scalar("SELECT COUNT(*) FROM runs")
-        .fetch_one(&mut conn)
-        .await?;
-    conn.close().await?;
-    Ok(n)
 }
 
 /// The least a benchmark's durable work costs: a database file opened as the store opens

@@ -17,6 +17,7 @@ use hanarang::store::{Commit, NewRun, RunEnd, Sprint, Store, StoreError, Transit
 
 // The fakes stand in for whole services: they record every field a request carried (shown
 // when a test fails) and offer scenarios that no test drives at the moment.
+pub mod db;
 #[allow(dead_code)]
 pub mod fake_discord;
 #[allow(dead_code)]

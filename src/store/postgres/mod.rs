@@ -1,0 +1,233 @@
+//! The PostgreSQL engine, chosen by `database.url = "postgres://…"` (SPEC §5, §9). What
+//! is PostgreSQL's own lives here: `$n` parameters, identity columns, transactions of
+//! separate statements (a prepared statement holds one), a transaction-scoped advisory
+//! lock where SQLite's single writer made numbering safe, reading PostgreSQL's error
+//! codes, and its migrations (`migrations/postgres/`).
+//!
+//! `Db` answers each call once: waiting out a lock is the store's (`Store`), for every
+//! engine alike.
+
+pub mod testing;
+mod write;
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Postgres, Transaction};
+
+use super::{MigrationStatus, Result, StoreError};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+super::portable::portable_calls!(Postgres);
+
+/// The advisory lock a write transaction takes (`Db::begin_write`): the few writes that
+/// read before they decide (a sprint's number, the lease) take turns, as under SQLite's
+/// single writer.
+const WRITE_LOCK: i64 = 0x6861_6e61_7261_6e67; // "hanarang"
+
+/// How long one statement may wait for a row lock another host holds before it fails
+/// (and the store tries it again): a host never hangs on a stuck peer.
+const LOCK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long opening waits for a connection: a server that does not answer is an error
+/// that names the URL, not a hang.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A PostgreSQL database; cheap to clone.
+#[derive(Debug, Clone)]
+pub(super) struct Db {
+    pool: PgPool,
+}
+
+/// Whether `url` names a PostgreSQL database.
+pub(super) fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+fn options(url: &str) -> Result<PgConnectOptions> {
+    Ok(PgConnectOptions::from_str(url)
+        .map_err(|source| open_err(url, source))?
+        .options([(
+            "lock_timeout",
+            format!("{}ms", LOCK_TIMEOUT.as_millis()).as_str(),
+        )]))
+}
+
+fn open_err(url: &str, source: sqlx::Error) -> StoreError {
+    StoreError::Open {
+        url: super::redacted(url),
+        source,
+    }
+}
+
+fn pool_options(max: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(CONNECT_TIMEOUT)
+}
+
+impl Db {
+    /// Connects and applies the embedded migrations (sqlx holds an advisory lock while it
+    /// does, so hosts starting together migrate once; each migration is a transaction of
+    /// its own, so a failed one leaves the database as it was). Returns it with the
+    /// folder for run contract files: on this machine, named after the database.
+    pub async fn open(url: &str) -> Result<(Db, PathBuf)> {
+        let options = options(url)?;
+        let pool = pool_options(4)
+            .connect_with(options.clone())
+            .await
+            .map_err(|e| open_err(url, e))?;
+        let (_, pending) = migrations_of(&pool, url).await?;
+        if !pending.is_empty() {
+            tracing::warn!(
+                ?pending,
+                "migrating the PostgreSQL database (back it up with pg_dump before an upgrade)"
+            );
+            MIGRATOR
+                .run(&pool)
+                .await
+                .map_err(|source| StoreError::Migrate {
+                    url: super::redacted(url),
+                    source,
+                })?;
+        }
+        let name = format!(
+            "{}-{}-{}",
+            options.get_host(),
+            options.get_port(),
+            options.get_database().unwrap_or("postgres")
+        )
+        .replace(
+            |c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'),
+            "_",
+        );
+        let runs_dir = std::env::temp_dir().join("hanarang-runs").join(name);
+        Ok((Db { pool }, runs_dir))
+    }
+
+    /// Nothing to check: the database is not a file on this machine.
+    pub fn check_file(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The same pool: PostgreSQL keeps its cache in the server, shared by every
+    /// connection, so the loop gains nothing from a connection of its own.
+    pub fn single_connection(&self) -> Db {
+        self.clone()
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// A write transaction that takes `WRITE_LOCK` first (released at its end).
+    async fn begin_write(&self) -> Result<Transaction<'static, Postgres>> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(WRITE_LOCK)
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+
+    /// A read transaction from one snapshot.
+    async fn begin_snapshot(&self) -> Result<Transaction<'static, Postgres>> {
+        Ok(self
+            .pool
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .await?)
+    }
+
+    /// Every sprint with its spend as one JSON array, built here from the rows (this
+    /// engine keeps no stored documents).
+    pub async fn status_json(&self) -> Result<String> {
+        let raws: Vec<crate::store::rows::SprintSpendRaw> = sqlx::query_as(
+            "SELECT id, number, project, goal, state, round, attempt, resume_stage, resume_round, contract_id,
+                    branch, next_run_at, focus, budget_usd, last_seq, created_at, updated_at,
+                    input_tokens, output_tokens, cost_usd
+             FROM sprints ORDER BY number",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let sprints = raws
+            .into_iter()
+            .map(crate::store::rows::SprintSpendRaw::parse)
+            .collect::<Result<Vec<_>>>()?;
+        crate::store::SprintStatus::list_json(&sprints)
+    }
+
+    /// Reads, without changing anything, which migrations a database still needs.
+    pub async fn migration_status(url: &str) -> Result<MigrationStatus> {
+        let pool = pool_options(1)
+            .connect_with(options(url)?)
+            .await
+            .map_err(|e| open_err(url, e))?;
+        let status = migrations_of(&pool, url).await;
+        pool.close().await;
+        let (applied, pending) = status?;
+        Ok(if applied == 0 {
+            MigrationStatus::NotCreated
+        } else if pending.is_empty() {
+            MigrationStatus::Current { applied }
+        } else {
+            MigrationStatus::Pending(pending)
+        })
+    }
+
+    pub async fn server_version(&self) -> Result<String> {
+        let version: String = sqlx::query_scalar("SHOW server_version")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(format!("PostgreSQL {version}"))
+    }
+}
+
+/// How many migrations a database has applied, and which of this binary's it lacks. A
+/// migration this binary does not know is refused (`StoreError::TooNew`).
+async fn migrations_of(pool: &PgPool, url: &str) -> Result<(usize, Vec<i64>)> {
+    let has_table: Option<String> =
+        sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations')::text")
+            .fetch_one(pool)
+            .await?;
+    let applied: Vec<i64> = if has_table.is_some() {
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+            .fetch_all(pool)
+            .await?
+    } else {
+        Vec::new()
+    };
+    let ours = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    if let Some(&theirs) = applied.iter().filter(|&&v| v > ours).max() {
+        return Err(StoreError::TooNew {
+            url: super::redacted(url),
+            theirs,
+            ours,
+        });
+    }
+    let pending = MIGRATOR
+        .iter()
+        .map(|m| m.version)
+        .filter(|v| !applied.contains(v))
+        .collect();
+    Ok((applied.len(), pending))
+}
+
+/// PostgreSQL's codes for a write that may well succeed if tried again: a lock another
+/// transaction holds past `lock_timeout` (55P03), a serialization failure (40001), a
+/// deadlock (40P01).
+pub(super) fn is_busy(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.try_downcast_ref::<sqlx::postgres::PgDatabaseError>())
+        .is_some_and(|d| matches!(d.code(), "55P03" | "40001" | "40P01"))
+}
+
+/// The constraint a unique violation names, if `e` is one.
+fn unique_violation(e: &sqlx::Error) -> Option<String> {
+    let d = e
+        .as_database_error()?
+        .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?;
+    (d.code() == "23505").then(|| d.constraint().unwrap_or_default().to_string())
+}

@@ -1,0 +1,64 @@
+//! A fresh PostgreSQL database for each test (`store::testing`), on a server the test
+//! suite is pointed at, and its removal afterwards.
+
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::{ConnectOptions, Connection};
+
+use crate::store::Result;
+
+/// Creates an empty database on the server `server_url` points at (through the database
+/// that URL names, usually `postgres`), and returns the URL of the new one. Its name
+/// carries this process's id and a counter, so parallel tests never share one.
+pub async fn fresh_database(server_url: &str) -> Result<String> {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let name = format!(
+        "hanarang_test_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let options = PgConnectOptions::from_str(server_url)?;
+    let mut admin = options.connect().await?;
+    // A database left by an earlier run of a process with the same id.
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await?;
+    admin.close().await?;
+    let (base, query) = server_url
+        .split_once('?')
+        .map_or((server_url, None), |(b, q)| (b, Some(q)));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let base = match base[scheme_end..].find('/') {
+        Some(slash) => &base[..scheme_end + slash],
+        None => base,
+    };
+    Ok(match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    })
+}
+
+/// Drops the database `url` names (made by `fresh_database`), closing what still uses
+/// it.
+pub async fn drop_database(url: &str) -> Result<()> {
+    let options = PgConnectOptions::from_str(url)?;
+    let Some(name) = options.get_database().map(str::to_string) else {
+        return Ok(());
+    };
+    let mut admin: PgConnection = options.database("postgres").connect().await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+        name.replace('"', "\"\"")
+    )))
+    .execute(&mut admin)
+    .await?;
+    admin.close().await?;
+    Ok(())
+}

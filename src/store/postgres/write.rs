@@ -1,0 +1,149 @@
+//! The writes that are PostgreSQL's own: a transition's commit, and a run's start and
+//! end, each a transaction of separate statements. The sprint row's `last_seq` guards a
+//! commit: a transaction that finds it moved on (another writer committed first; with a
+//! second writer on the row, PostgreSQL waits for it and then reads its result) writes
+//! nothing.
+
+use super::{Db, RESOLVE_COMMAND, bind_new_run, bind_run_end, unique_violation};
+use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, StoreError, TransitionRecord};
+
+/// A run's start (`Store::start_run`); bound by `bind_new_run`.
+const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+
+/// How a run ended; bound by `bind_run_end`. Its spend is rolled up on the sprint by the
+/// caller, in the same transaction.
+const END_RUN: &str = "
+    UPDATE runs SET outcome = $1, detail = $2, rejection = $3, exit_code = $4, signal = $5, duration_ms = $6,
+        stdout_tail = $7, stderr_tail = $8, message_json = $9, input_tokens = $10, output_tokens = $11,
+        cost_usd = $12, ended_at = $13
+    WHERE id = $14";
+
+impl Db {
+    pub async fn commit(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
+        let (event_json, note_json) = c.encoded()?;
+        let seq = c.seq();
+        let after = c.after;
+        let run = c.run;
+        let mut tx = self.pool.begin().await?;
+        let moved = sqlx::query(
+            "UPDATE sprints SET state = $1, round = $2, attempt = $3, resume_stage = $4, resume_round = $5,
+                 contract_id = $6, branch = $7, next_run_at = $8, focus = $9, budget_usd = $10, last_seq = $11,
+                 updated_at = $12, input_tokens = input_tokens + $13, output_tokens = output_tokens + $14,
+                 cost_usd = cost_usd + $15
+             WHERE id = $16 AND last_seq = $17",
+        )
+        .bind(after.state.as_str())
+        .bind(i64::from(after.round))
+        .bind(i64::from(after.attempt))
+        .bind(after.resume.map(|r| r.stage.state().as_str()))
+        .bind(after.resume.map(|r| i64::from(r.round)))
+        .bind(&after.contract_id)
+        .bind(&after.branch)
+        .bind(after.next_run_at)
+        .bind(&after.focus)
+        .bind(after.budget_usd)
+        .bind(seq)
+        .bind(c.at)
+        .bind(run.and_then(|r| r.input_tokens).unwrap_or(0))
+        .bind(run.and_then(|r| r.output_tokens).unwrap_or(0))
+        .bind(run.and_then(|r| r.cost_usd).unwrap_or(0.0))
+        .bind(&c.before.id)
+        .bind(c.before.last_seq)
+        .execute(&mut *tx)
+        .await?;
+        if moved.rows_affected() != 1 {
+            // Gone, or moved on since `before` was read: nothing is written.
+            tx.rollback().await?;
+            return Err(StoreError::Conflict(c.before.id.clone()));
+        }
+        let global_seq: i64 = sqlx::query_scalar(
+            "INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+             RETURNING global_seq",
+        )
+        .bind(&c.before.id)
+        .bind(seq)
+        .bind(c.transition.from.state.as_str())
+        .bind(c.transition.to.state.as_str())
+        .bind(c.event.name())
+        .bind(&event_json)
+        .bind(&note_json)
+        .bind(i64::from(c.transition.to.round))
+        .bind(i64::from(c.transition.to.attempt))
+        .bind(run.map(|r| r.run_id.as_str()))
+        .bind(&after.branch)
+        .bind(c.at)
+        .fetch_one(&mut *tx)
+        .await?;
+        if let Some(run) = run {
+            bind_run_end(sqlx::query(END_RUN), run)?
+                .execute(&mut *tx)
+                .await?;
+        }
+        if let Some((id, result)) = c.command {
+            sqlx::query(RESOLVE_COMMAND)
+                .bind(CommandStatus::Applied.as_str())
+                .bind(result)
+                .bind(c.at)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if let Some(new) = &c.start {
+            let started = bind_new_run(sqlx::query(INSERT_RUN), new)?
+                .execute(&mut *tx)
+                .await;
+            if let Err(e) = started {
+                // The run's number taken: the caller's copy of the sprint's runs is behind.
+                return Err(
+                    if unique_violation(&e).is_some_and(|c| c.starts_with("runs")) {
+                        StoreError::RunTaken(crate::domain::run_id(new.sprint_id, new.number))
+                    } else {
+                        e.into()
+                    },
+                );
+            }
+        }
+        tx.commit().await?;
+        Ok(c.record(global_seq))
+    }
+
+    /// At full durability, whatever the stage: PostgreSQL's `synchronous_commit` is the
+    /// server's setting, not this store's.
+    pub async fn start_run(&self, new: &NewRun<'_>) -> Result<String> {
+        let mut tx = self.pool.begin().await?;
+        bind_new_run(sqlx::query(INSERT_RUN), new)?
+            .execute(&mut *tx)
+            .await?;
+        if new.focus.is_some() {
+            // The focus goes with this run; the next one does not get it again.
+            sqlx::query("UPDATE sprints SET focus = NULL WHERE id = $1")
+                .bind(new.sprint_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(crate::domain::run_id(new.sprint_id, new.number))
+    }
+
+    pub async fn end_run(&self, run: &RunEnd) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        bind_run_end(sqlx::query(END_RUN), run)?
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "UPDATE sprints SET input_tokens = input_tokens + $1, output_tokens = output_tokens + $2,
+                 cost_usd = cost_usd + $3
+             WHERE id = (SELECT sprint_id FROM runs WHERE id = $4)",
+        )
+        .bind(run.input_tokens.unwrap_or(0))
+        .bind(run.output_tokens.unwrap_or(0))
+        .bind(run.cost_usd.unwrap_or(0.0))
+        .bind(&run.run_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,196 @@
+//! The writes that are SQLite's own: a transition's commit in one round trip to SQLite's
+//! thread, and a run's start and end as batches (a run's start at relaxed durability
+//! where that loses nothing, `relaxed`). Their `?` parameters count on across the
+//! statements of a batch.
+
+use sqlx::Row;
+
+use super::{BEGIN_WRITE, Db, bind_new_run, bind_run_end, execute_batch, relaxed};
+use crate::domain::{Actor, run_id};
+use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, StoreError, TransitionRecord};
+
+/// A run's start (`Store::start_run`).
+const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+/// How a run ended; its parameters are bound by `bind_run_end`. Its spend is rolled up
+/// on the sprint by the caller, in the same transaction.
+const END_RUN: &str = "
+    UPDATE runs SET outcome = ?, detail = ?, rejection = ?, exit_code = ?, signal = ?, duration_ms = ?,
+        stdout_tail = ?, stderr_tail = ?, message_json = ?, input_tokens = ?, output_tokens = ?,
+        cost_usd = ?, ended_at = ?
+    WHERE id = ?;";
+
+/// A command's answer: status, result, time, id.
+const RESOLVE_COMMAND_IN_BATCH: &str = "
+    UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending';";
+
+impl Db {
+    pub async fn commit(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
+        let (event_json, note_json) = c.encoded()?;
+        let seq = c.seq();
+        let after = c.after;
+        let run_id = c.run.map(|r| r.run_id.as_str());
+        // The whole transaction in one round trip to SQLite's thread: the sprint (the
+        // run's spend is rolled up here), the log entry, the run's end, the command's
+        // answer, then COMMIT. `?` parameters count on across statements. The log entry
+        // takes its `seq` from the sprint row only where the update matched the `last_seq`
+        // read before: a stale read makes it NULL (or a taken `seq`), and the insert fails
+        // before the COMMIT.
+        let mut sql = format!(
+            "{BEGIN_WRITE};
+             UPDATE sprints SET state = ?, round = ?, attempt = ?, resume_stage = ?, resume_round = ?,
+                 contract_id = ?, branch = ?, next_run_at = ?, focus = ?, budget_usd = ?, last_seq = ?, updated_at = ?,
+                 input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, cost_usd = cost_usd + ?
+             WHERE id = ? AND last_seq = ?
+             RETURNING 'sprint' AS written, last_seq AS n;
+             INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
+             VALUES (?, (SELECT last_seq FROM sprints WHERE id = ? AND last_seq = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             RETURNING 'transition' AS written, global_seq AS n;",
+        );
+        if c.run.is_some() {
+            sql.push_str(END_RUN);
+        }
+        if c.command.is_some() {
+            sql.push_str(RESOLVE_COMMAND_IN_BATCH);
+        }
+        if c.start.is_some() {
+            sql.push_str(INSERT_RUN);
+            sql.push(';');
+        }
+        sql.push_str(" COMMIT;");
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(after.state.as_str())
+            .bind(i64::from(after.round))
+            .bind(i64::from(after.attempt))
+            .bind(after.resume.map(|r| r.stage.state().as_str()))
+            .bind(after.resume.map(|r| i64::from(r.round)))
+            .bind(&after.contract_id)
+            .bind(&after.branch)
+            .bind(after.next_run_at)
+            .bind(&after.focus)
+            .bind(after.budget_usd)
+            .bind(seq)
+            .bind(c.at)
+            .bind(c.run.and_then(|r| r.input_tokens).unwrap_or(0))
+            .bind(c.run.and_then(|r| r.output_tokens).unwrap_or(0))
+            .bind(c.run.and_then(|r| r.cost_usd).unwrap_or(0.0))
+            .bind(&c.before.id)
+            .bind(c.before.last_seq)
+            .bind(&c.before.id)
+            .bind(&c.before.id)
+            .bind(seq)
+            .bind(c.transition.from.state.as_str())
+            .bind(c.transition.to.state.as_str())
+            .bind(c.event.name())
+            .bind(&event_json)
+            .bind(&note_json)
+            .bind(i64::from(c.transition.to.round))
+            .bind(i64::from(c.transition.to.attempt))
+            .bind(run_id)
+            .bind(&c.after.branch)
+            .bind(c.at);
+        if let Some(run) = c.run {
+            query = bind_run_end(query, run)?;
+        }
+        if let Some((id, result)) = c.command {
+            query = query
+                .bind(CommandStatus::Applied.as_str())
+                .bind(result)
+                .bind(c.at)
+                .bind(id);
+        }
+        if let Some(new) = &c.start {
+            query = bind_new_run(query, new)?;
+        }
+        let mut conn = self.pool.acquire().await?;
+        let written = match query.fetch_all(&mut *conn).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                // The batch stopped at the failing statement, inside its transaction:
+                // roll it back before the connection serves anyone else, or close it.
+                if sqlx::query("ROLLBACK").execute(&mut *conn).await.is_err() {
+                    conn.close_on_drop();
+                }
+                let database = e.as_database_error();
+                // The run's number taken: the caller's copy of the sprint's runs is behind.
+                if let (Some(d), Some(new)) = (database, &c.start)
+                    && d.is_unique_violation()
+                    && d.message().contains("runs.")
+                {
+                    return Err(StoreError::RunTaken(crate::domain::run_id(
+                        new.sprint_id,
+                        new.number,
+                    )));
+                }
+                let stale = database.is_some_and(|d| {
+                    d.is_unique_violation()
+                        || matches!(d.kind(), sqlx::error::ErrorKind::NotNullViolation)
+                });
+                return Err(if stale {
+                    StoreError::Conflict(c.before.id.clone())
+                } else {
+                    StoreError::Sql(e)
+                });
+            }
+        };
+        let returned = |what: &str| {
+            written.iter().find_map(|row| {
+                (row.try_get::<&str, _>("written").ok() == Some(what))
+                    .then(|| row.try_get::<i64, _>("n").ok())
+                    .flatten()
+            })
+        };
+        let (Some(_), Some(global_seq)) = (returned("sprint"), returned("transition")) else {
+            // Cannot happen: the log entry's insert fails unless the sprint's update
+            // matched, and then both return their row.
+            return Err(StoreError::corrupt(
+                "transitions",
+                &format!("{}#{seq}", c.before.id),
+                "the commit returned no log entry",
+            ));
+        };
+        Ok(c.record(global_seq))
+    }
+
+    pub async fn start_run(&self, new: &NewRun<'_>) -> Result<String> {
+        // The focus goes with this run; the next one does not get it again. One statement
+        // is atomic on its own; two are a transaction.
+        let sql = if new.focus.is_some() {
+            format!(
+                "{BEGIN_WRITE}; {INSERT_RUN}; UPDATE sprints SET focus = NULL WHERE id = ?; COMMIT"
+            )
+        } else {
+            INSERT_RUN.to_string()
+        };
+        let sql = if new.actor == Actor::Erang {
+            sql
+        } else {
+            relaxed(&sql)
+        };
+        let mut query = bind_new_run(sqlx::query(sqlx::AssertSqlSafe(sql)), new)?;
+        if new.focus.is_some() {
+            query = query.bind(new.sprint_id);
+        }
+        execute_batch(&self.pool, query).await?;
+        Ok(run_id(new.sprint_id, new.number))
+    }
+
+    pub async fn end_run(&self, run: &RunEnd) -> Result<()> {
+        let sql = format!(
+            "{END_RUN}
+             UPDATE sprints SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+                 cost_usd = cost_usd + ?
+             WHERE id = (SELECT sprint_id FROM runs WHERE id = ?);"
+        );
+        let query = bind_run_end(sqlx::query(sqlx::AssertSqlSafe(sql)), run)?
+            .bind(run.input_tokens.unwrap_or(0))
+            .bind(run.output_tokens.unwrap_or(0))
+            .bind(run.cost_usd.unwrap_or(0.0))
+            .bind(&run.run_id);
+        let mut tx = self.begin_write().await?;
+        query.execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
