@@ -688,12 +688,13 @@ impl Config {
                 message,
             })
         };
-        if !self.database.url.starts_with("sqlite:") {
+        let url = &self.database.url;
+        if !(url.starts_with("sqlite:") || is_postgres_url(url)) {
             problem(
                 "database.url",
                 format!(
-                    "{:?}: only sqlite: URLs are supported (e.g. \"sqlite://hanarang.db\")",
-                    self.database.url
+                    "{:?}: a database URL is sqlite:PATH (e.g. \"sqlite://hanarang.db\") or postgres://… (several hosts on one database)",
+                    redacted(url)
                 ),
             );
         }
@@ -1233,4 +1234,42 @@ fn exists(table: &toml::Table, key: &[Step]) -> bool {
         }
     }
     true
+}
+
+/// Whether a database URL names PostgreSQL (`postgres://…` or `postgresql://…`).
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// `url` without its password, for messages and logs: `postgres://user:secret@host/db`
+/// is shown as `postgres://user:***@host/db`, and a `password=` parameter as
+/// `password=***`.
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (rest, query) = match rest.split_once('?') {
+        Some((r, q)) => (r, Some(q)),
+        None => (rest, None),
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let mut shown = match authority.rsplit_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}{path}")
+        }
+        _ => format!("{scheme}://{rest}"),
+    };
+    if let Some(query) = query {
+        let params: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => kv.to_string(),
+            })
+            .collect();
+        shown.push('?');
+        shown.push_str(&params.join("&"));
+    }
+    shown
 }

@@ -89,6 +89,9 @@ pub async fn run(explicit: Option<&Path>) -> Vec<Check> {
 async fn database(config: &Config) -> Check {
     let url = &config.database.url;
     let name = "database";
+    if crate::config::is_postgres_url(url) {
+        return postgres_database(url).await;
+    }
     let Some(path) = crate::store::database_path(url) else {
         return Check::pass(name, format!("{url} is in memory"));
     };
@@ -125,6 +128,54 @@ async fn database(config: &Config) -> Check {
             e.to_string(),
             "check database.url and the file's permissions",
         ),
+    }
+}
+
+/// The oldest PostgreSQL the engine is written for (identity columns, `SKIP LOCKED`,
+/// `WITH (FORCE)` in the test suite's clean-up).
+const POSTGRES_MIN_MAJOR: u32 = 13;
+
+/// A PostgreSQL database: reachable, a server new enough, and its migrations; nothing is
+/// created or changed.
+async fn postgres_database(url: &str) -> Check {
+    let name = "database";
+    let shown = crate::config::redacted(url);
+    let version = match Store::postgres_version_at(url).await {
+        Ok(v) => v,
+        Err(e) => {
+            return Check::fail(
+                name,
+                e.to_string(),
+                "check database.url, that the PostgreSQL server runs and that it lets this user in (pg_hba.conf)",
+            );
+        }
+    };
+    let major = version
+        .strip_prefix("PostgreSQL ")
+        .and_then(|v| v.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|m| m.parse::<u32>().ok());
+    if major.is_some_and(|m| m < POSTGRES_MIN_MAJOR) {
+        return Check::fail(
+            name,
+            format!("{shown}: {version} is older than PostgreSQL {POSTGRES_MIN_MAJOR}"),
+            "upgrade the server",
+        );
+    }
+    match Store::migration_status(url).await {
+        Ok(MigrationStatus::NotCreated) => Check::pass(
+            name,
+            format!("{shown} ({version}): its tables are created at the first start"),
+        ),
+        Ok(MigrationStatus::Current { applied }) => Check::pass(
+            name,
+            format!("{shown} ({version}): {applied} migrations applied"),
+        ),
+        Ok(MigrationStatus::Pending(versions)) => Check::fail(
+            name,
+            format!("{shown} ({version}) lacks migrations {versions:?}"),
+            "back it up (pg_dump), then start `hanarang serve` once: it migrates it",
+        ),
+        Err(e) => Check::fail(name, e.to_string(), "check database.url"),
     }
 }
 

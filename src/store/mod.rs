@@ -299,7 +299,7 @@ impl Store {
     /// migrations; a database that already has tables is backed up before an upgrade
     /// touches it.
     pub async fn open(url: &str) -> Result<Store> {
-        let (engine, runs_dir) = if postgres::is_postgres(url) {
+        let (engine, runs_dir) = if crate::config::is_postgres_url(url) {
             let (db, runs_dir) = postgres::Db::open(url).await?;
             (Engine::Postgres(db), runs_dir)
         } else {
@@ -320,21 +320,27 @@ impl Store {
                 std::path::absolute(&path).unwrap_or(path),
             ));
         }
-        if postgres::is_postgres(url)
+        if crate::config::is_postgres_url(url)
             && Store::migration_status(url).await? == MigrationStatus::NotCreated
         {
-            return Err(StoreError::NotSetUp(redacted(url)));
+            return Err(StoreError::NotSetUp(crate::config::redacted(url)));
         }
         Store::open(url).await
     }
 
     /// Reads, without changing anything, which migrations a database still needs.
     pub async fn migration_status(url: &str) -> Result<MigrationStatus> {
-        if postgres::is_postgres(url) {
+        if crate::config::is_postgres_url(url) {
             postgres::Db::migration_status(url).await
         } else {
             sqlite::Db::migration_status(url).await
         }
+    }
+
+    /// The PostgreSQL server's version at `url`, without setting anything up (for
+    /// `doctor`).
+    pub async fn postgres_version_at(url: &str) -> Result<String> {
+        postgres::Db::version_at(url).await
     }
 
     /// The engine and its version, e.g. `SQLite 3.50.4` or `PostgreSQL 15.20` (for
@@ -624,24 +630,8 @@ fn sprint_branch(template: &str, id: &str, project: &str) -> String {
 /// The database file a `sqlite:` URL names (`None` for an in-memory database, or a URL
 /// that names no file, as a PostgreSQL one).
 pub fn database_path(url: &str) -> Option<PathBuf> {
-    if postgres::is_postgres(url) {
+    if crate::config::is_postgres_url(url) {
         return None;
     }
     sqlite::database_path(url)
-}
-
-/// `url` without its password, for messages and logs: `postgres://user:secret@host/db`
-/// is shown as `postgres://user:***@host/db`.
-pub fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) if userinfo.contains(':') => {
-            let user = userinfo.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{host}{path}")
-        }
-        _ => url.to_string(),
-    }
 }

@@ -11,6 +11,7 @@ use hanarang::store::CommandKind;
 
 use crate::support;
 use crate::support::alive;
+use crate::support::db::on_each_engine;
 use crate::support::pipeline::{Files, Pipeline, Setup, assert_log_is_whole, path};
 
 fn outcomes(runs: &[hanarang::store::Run]) -> Vec<String> {
@@ -25,9 +26,9 @@ fn outcomes(runs: &[hanarang::store::Run]) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn happy_path_from_queued_to_deployed_with_a_human_approval() {
-    let p = Pipeline::start(Setup::default()).await;
+on_each_engine! {
+async fn happy_path_from_queued_to_deployed_with_a_human_approval(engine) {
+    let p = Pipeline::start(Setup { engine, ..Setup::default() }).await;
     let s = p.start_sprint("app", "Add a login page", None).await;
     assert_eq!(s.id, "SPRINT-001");
     p.wait_for(&s.id, State::Done).await;
@@ -80,11 +81,13 @@ async fn happy_path_from_queued_to_deployed_with_a_human_approval() {
     assert_eq!(narang["previousMessage"]["actor"], "harang");
     p.stop().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn request_changes_then_approve_sends_the_issues_to_the_implementer() {
+on_each_engine! {
+async fn request_changes_then_approve_sends_the_issues_to_the_implementer(engine) {
     let p = Pipeline::start(Setup {
         darang: "changes-until 2",
+        engine,
         ..Setup::default()
     })
     .await;
@@ -127,11 +130,13 @@ async fn request_changes_then_approve_sends_the_issues_to_the_implementer() {
     );
     p.stop().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn three_failures_escalate_and_resume_with_focus_reaches_the_sister() {
+on_each_engine! {
+async fn three_failures_escalate_and_resume_with_focus_reaches_the_sister(engine) {
     let p = Pipeline::start(Setup {
         narang: "fail-first 3",
+        engine,
         ..Setup::default()
     })
     .await;
@@ -179,12 +184,14 @@ async fn three_failures_escalate_and_resume_with_focus_reaches_the_sister() {
     );
     p.stop().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn review_rounds_exhausted_escalates() {
+on_each_engine! {
+async fn review_rounds_exhausted_escalates(engine) {
     let p = Pipeline::start(Setup {
         darang: "changes-until 99",
         max_review_rounds: 2,
+        engine,
         ..Setup::default()
     })
     .await;
@@ -200,11 +207,13 @@ async fn review_rounds_exhausted_escalates() {
     ));
     p.stop().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn harang_abort_ends_the_sprint() {
+on_each_engine! {
+async fn harang_abort_ends_the_sprint(engine) {
     let p = Pipeline::start(Setup {
         harang: "abort",
+        engine,
         ..Setup::default()
     })
     .await;
@@ -220,11 +229,13 @@ async fn harang_abort_ends_the_sprint() {
     );
     p.stop().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn darang_abort_ends_the_sprint() {
+on_each_engine! {
+async fn darang_abort_ends_the_sprint(engine) {
     let p = Pipeline::start(Setup {
         darang: "abort",
+        engine,
         ..Setup::default()
     })
     .await;
@@ -238,11 +249,13 @@ async fn darang_abort_ends_the_sprint() {
     assert_eq!(log.last().unwrap().event, "darang:ABORT");
     p.stop().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_message_from_the_wrong_sister_is_a_protocol_violation() {
+on_each_engine! {
+async fn a_message_from_the_wrong_sister_is_a_protocol_violation(engine) {
     let p = Pipeline::start(Setup {
         narang: "wrong-actor",
+        engine,
         ..Setup::default()
     })
     .await;
@@ -263,11 +276,13 @@ async fn a_message_from_the_wrong_sister_is_a_protocol_violation() {
     );
     p.stop().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_plan_for_another_sprint_is_a_protocol_violation() {
+on_each_engine! {
+async fn a_plan_for_another_sprint_is_a_protocol_violation(engine) {
     let p = Pipeline::start(Setup {
         harang: "wrong-sprint",
+        engine,
         ..Setup::default()
     })
     .await;
@@ -277,11 +292,13 @@ async fn a_plan_for_another_sprint_is_a_protocol_violation() {
     assert_eq!(runs[0].outcome, Some(RunOutcome::ProtocolViolation));
     p.stop().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_user_abort_kills_the_running_sister_and_records_cancelled() {
+on_each_engine! {
+async fn a_user_abort_kills_the_running_sister_and_records_cancelled(engine) {
     let p = Pipeline::start(Setup {
         narang: "hang",
+        engine,
         ..Setup::default()
     })
     .await;
@@ -300,10 +317,11 @@ async fn a_user_abort_kills_the_running_sister_and_records_cancelled() {
     assert_eq!(runs.last().unwrap().outcome, Some(RunOutcome::Cancelled));
     p.stop().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn two_approvals_make_one_transition_and_approve_after_abort_is_refused() {
-    let p = Pipeline::start(Setup::default()).await;
+on_each_engine! {
+async fn two_approvals_make_one_transition_and_approve_after_abort_is_refused(engine) {
+    let p = Pipeline::start(Setup { engine, ..Setup::default() }).await;
     let s = p.start_sprint("app", "one", None).await;
     p.wait_for(&s.id, State::Done).await;
     // Both recorded before the orchestrator looks: exactly one may win.
@@ -347,12 +365,14 @@ async fn two_approvals_make_one_transition_and_approve_after_abort_is_refused() 
     );
     p.stop().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn two_projects_run_at_once_and_one_projects_sprints_run_one_after_the_other() {
+on_each_engine! {
+async fn two_projects_run_at_once_and_one_projects_sprints_run_one_after_the_other(engine) {
     let files = Files::new(&Setup {
         harang: "wait-for RELEASE",
         projects: &["app", "web"],
+        engine,
         ..Setup::default()
     });
     // The planner waits for a file the test creates: both projects' planners must be
@@ -405,10 +425,11 @@ async fn two_projects_run_at_once_and_one_projects_sprints_run_one_after_the_oth
     );
     p.stop().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_second_orchestrator_on_the_same_database_is_refused() {
-    let p = Pipeline::start(Setup::default()).await;
+on_each_engine! {
+async fn a_second_orchestrator_on_the_same_database_is_refused(engine) {
+    let p = Pipeline::start(Setup { engine, ..Setup::default() }).await;
     let second = Orchestrator::start(p.config.clone(), p.store.clone()).await;
     match second {
         Err(OrchestratorError::Lease(LeaseError::Held(holder))) => {
@@ -419,10 +440,11 @@ async fn a_second_orchestrator_on_the_same_database_is_refused() {
     }
     p.stop().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_command_given_while_no_orchestrator_runs_is_applied_when_one_starts() {
-    let p = Pipeline::start(Setup::default()).await;
+on_each_engine! {
+async fn a_command_given_while_no_orchestrator_runs_is_applied_when_one_starts(engine) {
+    let p = Pipeline::start(Setup { engine, ..Setup::default() }).await;
     let s = p.start_sprint("app", "Add a login page", None).await;
     p.wait_for(&s.id, State::Done).await;
     let files = p.stop().await;
@@ -445,11 +467,13 @@ async fn a_command_given_while_no_orchestrator_runs_is_applied_when_one_starts()
     p.wait_for("SPRINT-001", State::Deployed).await;
     p.stop().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn approve_on_a_sprint_not_in_done_is_refused_with_exit_4() {
+on_each_engine! {
+async fn approve_on_a_sprint_not_in_done_is_refused_with_exit_4(engine) {
     let p = Pipeline::start(Setup {
         narang: "hang",
+        engine,
         ..Setup::default()
     })
     .await;
@@ -472,12 +496,14 @@ async fn approve_on_a_sprint_not_in_done_is_refused_with_exit_4() {
     );
     p.stop().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn spending_past_the_budget_escalates_with_the_figure_and_resume_allows_more() {
+on_each_engine! {
+async fn spending_past_the_budget_escalates_with_the_figure_and_resume_allows_more(engine) {
     let p = Pipeline::start(Setup {
         max_cost_usd: Some(0.05),
         extra: "[agent.harang.env]\nSAY_COST = \"0.03\"\n[agent.narang.env]\nSAY_COST = \"0.03\"\n[agent.darang.env]\nSAY_COST = \"0.03\"\n",
+        engine,
         ..Setup::default()
     })
     .await;
@@ -531,6 +557,7 @@ async fn spending_past_the_budget_escalates_with_the_figure_and_resume_allows_mo
     assert!((status["usage"]["cost_usd"].as_f64().unwrap() - 0.09).abs() < 1e-9);
     p.stop().await;
 }
+}
 
 /// Numbers compared as f64 (SQLite and serde print floats differently), all else exactly.
 fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
@@ -551,12 +578,13 @@ fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn status_of_all_sprints_is_the_same_document_as_each_sprints_status() {
+on_each_engine! {
+async fn status_of_all_sprints_is_the_same_document_as_each_sprints_status(engine) {
     let p = Pipeline::start(Setup {
         narang: "fail-first 3",
         max_cost_usd: Some(100.0),
         extra: "[agent.harang.env]\nSAY_COST = \"0.07\"\n",
+        engine,
         ..Setup::default()
     })
     .await;
@@ -584,6 +612,7 @@ async fn status_of_all_sprints_is_the_same_document_as_each_sprints_status() {
         "absent fields are left out, not null"
     );
     p.stop().await;
+}
 }
 
 /// The loop has a thread of its own: a caller whose runtime is stuck (a task that
@@ -629,11 +658,11 @@ async fn the_pipeline_goes_on_while_the_callers_runtime_is_stuck() {
     p.stop().await;
 }
 
+on_each_engine! {
 /// An approval and an abort given together (read in one batch): the abort is applied
 /// before any deploy starts.
-#[tokio::test(flavor = "multi_thread")]
-async fn an_abort_given_with_an_approval_lands_before_the_deploy_starts() {
-    let p = Pipeline::start(Setup::default()).await;
+async fn an_abort_given_with_an_approval_lands_before_the_deploy_starts(engine) {
+    let p = Pipeline::start(Setup { engine, ..Setup::default() }).await;
     let s = p.start_sprint("app", "one", None).await;
     p.wait_for(&s.id, State::Done).await;
     // Both in one transaction, so the loop reads them together.
@@ -663,16 +692,18 @@ async fn an_abort_given_with_an_approval_lands_before_the_deploy_starts() {
     );
     p.stop().await;
 }
+}
 
+on_each_engine! {
 /// An agent that hits its usage limit is not failing: the stage waits for the reset the
 /// CLI named, uses no attempt, and a human's resume starts it at once.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_usage_limit_pauses_the_stage_until_its_reset_and_resume_starts_it_at_once() {
+async fn a_usage_limit_pauses_the_stage_until_its_reset_and_resume_starts_it_at_once(engine) {
     let reset = hanarang::clock::now_ms() / 1000 + 3 * 3600;
     let erang: &'static str = Box::leak(format!("limit-first 1 {reset}").into_boxed_str());
     let p = Pipeline::start(Setup {
         erang,
         extra: r#"pause_on = [{ pattern = "usage limit reached\\|(?P<reset>\\d+)", source = "stderr" }]"#,
+        engine,
         ..Setup::default()
     })
     .await;
@@ -737,4 +768,5 @@ async fn a_usage_limit_pauses_the_stage_until_its_reset_and_resume_starts_it_at_
     let done = p.wait_for(&s.id, State::Deployed).await;
     assert_eq!(done.attempt, 1);
     p.stop().await;
+}
 }

@@ -22,7 +22,8 @@ fn migrations(engine: Engine) -> usize {
 }
 
 on_each_engine! {
-async fn many_openers_of_a_fresh_database_all_succeed(db) {
+async fn many_openers_of_a_fresh_database_all_succeed(engine) {
+    let db = TestDb::new(engine, "store").await;
     let url = db.url.clone();
     let opens = (0..6).map(|_| {
         let url = url.clone();
@@ -43,7 +44,8 @@ async fn many_openers_of_a_fresh_database_all_succeed(db) {
 on_each_engine! {
 /// A database whose tables a newer hanarang migrated is refused whole, naming both
 /// versions; the commands that only read never set one up.
-async fn a_database_from_a_newer_hanarang_is_refused(db) {
+async fn a_database_from_a_newer_hanarang_is_refused(engine) {
+    let db = TestDb::new(engine, "store").await;
     if db.engine == Engine::Postgres {
         match Store::open_existing(&db.url).await {
             Err(e @ StoreError::NotSetUp(_)) => assert!(e.to_string().contains("no hanarang tables yet"), "{e}"),
@@ -112,7 +114,8 @@ async fn an_upgrade_backs_the_sqlite_database_up_before_migrating() {
 }
 
 on_each_engine! {
-async fn a_bad_row_is_an_error_that_names_it(db) {
+async fn a_bad_row_is_an_error_that_names_it(engine) {
+    let db = TestDb::new(engine, "store").await;
     let store = Store::open(&db.url).await.unwrap();
     store
         .create_sprint("app", "goal", None, "b", 1)
@@ -132,7 +135,8 @@ async fn a_bad_row_is_an_error_that_names_it(db) {
 }
 
 on_each_engine! {
-async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing(db) {
+async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing(engine) {
+    let db = TestDb::new(engine, "store").await;
     let store = Store::open(&db.url).await.unwrap();
     let sprint = store
         .create_sprint("app", "goal", None, "b", 1)
@@ -190,7 +194,8 @@ async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing(db) {
 }
 
 on_each_engine! {
-async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds(db) {
+async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds(engine) {
+    let db = TestDb::new(engine, "store").await;
     let store = Store::open(&db.url).await.unwrap();
     let queued = store
         .create_sprint("app", "goal", None, "b", 1)
@@ -275,7 +280,8 @@ async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds(db) {
 on_each_engine! {
 /// `run`'s console acts on the state of the last line it printed: a sprint and its new log
 /// entries are read in one snapshot, whatever commits meanwhile.
-async fn a_sprint_and_its_log_are_read_in_one_snapshot(db) {
+async fn a_sprint_and_its_log_are_read_in_one_snapshot(engine) {
+    let db = TestDb::new(engine, "store").await;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let store = Store::open(&db.url).await.unwrap();

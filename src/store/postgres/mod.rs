@@ -42,11 +42,6 @@ pub(super) struct Db {
     pool: PgPool,
 }
 
-/// Whether `url` names a PostgreSQL database.
-pub(super) fn is_postgres(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
-}
-
 fn options(url: &str) -> Result<PgConnectOptions> {
     Ok(PgConnectOptions::from_str(url)
         .map_err(|source| open_err(url, source))?
@@ -58,7 +53,7 @@ fn options(url: &str) -> Result<PgConnectOptions> {
 
 fn open_err(url: &str, source: sqlx::Error) -> StoreError {
     StoreError::Open {
-        url: super::redacted(url),
+        url: crate::config::redacted(url),
         source,
     }
 }
@@ -90,7 +85,7 @@ impl Db {
                 .run(&pool)
                 .await
                 .map_err(|source| StoreError::Migrate {
-                    url: super::redacted(url),
+                    url: crate::config::redacted(url),
                     source,
                 })?;
         }
@@ -177,6 +172,18 @@ impl Db {
         })
     }
 
+    /// Connects to `url` only to ask the server's version.
+    pub async fn version_at(url: &str) -> Result<String> {
+        let pool = pool_options(1)
+            .connect_with(options(url)?)
+            .await
+            .map_err(|e| open_err(url, e))?;
+        let db = Db { pool };
+        let version = db.server_version().await;
+        db.close().await;
+        version
+    }
+
     pub async fn server_version(&self) -> Result<String> {
         let version: String = sqlx::query_scalar("SHOW server_version")
             .fetch_one(&self.pool)
@@ -202,7 +209,7 @@ async fn migrations_of(pool: &PgPool, url: &str) -> Result<(usize, Vec<i64>)> {
     let ours = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
     if let Some(&theirs) = applied.iter().filter(|&&v| v > ours).max() {
         return Err(StoreError::TooNew {
-            url: super::redacted(url),
+            url: crate::config::redacted(url),
             theirs,
             ours,
         });

@@ -25,6 +25,21 @@ pub struct TestDb {
 }
 
 impl TestDb {
+    /// `new` for a caller outside a runtime (or one that may not block it): on a thread
+    /// of its own.
+    pub fn new_blocking(engine: Engine, label: &str) -> TestDb {
+        let label = label.to_string();
+        std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(TestDb::new(engine, &label))
+        })
+        .join()
+        .expect("create the test database")
+    }
+
     pub async fn new(engine: Engine, label: &str) -> TestDb {
         let dir = TempDir::new(label);
         let url = match engine {
@@ -64,12 +79,12 @@ impl Drop for TestDb {
     }
 }
 
-/// A test run once on each engine: `on_each_engine! { async fn name(db) { … } }` makes
-/// `name::sqlite` and `name::postgres`, each with `db: TestDb` of its engine. (The
-/// benchmarks include this support without using it.)
+/// A test run once on each engine: `on_each_engine! { async fn name(engine) { … } }`
+/// makes `name::sqlite` and `name::postgres`, each with `engine: Engine` set to its
+/// engine. (The benchmarks include this support without using it.)
 #[allow(unused_macros)]
 macro_rules! on_each_engine {
-    ($(#[$meta:meta])* async fn $name:ident($db:ident) $body:block) => {
+    ($(#[$meta:meta])* async fn $name:ident($engine:ident) $body:block) => {
         $(#[$meta])*
         mod $name {
             #[allow(unused_imports)]
@@ -77,21 +92,13 @@ macro_rules! on_each_engine {
 
             #[tokio::test(flavor = "multi_thread")]
             async fn sqlite() {
-                let $db = $crate::support::db::TestDb::new(
-                    $crate::support::db::Engine::Sqlite,
-                    stringify!($name),
-                )
-                .await;
+                let $engine = $crate::support::db::Engine::Sqlite;
                 $body
             }
 
             #[tokio::test(flavor = "multi_thread")]
             async fn postgres() {
-                let $db = $crate::support::db::TestDb::new(
-                    $crate::support::db::Engine::Postgres,
-                    stringify!($name),
-                )
-                .await;
+                let $engine = $crate::support::db::Engine::Postgres;
                 $body
             }
         }

@@ -16,6 +16,7 @@ use hanarang::pipeline::{Policy, State};
 use hanarang::store::{CommandKind, Run, Sprint, Store, TransitionRecord};
 use tokio::sync::oneshot;
 
+use super::db::{Engine, TestDb};
 use super::{TempDir, sister_script};
 
 /// An upper bound for waits, so a broken pipeline fails the test instead of hanging it.
@@ -33,6 +34,8 @@ pub struct Setup {
     pub max_review_rounds: u32,
     pub max_cost_usd: Option<f64>,
     pub extra: &'static str,
+    /// The database's engine (a fresh PostgreSQL database per pipeline).
+    pub engine: Engine,
 }
 
 impl Default for Setup {
@@ -47,6 +50,7 @@ impl Default for Setup {
             max_review_rounds: 3,
             max_cost_usd: None,
             extra: "",
+            engine: Engine::Sqlite,
         }
     }
 }
@@ -56,6 +60,8 @@ pub struct Files {
     pub dir: TempDir,
     pub config_path: PathBuf,
     pub state_dir: PathBuf,
+    /// The PostgreSQL database, dropped with the files; `None` for SQLite's file in `dir`.
+    _db: Option<TestDb>,
 }
 
 impl Files {
@@ -68,10 +74,16 @@ impl Files {
             let words: Vec<String> = mode.split(' ').map(|w| format!("{w:?}")).collect();
             format!("[{}]", words.join(", "))
         };
+        let db = (setup.engine == Engine::Postgres)
+            .then(|| TestDb::new_blocking(Engine::Postgres, "pipeline"));
+        let url = match &db {
+            Some(db) => db.url.clone(),
+            None => format!("sqlite://{}", dir.path().join("hanarang.db").display()),
+        };
         let mut toml = format!(
             r#"
 [database]
-url = "sqlite://{db}"
+url = "{db}"
 
 [pipeline]
 max_attempts = {max_attempts}
@@ -94,7 +106,7 @@ args = {darang}
 args = {erang}
 {extra}
 "#,
-            db = dir.path().join("hanarang.db").display(),
+            db = url,
             max_attempts = setup.max_attempts,
             max_review_rounds = setup.max_review_rounds,
             budget = setup
@@ -122,6 +134,7 @@ args = {erang}
             dir,
             config_path,
             state_dir,
+            _db: db,
         }
     }
 
