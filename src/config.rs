@@ -33,6 +33,47 @@ pub struct Config {
     pub projects: BTreeMap<String, ProjectConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discord: Option<DiscordConfig>,
+    #[serde(default)]
+    pub host: HostConfig,
+}
+
+/// This orchestrator host among several on one PostgreSQL database (SPEC §9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// How the other hosts and `hanarang hosts` name this one; the machine's hostname by
+    /// default.
+    #[serde(default = "default_host_name")]
+    pub name: String,
+    /// A host whose lease is not renewed for this long has lost its sprints to the
+    /// others; it renews every third of it.
+    #[serde(default = "default_lease_ttl")]
+    pub lease_ttl: Dur,
+    /// At most this many sisters at once on this host (SQLite too); no cap when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sisters: Option<u32>,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            name: default_host_name(),
+            lease_ttl: default_lease_ttl(),
+            max_sisters: None,
+        }
+    }
+}
+
+/// The machine's hostname (`unknown-host` where it cannot be read).
+pub fn default_host_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown-host".into())
+}
+
+fn default_lease_ttl() -> Dur {
+    Dur(Duration::from_secs(30))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -696,6 +737,25 @@ impl Config {
                     "{:?}: a database URL is sqlite:PATH (e.g. \"sqlite://hanarang.db\") or postgres://… (several hosts on one database)",
                     redacted(url)
                 ),
+            );
+        }
+        let host = &self.host;
+        if host.name.trim().is_empty() || host.name.chars().any(char::is_control) {
+            problem(
+                "host.name",
+                format!("{:?}: a host name is a non-empty line of text", host.name),
+            );
+        }
+        if host.lease_ttl.0 < Duration::from_secs(1) {
+            problem(
+                "host.lease_ttl",
+                "must be at least 1s (the lease is renewed every third of it)".into(),
+            );
+        }
+        if host.max_sisters == Some(0) {
+            problem(
+                "host.max_sisters",
+                "0 would run no sister at all: leave it out for no cap".into(),
             );
         }
         let p = &self.pipeline;

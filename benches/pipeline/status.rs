@@ -267,19 +267,22 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                         .cloned();
                     number += 1;
                     let new_id = store
-                        .start_run(NewRun {
-                            sprint_id: &sprint.id,
-                            number,
-                            actor: r.actor,
-                            round: r.round,
-                            attempt: r.attempt,
-                            parent_run_id: parent.as_deref(),
-                            handoff: &r.handoff,
-                            synthesized: r.synthesized,
-                            focus: r.focus.as_deref(),
-                            git_head: r.git_head.as_deref(),
-                            started_at: now,
-                        })
+                        .start_run(
+                            NewRun {
+                                sprint_id: &sprint.id,
+                                number,
+                                actor: r.actor,
+                                round: r.round,
+                                attempt: r.attempt,
+                                parent_run_id: parent.as_deref(),
+                                handoff: &r.handoff,
+                                synthesized: r.synthesized,
+                                focus: r.focus.as_deref(),
+                                git_head: r.git_head.as_deref(),
+                                started_at: now,
+                            },
+                            0,
+                        )
                         .await
                         .expect("start a run");
                     run_ids.insert(r.run_id.clone(), new_id.clone());

@@ -73,7 +73,11 @@ pub async fn submit(
     if let Some(handle) = wake {
         handle.wake();
     }
-    let orchestrator_alive = store.lease().await?.as_ref().is_some_and(holder_alive);
+    let orchestrator_alive = match store.live_hosts_for(&sprint).await? {
+        // Several hosts on one PostgreSQL database: the owner, or one serving its project.
+        Some(hosts) => !hosts.is_empty(),
+        None => store.lease().await?.as_ref().is_some_and(holder_alive),
+    };
     if !orchestrator_alive {
         return Ok(Answer::Queued(id));
     }

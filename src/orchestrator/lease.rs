@@ -24,6 +24,11 @@ pub enum LeaseError {
         .0.pid, .0.host, secs_since(.0.started_at), secs_since(.0.heartbeat_at)
     )]
     Held(Lease),
+    #[error(
+        "another orchestrator already runs as host {name:?} on this database: pid {} on machine {}, started {}s ago. Stop it, or give this one another [host] name",
+        .holder.pid, .holder.host, secs_since(.holder.started_at)
+    )]
+    HostHeld { name: String, holder: Lease },
     #[error("this orchestrator lost its lease on the database to another one; it stops here")]
     Lost,
     #[error(transparent)]
@@ -41,10 +46,7 @@ pub struct LeaseGuard {
 }
 
 fn hostname() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "unknown-host".into())
+    crate::config::default_host_name()
 }
 
 /// Whether the holder of a lease is still there. From another host only the heartbeat can
@@ -102,7 +104,13 @@ impl LeaseGuard {
             .await?
         {
             Ok(()) => Ok(LeaseGuard { token: me.token }),
-            Err(holder) => Err(LeaseError::Held(holder)),
+            Err(holder) => Err(match store.scope() {
+                Some(scope) => LeaseError::HostHeld {
+                    name: scope.name.clone(),
+                    holder,
+                },
+                None => LeaseError::Held(holder),
+            }),
         }
     }
 

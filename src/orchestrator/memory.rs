@@ -70,6 +70,26 @@ impl Memory {
         !self.running.is_empty()
     }
 
+    /// How many sisters run.
+    pub fn running_count(&self) -> usize {
+        self.running.len()
+    }
+
+    /// The sprint is no longer this loop's (another host took it over): its sister is told
+    /// to stop and every copy of it is dropped. Its run's report still comes; what it
+    /// tries to write is refused.
+    pub fn lose(&mut self, sprint_id: &str) {
+        for running in self.running.values_mut() {
+            if running.sprint.id == sprint_id
+                && let Some(tx) = running.stop.take()
+            {
+                let _ = tx.send(Stop::Shutdown);
+            }
+        }
+        self.parked.remove(sprint_id);
+        self.entered_stage.retain(|(s, _)| s.id != sprint_id);
+    }
+
     /// Tells every running sister to stop.
     pub fn stop_all(&mut self, stop: Stop) {
         for running in self.running.values_mut() {

@@ -137,6 +137,8 @@ impl Orchestrator {
         config: Arc<Config>,
         store: Store,
     ) -> Result<Orchestrator, OrchestratorError> {
+        // On PostgreSQL the database may be shared: this host drives what it claims.
+        let store = store.shared_by(host_scope(&config, config.projects.keys().cloned()));
         let lease = LeaseGuard::acquire(&store).await?;
         let (finished_tx, finished_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
@@ -166,6 +168,11 @@ impl Orchestrator {
     /// project that must move before it can start: the one holding the project's pipeline
     /// lock (a command given for it is applied, its sisters run) and older queued ones.
     pub fn only(mut self, sprint: &Sprint) -> Orchestrator {
+        // It claims the sprints of this project only.
+        if self.store.scope().is_some() {
+            let scope = host_scope(&self.config, [sprint.project.clone()]);
+            self.store = self.store.shared_by(scope);
+        }
         self.only = Some(Only {
             id: sprint.id.clone(),
             project: sprint.project.clone(),
@@ -221,7 +228,16 @@ impl Orchestrator {
         // it back (`Store::single_connection`). The handle's users read through the pool.
         self.store = self.store.single_connection();
         tokio::pin!(shutdown);
-        let mut heartbeat = tokio::time::interval(lease::HEARTBEAT);
+        // Sharing the database, the host's lease is renewed every third of its life; a
+        // renewal later than its life means the lease ran out meanwhile (the process was
+        // frozen, the database unreachable): the other hosts may have taken its sprints.
+        let ttl = self.config.host.lease_ttl.0;
+        let mut heartbeat = tokio::time::interval(if self.store.scope().is_some() {
+            ttl / 3
+        } else {
+            lease::HEARTBEAT
+        });
+        let mut renewed = tokio::time::Instant::now();
         // Commands (and sprints queued by another process) are looked for on a wake-up
         // and at least every COMMAND_POLL; a pass right after a run ended need not.
         let mut look_for_commands = true;
@@ -250,9 +266,17 @@ impl Orchestrator {
                     if let Err(e) = self.store.check_file() {
                         break Err(e.into());
                     }
+                    if self.store.scope().is_some() && renewed.elapsed() > ttl {
+                        self.lease_ran_out();
+                    }
                     if let Err(e) = self.lease.renew(&self.store).await {
                         break Err(e.into());
                     }
+                    renewed = tokio::time::Instant::now();
+                    if let Err(e) = self.take_over().await {
+                        break Err(e);
+                    }
+                    look_for_commands = true;
                 }
             }
         };
@@ -292,6 +316,10 @@ impl Orchestrator {
         // when no other sprint of its project is between planning and a terminal state. A
         // sprint waiting in `done` or `escalated` keeps the lock: the workdir holds its
         // branch. New sprints come from other processes too, hence the look on every poll.
+        // A host at its cap of sisters claims nothing and starts nothing.
+        if self.at_cap() {
+            return Ok(COMMAND_POLL);
+        }
         if look_for_commands || self.lock_freed {
             self.lock_freed = false;
             for sprint in self.store.next_in_queues().await? {
@@ -316,6 +344,10 @@ impl Orchestrator {
         for (sprint, runs) in in_stages {
             if !self.wants(&sprint) || self.memory.runs_sister(&sprint.id) {
                 continue;
+            }
+            if self.at_cap() {
+                next_due = COMMAND_POLL;
+                break;
             }
             match sprint.next_run_at {
                 Some(at) if at > now => {
@@ -433,6 +465,7 @@ impl Orchestrator {
             && after.next_run_at.is_none()
             && !sister_running
             && !self.hold_spawns
+            && !self.at_cap()
             && self.wants(&after);
         let mut launch = None;
         if starts_now {
@@ -448,7 +481,7 @@ impl Orchestrator {
         }
         let at = now_ms();
         let result = format!("{}: {} → {}", sprint.id, t.from.state, t.to.state);
-        let record = self
+        let committed = self
             .store
             .commit(crate::store::Commit {
                 before: sprint,
@@ -460,7 +493,19 @@ impl Orchestrator {
                 at,
                 start: launch.as_ref().map(spawn::Composed::record),
             })
-            .await?;
+            .await;
+        let record = match committed {
+            Ok(record) => record,
+            Err(StoreError::Fenced(id)) => {
+                // Its command (if any) stays for the host that owns the sprint now.
+                self.lost(
+                    &id,
+                    &format!("{} → {} was refused", t.from.state, t.to.state),
+                );
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
         // The sprint as the database now holds it.
         after.last_seq = record.seq;
         after.updated_at = at;
@@ -677,6 +722,30 @@ impl Orchestrator {
 
     /// At shutdown: stop every running sister, record it as interrupted and apply the
     /// retry policy (an interrupted deploy escalates), so nothing is left in flight.
+    /// Whether this host runs as many sisters as `[host] max_sisters` lets it.
+    fn at_cap(&self) -> bool {
+        self.config
+            .host
+            .max_sisters
+            .is_some_and(|cap| self.memory.running_count() >= cap as usize)
+    }
+
+    /// Another host took the sprint over: nothing more is written for it here.
+    pub(super) fn lost(&mut self, sprint_id: &str, what: &str) {
+        tracing::warn!(sprint = %sprint_id, "{sprint_id} was taken over by another host: {what}");
+        self.memory.lose(sprint_id);
+    }
+
+    /// The host's lease ran out before it was renewed: its sisters are stopped (the other
+    /// hosts may have their sprints by now). What each run's end then writes is refused
+    /// for a sprint taken over, and recorded as usual for one still this host's.
+    fn lease_ran_out(&mut self) {
+        tracing::error!(
+            "this host's lease ran out before it could renew it (was the process frozen, or the database out of reach?): stopping its sisters"
+        );
+        self.memory.stop_all(Stop::Shutdown);
+    }
+
     async fn stop_all(&mut self) -> Result<(), OrchestratorError> {
         self.hold_spawns = true;
         self.memory.stop_all(Stop::Shutdown);
@@ -687,6 +756,18 @@ impl Orchestrator {
             self.finish(done).await?;
         }
         Ok(())
+    }
+}
+
+/// This host among several on one database: its name, the projects it serves, its lease.
+fn host_scope(
+    config: &Config,
+    projects: impl IntoIterator<Item = String>,
+) -> crate::store::HostScope {
+    crate::store::HostScope {
+        name: config.host.name.clone(),
+        projects: projects.into_iter().collect(),
+        lease_ttl_ms: i64::try_from(config.host.lease_ttl.0.as_millis()).unwrap_or(i64::MAX),
     }
 }
 

@@ -6,13 +6,43 @@ use super::{Orchestrator, OrchestratorError, now_ms};
 use crate::domain::FailureKind;
 use crate::pipeline::{Event, Failure};
 use crate::sister::{RunOutcome, process};
-use crate::store::RunEnd;
+use crate::store::{Run, RunEnd};
 
 const INTERRUPTED: &str = "the orchestrator stopped while this run was in flight (crash or kill)";
 
 impl Orchestrator {
     pub(super) async fn recover(&mut self) -> Result<(), OrchestratorError> {
-        for run in self.store.runs_in_flight().await? {
+        let runs = self.store.runs_in_flight().await?;
+        self.recover_runs(runs).await
+    }
+
+    /// Takes over the sprints of hosts whose lease expired (several hosts on one
+    /// PostgreSQL database): their runs in flight were on the lost host, and are recovered
+    /// here as after a crash of this one (an interrupted deploy escalates).
+    pub(super) async fn take_over(&mut self) -> Result<(), OrchestratorError> {
+        let taken = self.store.take_over().await?;
+        if taken.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<&str> = taken.iter().map(|s| s.id.as_str()).collect();
+        tracing::warn!(sprints = ?ids, "took over the sprints of a host whose lease expired");
+        for id in &ids {
+            self.memory.lose(id);
+        }
+        let runs = self
+            .store
+            .runs_in_flight()
+            .await?
+            .into_iter()
+            .filter(|r| ids.contains(&r.sprint_id.as_str()))
+            .collect();
+        self.recover_runs(runs).await?;
+        self.lock_freed = true;
+        Ok(())
+    }
+
+    async fn recover_runs(&mut self, runs: Vec<Run>) -> Result<(), OrchestratorError> {
+        for run in runs {
             // What is left of its sister is found by its environment, which names this run
             // and this database's contract file: a recycled pid, or the same run id of
             // another database, is never touched. Its whole process group goes.

@@ -13,7 +13,7 @@ use crate::handoff::compose::{Known, Observed, after_handoff, synthesize};
 use crate::handoff::message::{HandoffMessage, ReviewIssue, Severity};
 use crate::handoff::schema::{self, Dialect};
 use crate::sister::{self, ContractFile, RunControl, RunOutcome, RunRequest};
-use crate::store::{NewRun, Run, Sprint};
+use crate::store::{NewRun, Run, Sprint, StoreError};
 
 /// A stage's next run, composed from the sprint and its history: its record and what
 /// its sister is given.
@@ -72,10 +72,18 @@ impl Orchestrator {
         };
         // The run is on record before its sister starts; its files are written while the
         // record is.
-        let (recorded, prepared) = tokio::join!(self.store.start_run(composed.record()), async {
-            composed.prepare()
-        });
-        recorded?;
+        let (recorded, prepared) = tokio::join!(
+            self.store.start_run(composed.record(), sprint.epoch),
+            async { composed.prepare() }
+        );
+        match recorded {
+            Ok(_) => {}
+            Err(StoreError::Fenced(id)) => {
+                self.lost(&id, "its next run was not started");
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        }
         // `start_run` took the focus away with it.
         let sprint = Sprint {
             focus: None,

@@ -22,8 +22,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use rows::{
-    Command, CommandKind, CommandStatus, ForumPost, Lease, Run, Spend, Sprint, SprintStatus,
-    TransitionRecord, Usage,
+    Command, CommandKind, CommandStatus, ForumPost, HostRecord, Lease, Run, Spend, Sprint,
+    SprintStatus, TransitionRecord, Usage,
 };
 
 use crate::domain::Actor;
@@ -66,6 +66,10 @@ pub enum StoreError {
         "the database {0} has no hanarang tables yet: nothing has been started with this config (`hanarang sprint start`, `run` or `serve` create them; check database.url)"
     )]
     NotSetUp(String),
+    #[error(
+        "{0} belongs to another host now (it was taken over): this host's write for it was refused"
+    )]
+    Fenced(String),
     #[error("{0} changed while this transition was prepared; it was not applied")]
     Conflict(String),
     #[error(
@@ -161,6 +165,18 @@ pub struct Store {
     engine: Engine,
     /// Where run contract files go (for SQLite: beside the database file).
     runs_dir: PathBuf,
+    /// The host this store works for, among several on one PostgreSQL database
+    /// (`Store::shared_by`); `None`: the only orchestrator, as with SQLite.
+    scope: Option<HostScope>,
+}
+
+/// A host among several on one PostgreSQL database (SPEC §9): its name, the projects it
+/// serves, and how long its lease lasts unrenewed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostScope {
+    pub name: String,
+    pub projects: Vec<String>,
+    pub lease_ttl_ms: i64,
 }
 
 /// The engine behind a `Store`, chosen by the scheme of `database.url`.
@@ -306,7 +322,36 @@ impl Store {
             let (db, runs_dir) = sqlite::Db::open(url).await?;
             (Engine::Sqlite(db), runs_dir)
         };
-        Ok(Store { engine, runs_dir })
+        Ok(Store {
+            engine,
+            runs_dir,
+            scope: None,
+        })
+    }
+
+    /// The same database, for the orchestrator of host `scope` among several: its lease
+    /// is the host's, it drives only the sprints it claimed or took over, and it answers
+    /// only their commands. Only PostgreSQL is shared; a SQLite store is returned as it
+    /// is (one orchestrator drives every sprint).
+    pub fn shared_by(&self, scope: HostScope) -> Store {
+        let mut store = self.clone();
+        if matches!(self.engine, Engine::Postgres(_)) {
+            store.scope = Some(scope);
+        }
+        store
+    }
+
+    /// The host this store works for, when it shares the database with others.
+    pub fn scope(&self) -> Option<&HostScope> {
+        self.scope.as_ref()
+    }
+
+    /// The shared engine and the host, when this store is one host among several.
+    fn shared(&self) -> Option<(&postgres::Db, &HostScope)> {
+        match (&self.engine, &self.scope) {
+            (Engine::Postgres(db), Some(scope)) => Some((db, scope)),
+            _ => None,
+        }
     }
 
     /// Opens a database that already exists, for the commands that only read it or act on
@@ -366,6 +411,7 @@ impl Store {
         Store {
             engine,
             runs_dir: self.runs_dir.clone(),
+            scope: self.scope.clone(),
         }
     }
 
@@ -409,7 +455,11 @@ impl Store {
 
     /// Sprints whose stage has a sister to run (planning, implementing, reviewing,
     /// deploying), oldest first.
+    /// When shared: those this host owns.
     pub async fn sprints_in_stages(&self) -> Result<Vec<Sprint>> {
+        if let Some((db, scope)) = self.shared() {
+            return db.owned_in_stages(scope).await;
+        }
         on_engine!(self, db => db.sprints_in_stages().await)
     }
 
@@ -421,7 +471,15 @@ impl Store {
 
     /// For each project whose pipeline lock is free (no sprint between planning and a
     /// terminal state), its oldest queued sprint.
+    ///
+    /// When shared, the host first claims such a sprint in each project it serves (two
+    /// hosts never claim two sprints of one project), and the sprints are those it owns
+    /// and has not started yet.
     pub async fn next_in_queues(&self) -> Result<Vec<Sprint>> {
+        if let Some((db, scope)) = self.shared() {
+            retry_locked("claim queued sprints", || db.claim(scope)).await?;
+            return db.owned_queued(scope).await;
+        }
         on_engine!(self, db => db.next_in_queues().await)
     }
 
@@ -471,9 +529,15 @@ impl Store {
     /// A deploy's start is written at full durability: after a power cut it must be
     /// found in flight, so that the deploy escalates instead of running again. An engine
     /// may write the other stages' starts with less: such a stage re-runs anyway.
-    pub async fn start_run(&self, new: NewRun<'_>) -> Result<String> {
+    ///
+    /// `epoch`: the sprint's as its caller read it; a sprint taken over since is
+    /// `StoreError::Fenced`, and no run is recorded (SQLite's sprints are never taken over).
+    pub async fn start_run(&self, new: NewRun<'_>, epoch: i64) -> Result<String> {
         retry_locked("record a run's start", || async {
-            on_engine!(self, db => db.start_run(&new).await)
+            match &self.engine {
+                Engine::Sqlite(db) => db.start_run(&new).await,
+                Engine::Postgres(db) => db.start_run(&new, epoch).await,
+            }
         })
         .await
     }
@@ -491,7 +555,11 @@ impl Store {
     }
 
     /// Runs that were spawned and never recorded an end.
+    /// When shared: of the sprints this host owns.
     pub async fn runs_in_flight(&self) -> Result<Vec<Run>> {
+        if let Some((db, scope)) = self.shared() {
+            return db.owned_runs_in_flight(scope).await;
+        }
         on_engine!(self, db => db.runs_in_flight().await)
     }
 
@@ -532,7 +600,13 @@ impl Store {
     }
 
     /// Commands not answered yet, in the order they were given.
+    ///
+    /// When shared: those for the sprints this host owns, and for the queued sprints of its
+    /// projects that no host has claimed yet (an abort of a queued sprint).
     pub async fn pending_commands(&self) -> Result<Vec<Command>> {
+        if let Some((db, scope)) = self.shared() {
+            return db.pending_commands_for(scope).await;
+        }
         on_engine!(self, db => db.pending_commands().await)
     }
 
@@ -568,6 +642,12 @@ impl Store {
         me: &Lease,
         is_gone: impl Fn(&Lease) -> bool,
     ) -> Result<Result<(), Lease>> {
+        if let Some((db, scope)) = self.shared() {
+            return retry_locked("take the host's lease", || {
+                db.acquire_host(scope, me, &is_gone)
+            })
+            .await;
+        }
         retry_locked("take the lease", || async {
             on_engine!(self, db => db.acquire_lease(me, &is_gone).await)
         })
@@ -576,6 +656,9 @@ impl Store {
 
     /// Renews the lease; `false` when someone else took it.
     pub async fn heartbeat(&self, token: &str, at: i64) -> Result<bool> {
+        if let Some((db, scope)) = self.shared() {
+            return db.renew_host(scope, token).await;
+        }
         retry_locked("renew the lease", || async {
             on_engine!(self, db => db.heartbeat(token, at).await)
         })
@@ -583,7 +666,40 @@ impl Store {
     }
 
     pub async fn release_lease(&self, token: &str) -> Result<()> {
+        if let Some((db, scope)) = self.shared() {
+            return db.release_host(scope, token).await;
+        }
         on_engine!(self, db => db.release_lease(token).await)
+    }
+
+    // --- several hosts (PostgreSQL) ---------------------------------------------------
+
+    /// Takes over the open sprints of this host's projects whose owner's lease expired:
+    /// they are this host's from now on (their in-flight runs are for it to recover).
+    /// Nothing to take when the database is not shared.
+    pub async fn take_over(&self) -> Result<Vec<Sprint>> {
+        match self.shared() {
+            Some((db, scope)) => retry_locked("take over sprints", || db.take_over(scope)).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The live hosts that answer a command for `sprint`: its owner, or, while no host
+    /// owns it, those serving its project. `None` for a database that is not PostgreSQL
+    /// (its one orchestrator holds `lease`).
+    pub async fn live_hosts_for(&self, sprint: &Sprint) -> Result<Option<Vec<String>>> {
+        match &self.engine {
+            Engine::Postgres(db) => Ok(Some(db.live_hosts_for(sprint).await?)),
+            Engine::Sqlite(_) => Ok(None),
+        }
+    }
+
+    /// The hosts sharing this database; `None` for a database that is not PostgreSQL.
+    pub async fn hosts(&self) -> Result<Option<Vec<HostRecord>>> {
+        match &self.engine {
+            Engine::Postgres(db) => Ok(Some(db.hosts().await?)),
+            Engine::Sqlite(_) => Ok(None),
+        }
     }
 
     // --- Discord forum posts --------------------------------------------------------------

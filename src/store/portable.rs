@@ -10,9 +10,13 @@ macro_rules! portable_calls {
         /// The columns `SprintRaw` reads.
         macro_rules! sprint_columns {
             () => {
-                "id, number, project, goal, state, round, attempt, resume_stage, resume_round, contract_id, branch, next_run_at, focus, budget_usd, last_seq, created_at, updated_at"
+                "id, number, project, goal, state, round, attempt, resume_stage, resume_round, contract_id, branch, next_run_at, focus, budget_usd, last_seq, created_at, updated_at, owner, epoch"
             };
         }
+
+        /// The columns `SprintRaw` reads, for the engine's own queries.
+        #[allow(dead_code)]
+        const SPRINT_COLUMNS: &str = sprint_columns!();
 
         /// A command's answer: status, result, time, id.
         const RESOLVE_COMMAND: &str = "UPDATE commands SET status = $1, result = $2, applied_at = $3

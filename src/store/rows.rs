@@ -40,6 +40,12 @@ pub struct Sprint {
     pub last_seq: i64,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The host that owns it, with several hosts on one PostgreSQL database (SPEC §9).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// How many times it was claimed or taken over: a write for it is guarded by this.
+    #[serde(skip)]
+    pub epoch: i64,
 }
 
 impl Sprint {
@@ -72,6 +78,8 @@ pub(super) struct SprintRaw {
     last_seq: i64,
     created_at: i64,
     updated_at: i64,
+    owner: Option<String>,
+    epoch: i64,
 }
 
 impl TryFrom<SprintRaw> for Sprint {
@@ -103,6 +111,8 @@ impl TryFrom<SprintRaw> for Sprint {
             last_seq: r.last_seq,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            host: r.owner,
+            epoch: r.epoch,
             id: r.id,
         })
     }
@@ -555,6 +565,25 @@ pub struct ForumPost {
     pub board_message_id: i64,
     /// The `done` line with the approval buttons, while it has them.
     pub done_message_id: Option<i64>,
+}
+
+/// A host sharing a PostgreSQL database (`hanarang hosts`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostRecord {
+    pub name: String,
+    pub pid: i64,
+    /// The machine it runs on (its hostname).
+    pub machine: String,
+    pub projects: Vec<String>,
+    pub lease_ttl_ms: i64,
+    pub started_at: i64,
+    /// The database server's clock, unix ms.
+    pub heartbeat_at: i64,
+    pub heartbeat_age_ms: i64,
+    /// Its lease ran out: its sprints go to the other hosts that serve their projects.
+    pub expired: bool,
+    /// The open sprints it owns.
+    pub sprints: Vec<String>,
 }
 
 /// Who holds the database.

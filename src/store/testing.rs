@@ -5,7 +5,7 @@
 //! a `Store` work on every engine; the others name theirs.
 
 pub use super::postgres::testing::{drop_database, fresh_database};
-pub use super::sqlite::testing::{Floor, WriteLock, undo_last_migration};
+pub use super::sqlite::testing::{Floor, WriteLock, undo_status_doc_migration};
 
 use super::{CommandKind, Engine, Result, Store};
 

@@ -11,7 +11,7 @@ use hanarang::store::CommandKind;
 
 use crate::support;
 use crate::support::alive;
-use crate::support::db::on_each_engine;
+use crate::support::db::{Engine, on_each_engine};
 use crate::support::pipeline::{Files, Pipeline, Setup, assert_log_is_whole, path};
 
 fn outcomes(runs: &[hanarang::store::Run]) -> Vec<String> {
@@ -428,12 +428,19 @@ async fn two_projects_run_at_once_and_one_projects_sprints_run_one_after_the_oth
 }
 
 on_each_engine! {
+/// With PostgreSQL several hosts share a database, but not one host name.
 async fn a_second_orchestrator_on_the_same_database_is_refused(engine) {
     let p = Pipeline::start(Setup { engine, ..Setup::default() }).await;
     let second = Orchestrator::start(p.config.clone(), p.store.clone()).await;
     match second {
-        Err(OrchestratorError::Lease(LeaseError::Held(holder))) => {
+        Err(OrchestratorError::Lease(LeaseError::Held(holder))) if engine == Engine::Sqlite => {
             assert_eq!(holder.pid, i64::from(std::process::id()));
+        }
+        Err(OrchestratorError::Lease(e @ LeaseError::HostHeld { .. })) if engine == Engine::Postgres => {
+            let LeaseError::HostHeld { name, holder } = &e else { unreachable!() };
+            assert_eq!(name, &p.config.host.name);
+            assert_eq!(holder.pid, i64::from(std::process::id()));
+            assert!(e.to_string().contains("give this one another [host] name"), "{e}");
         }
         Err(e) => panic!("expected the lease to be held, got {e}"),
         Ok(_) => panic!("a second orchestrator started"),

@@ -17,9 +17,23 @@ const END_RUN: &str = "
     UPDATE runs SET outcome = $1, detail = $2, rejection = $3, exit_code = $4, signal = $5, duration_ms = $6,
         stdout_tail = $7, stderr_tail = $8, message_json = $9, input_tokens = $10, output_tokens = $11,
         cost_usd = $12, ended_at = $13
-    WHERE id = $14";
+    WHERE id = $14 AND outcome IS NULL";
 
 impl Db {
+    /// Why a guarded write for `sprint_id` matched nothing: taken over (its epoch moved
+    /// on) is `Fenced`, anything else (gone, or changed since it was read) `Conflict`.
+    async fn refusal(&self, sprint_id: &str, epoch: i64) -> StoreError {
+        let now: Result<Option<i64>, _> =
+            sqlx::query_scalar("SELECT epoch FROM sprints WHERE id = $1")
+                .bind(sprint_id)
+                .fetch_optional(&self.pool)
+                .await;
+        match now {
+            Ok(Some(e)) if e != epoch => StoreError::Fenced(sprint_id.to_string()),
+            _ => StoreError::Conflict(sprint_id.to_string()),
+        }
+    }
+
     pub async fn commit(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
         let (event_json, note_json) = c.encoded()?;
         let seq = c.seq();
@@ -31,7 +45,7 @@ impl Db {
                  contract_id = $6, branch = $7, next_run_at = $8, focus = $9, budget_usd = $10, last_seq = $11,
                  updated_at = $12, input_tokens = input_tokens + $13, output_tokens = output_tokens + $14,
                  cost_usd = cost_usd + $15
-             WHERE id = $16 AND last_seq = $17",
+             WHERE id = $16 AND last_seq = $17 AND epoch = $18",
         )
         .bind(after.state.as_str())
         .bind(i64::from(after.round))
@@ -50,12 +64,13 @@ impl Db {
         .bind(run.and_then(|r| r.cost_usd).unwrap_or(0.0))
         .bind(&c.before.id)
         .bind(c.before.last_seq)
+        .bind(c.before.epoch)
         .execute(&mut *tx)
         .await?;
         if moved.rows_affected() != 1 {
-            // Gone, or moved on since `before` was read: nothing is written.
+            // Gone, moved on since `before` was read, or taken over: nothing is written.
             tx.rollback().await?;
-            return Err(StoreError::Conflict(c.before.id.clone()));
+            return Err(self.refusal(&c.before.id, c.before.epoch).await);
         }
         let global_seq: i64 = sqlx::query_scalar(
             "INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
@@ -110,9 +125,19 @@ impl Db {
     }
 
     /// At full durability, whatever the stage: PostgreSQL's `synchronous_commit` is the
-    /// server's setting, not this store's.
-    pub async fn start_run(&self, new: &NewRun<'_>) -> Result<String> {
+    /// server's setting, not this store's. Only while the sprint is still at `epoch`: a
+    /// host that lost it starts nothing for it.
+    pub async fn start_run(&self, new: &NewRun<'_>, epoch: i64) -> Result<String> {
         let mut tx = self.pool.begin().await?;
+        let held = sqlx::query("SELECT 1 FROM sprints WHERE id = $1 AND epoch = $2 FOR SHARE")
+            .bind(new.sprint_id)
+            .bind(epoch)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if held.is_none() {
+            tx.rollback().await?;
+            return Err(self.refusal(new.sprint_id, epoch).await);
+        }
         bind_new_run(sqlx::query(INSERT_RUN), new)?
             .execute(&mut *tx)
             .await?;
@@ -127,11 +152,18 @@ impl Db {
         Ok(crate::domain::run_id(new.sprint_id, new.number))
     }
 
+    /// A run already ended (recorded `interrupted` by the host that took its sprint over)
+    /// keeps its end; this one is dropped.
     pub async fn end_run(&self, run: &RunEnd) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        bind_run_end(sqlx::query(END_RUN), run)?
+        let ended = bind_run_end(sqlx::query(END_RUN), run)?
             .execute(&mut *tx)
             .await?;
+        if ended.rows_affected() == 0 {
+            tx.rollback().await?;
+            tracing::warn!(run = %run.run_id, "this run's end was already recorded (its sprint was taken over); this one is dropped");
+            return Ok(());
+        }
         sqlx::query(
             "UPDATE sprints SET input_tokens = input_tokens + $1, output_tokens = output_tokens + $2,
                  cost_usd = cost_usd + $3

@@ -21,9 +21,9 @@ async fn connect(url: &str) -> Result<SqliteConnection> {
     Ok(SqliteConnectOptions::from_str(url)?.connect().await?)
 }
 
-/// Takes the database back to before its last migration (0007, the stored status
-/// documents), as a database an older hanarang left.
-pub async fn undo_last_migration(url: &str) -> Result<()> {
+/// Takes the database back to before migration 0007 (the stored status documents), as a
+/// database an older hanarang left.
+pub async fn undo_status_doc_migration(url: &str) -> Result<()> {
     let mut conn = connect(url).await?;
     for undo in [
         "DROP TRIGGER sprints_status_doc_insert",

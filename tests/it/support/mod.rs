@@ -258,7 +258,7 @@ pub fn planner_run<'a>(sprint_id: &'a str, handoff: &'a HandoffDocument) -> NewR
 pub async fn record_planner_run(store: &Store, sprint_id: &str) -> String {
     let handoff = HandoffDocument::default();
     store
-        .start_run(planner_run(sprint_id, &handoff))
+        .start_run(planner_run(sprint_id, &handoff), 0)
         .await
         .expect("record the run")
 }
