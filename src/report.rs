@@ -307,3 +307,51 @@ fn failed(e: &crate::store::StoreError) -> Exit {
     errln!("hanarang: {e}");
     Exit::Failure
 }
+
+/// `hanarang hosts [--json]`: the hosts sharing a PostgreSQL database.
+pub async fn hosts(store: &Store, as_json: bool) -> Exit {
+    let hosts = match store.hosts().await {
+        Ok(Some(hosts)) => hosts,
+        Ok(None) => {
+            if as_json {
+                outln!("[]");
+            } else {
+                outln!(
+                    "this database is SQLite: one orchestrator drives it (several hosts share a database.url = \"postgres://…\")"
+                );
+            }
+            return Exit::Success;
+        }
+        Err(e) => return failed(&e),
+    };
+    if as_json {
+        return print_json(&hosts);
+    }
+    if hosts.is_empty() {
+        outln!("no hosts yet: `hanarang serve` registers one");
+        return Exit::Success;
+    }
+    for h in &hosts {
+        let lease = if h.expired {
+            "EXPIRED (its sprints go to the other hosts)"
+        } else {
+            "live"
+        };
+        outln!(
+            "{}  {lease}, last heartbeat {}s ago (lease {}s), pid {} on {}",
+            escape_controls(&h.name),
+            h.heartbeat_age_ms.max(0) / 1000,
+            h.lease_ttl_ms / 1000,
+            h.pid,
+            escape_controls(&h.machine)
+        );
+        outln!("    projects: {}", escape_controls(&h.projects.join(", ")));
+        let owns = if h.sprints.is_empty() {
+            "none".to_string()
+        } else {
+            h.sprints.join(", ")
+        };
+        outln!("    sprints:  {owns}");
+    }
+    Exit::Success
+}

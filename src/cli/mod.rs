@@ -84,6 +84,12 @@ pub enum Command {
     Config(ConfigCommand),
     /// Check a deployment: config, database, agent programs, projects, Discord
     Doctor,
+    /// The hosts sharing a PostgreSQL database: heartbeat, projects, the sprints they own
+    Hosts {
+        /// Print JSON (fields in README) instead of a table
+        #[arg(long)]
+        json: bool,
+    },
     /// Act as a simulated sister (what `demo` runs)
     #[command(hide = true)]
     SimulateSister,
@@ -249,6 +255,17 @@ pub fn run(cli: Cli) -> Exit {
         Command::Sprint(command) => {
             with_config(cli.config.as_deref(), |c| block_on(sprint(c, command)))
         }
+        Command::Hosts { json } => with_config(cli.config.as_deref(), |c| {
+            block_on(async move {
+                match crate::store::Store::open_existing(&c.database.url).await {
+                    Ok(store) => crate::report::hosts(&store, json).await,
+                    Err(e) => {
+                        errln!("hanarang: {e}");
+                        Exit::Failure
+                    }
+                }
+            })
+        }),
     }
 }
 

@@ -17,6 +17,7 @@ mod first_contact;
 mod fsm;
 mod handoff;
 mod hardening;
+mod hosts;
 mod orchestrator;
 mod presets;
 mod real_clis;

@@ -336,3 +336,77 @@ async fn a_sprint_and_its_log_are_read_in_one_snapshot(engine) {
     );
 }
 }
+
+/// Several hosts on one PostgreSQL database: a host that lost a sprint (its lease ran
+/// out, another host took the sprint over) can write nothing more for it, though nothing
+/// else changed since it read the sprint.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_that_lost_a_sprint_can_write_nothing_for_it() {
+    use hanarang::store::{HostScope, Lease};
+    let db = TestDb::new(Engine::Postgres, "store").await;
+    let store = Store::open(&db.url).await.unwrap();
+    let scope = |name: &str, lease_ttl_ms| HostScope {
+        name: name.into(),
+        projects: vec!["app".into()],
+        lease_ttl_ms,
+    };
+    // Host a's lease has run out as soon as it is taken.
+    let a = store.shared_by(scope("a", -1));
+    let b = store.shared_by(scope("b", 60_000));
+    for (host, token) in [(&a, "token-a"), (&b, "token-b")] {
+        let me = Lease {
+            token: token.into(),
+            pid: 1,
+            host: "machine".into(),
+            started_at: 1,
+            heartbeat_at: 1,
+        };
+        host.acquire_lease(&me, |_| false).await.unwrap().unwrap();
+    }
+    store
+        .create_sprint("app", "goal", None, "b", 1)
+        .await
+        .unwrap();
+    let claimed = a.next_in_queues().await.unwrap();
+    assert_eq!(claimed.len(), 1, "a claims the queued sprint");
+    assert_eq!(claimed[0].host.as_deref(), Some("a"));
+    assert!(
+        b.next_in_queues().await.unwrap().is_empty(),
+        "b does not claim it too"
+    );
+    let (planning, _) = commit_event(&a, &claimed[0], &Event::LockAcquired, None, None, 2)
+        .await
+        .unwrap();
+
+    let taken = b.take_over().await.unwrap();
+    assert_eq!(taken.len(), 1, "b takes the sprint of the expired a");
+    assert_eq!(taken[0].host.as_deref(), Some("b"));
+    assert!(taken[0].epoch > planning.epoch);
+    // a's copy is what the database holds but for the owner: every write is refused.
+    let failed = Event::Failed {
+        failure: hanarang::pipeline::Failure {
+            kind: hanarang::pipeline::FailureKind::ExitNonzero,
+            detail: "exited with code 1".into(),
+        },
+    };
+    match commit_event(&a, &planning, &failed, None, None, 3).await {
+        Err(StoreError::Fenced(id)) => assert_eq!(id, planning.id),
+        other => panic!("expected the late commit to be fenced, got {other:?}"),
+    }
+    let handoff = HandoffDocument::default();
+    match a
+        .start_run(planner_run(&planning.id, &handoff), planning.epoch)
+        .await
+    {
+        Err(StoreError::Fenced(id)) => assert_eq!(id, planning.id),
+        other => panic!("expected the late run start to be fenced, got {other:?}"),
+    }
+    assert_eq!(store.transitions(&planning.id).await.unwrap().len(), 1);
+    assert!(store.runs(&planning.id).await.unwrap().is_empty());
+    // b, the owner now, goes on from the same state.
+    commit_event(&b, &taken[0], &failed, None, None, 4)
+        .await
+        .expect("the new owner's commit");
+    assert_eq!(b.sprints_in_stages().await.unwrap().len(), 1);
+    assert!(a.sprints_in_stages().await.unwrap().is_empty());
+}

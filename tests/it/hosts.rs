@@ -1,0 +1,394 @@
+//! Several orchestrator hosts on one PostgreSQL database (SPEC §9): real `hanarang serve`
+//! processes, each project served by two of them, one killed (`kill -9`) and one frozen
+//! (`SIGSTOP` past its lease, then `SIGCONT`). Every sprint must still end deployed, no
+//! two runs of one sprint may overlap, and the frozen host's late writes are refused.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use hanarang::orchestrator::client::{self, Request};
+use hanarang::pipeline::{Policy, State};
+use hanarang::store::{CommandKind, HostRecord, Run, Sprint, Store};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::support::db::{Engine, TestDb};
+use crate::support::pipeline::assert_log_is_whole;
+use crate::support::{TempDir, sister_script};
+
+/// Waits in these tests are for other processes' leases to run out: far longer than the
+/// pipeline's own.
+const PATIENCE: Duration = Duration::from_secs(180);
+const LEASE_TTL: &str = "2s";
+
+struct Host {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Host {
+    fn start(dir: &Path, url: &str, name: &'static str, projects: &[&str]) -> Host {
+        let state = dir.join("sisters");
+        let mut toml = format!(
+            r#"
+[database]
+url = "{url}"
+
+[host]
+name = "{name}"
+lease_ttl = "{LEASE_TTL}"
+
+[pipeline]
+backoff = {{ initial = "10ms", factor = 2.0, max = "50ms" }}
+
+[agent]
+program = "{program}"
+args = []
+kill_grace = "500ms"
+env = {{ STATE_DIR = "{state}", SISTER_SECONDS = "0.4" }}
+"#,
+            program = sister_script("timed.sh"),
+            state = state.display(),
+        );
+        for project in projects {
+            toml.push_str(&format!(
+                "\n[projects.{project}]\nworkdir = \"{}\"\n",
+                dir.join(project).display()
+            ));
+        }
+        let config = dir.join(format!("{name}.toml"));
+        std::fs::write(&config, toml).expect("write a host's config");
+        let log = dir.join(format!("{name}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_hanarang"))
+            .arg("--config")
+            .arg(&config)
+            .arg("serve")
+            .env("RUST_LOG", "hanarang=info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("a host's log"))
+            .spawn()
+            .expect("start hanarang serve");
+        Host { name, child, log }
+    }
+
+    fn signal(&self, signal: Signal) {
+        let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("a pid"));
+        kill(pid, signal).expect("signal a host");
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(Pid::from_raw(self.child.id() as i32), Signal::SIGCONT);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `check` until it gives a value; panics naming `what` (and the hosts' logs) after
+/// `PATIENCE`.
+async fn until<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    hosts: &[&Host],
+    mut check: impl FnMut() -> F,
+) -> T {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let logs: Vec<String> = hosts
+                .iter()
+                .map(|h| format!("--- {} ---\n{}", h.name, h.log()))
+                .collect();
+            panic!("never happened: {what}\n{}", logs.join("\n"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn sprints(store: &Store) -> Vec<Sprint> {
+    store.sprints().await.expect("read the sprints")
+}
+
+async fn host(store: &Store, name: &str) -> Option<HostRecord> {
+    store
+        .hosts()
+        .await
+        .expect("read the hosts")
+        .expect("a PostgreSQL database")
+        .into_iter()
+        .find(|h| h.name == name)
+}
+
+/// A sprint `name` owns whose sister runs (in a stage, a run not ended).
+async fn running_on(store: &Store, name: &str) -> Option<Sprint> {
+    for s in sprints(store).await {
+        if s.host.as_deref() == Some(name)
+            && s.state.stage().is_some()
+            && s.state != State::Deploying
+            && store
+                .runs(&s.id)
+                .await
+                .ok()?
+                .iter()
+                .any(|r| r.outcome.is_none())
+        {
+            return Some(s);
+        }
+    }
+    None
+}
+
+/// Each run's start and end as the sisters logged them, by sprint.
+fn run_times(state: &Path) -> BTreeMap<String, Vec<(String, u128, Option<u128>)>> {
+    let text = std::fs::read_to_string(state.join("runs.log")).unwrap_or_default();
+    let mut by_sprint: BTreeMap<String, Vec<(String, u128, Option<u128>)>> = BTreeMap::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split(' ').collect();
+        let [what, sprint, run, at] = parts[..] else {
+            panic!("a bad line in runs.log: {line:?}");
+        };
+        let at: u128 = at.parse().expect("a time in runs.log");
+        let runs = by_sprint.entry(sprint.to_string()).or_default();
+        match what {
+            "start" => runs.push((run.to_string(), at, None)),
+            "end" => {
+                let started = runs
+                    .iter_mut()
+                    .rev()
+                    .find(|(r, _, end)| r == run && end.is_none())
+                    .unwrap_or_else(|| panic!("{run} ended without a start"));
+                started.2 = Some(at);
+            }
+            _ => panic!("a bad line in runs.log: {line:?}"),
+        }
+    }
+    by_sprint
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint() {
+    let db = TestDb::new(Engine::Postgres, "hosts").await;
+    let dir = TempDir::new("hosts");
+    for project in ["p1", "p2", "p3"] {
+        std::fs::create_dir_all(dir.path().join(project)).expect("a workdir");
+    }
+    std::fs::create_dir_all(dir.path().join("sisters")).expect("the sisters' folder");
+    // Each project is served by two hosts.
+    let h1 = Host::start(dir.path(), &db.url, "h1", &["p1", "p3"]);
+    let h2 = Host::start(dir.path(), &db.url, "h2", &["p1", "p2"]);
+    let h3 = Host::start(dir.path(), &db.url, "h3", &["p2", "p3"]);
+    let all = [&h1, &h2, &h3];
+    let store = until("the database is set up", &all, || async {
+        Store::open_existing(&db.url).await.ok()
+    })
+    .await;
+    for name in ["h1", "h2", "h3"] {
+        until(&format!("{name} holds its lease"), &all, || async {
+            host(&store, name).await.filter(|h| !h.expired)
+        })
+        .await;
+    }
+    for n in 0..4 {
+        for project in ["p1", "p2", "p3"] {
+            store
+                .create_sprint(
+                    project,
+                    &format!("goal {n}"),
+                    None,
+                    "feature/{sprint_lower}",
+                    1,
+                )
+                .await
+                .expect("queue a sprint");
+        }
+    }
+    // A human meanwhile: each `done` is approved, and a deploy that a lost host
+    // interrupted (it escalates) is resumed.
+    let human = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            loop {
+                let now = sprints(&store).await;
+                for s in &now {
+                    let kind = match s.state {
+                        State::Done => CommandKind::Approve,
+                        State::Escalated => {
+                            let runs: Vec<Run> = store.runs(&s.id).await.unwrap_or_default();
+                            let last = runs.last().map(|r| (r.actor, r.outcome));
+                            if last
+                                != Some((
+                                    hanarang::handoff::Actor::Erang,
+                                    Some(hanarang::sister::RunOutcome::Interrupted),
+                                ))
+                            {
+                                return Err(format!("{} escalated: {last:?}", s.id));
+                            }
+                            CommandKind::Resume
+                        }
+                        State::Aborted => return Err(format!("{} was aborted", s.id)),
+                        _ => continue,
+                    };
+                    let pending = store.pending_commands().await.unwrap_or_default();
+                    if pending.iter().any(|c| c.sprint_id == s.id) {
+                        continue;
+                    }
+                    let request = Request {
+                        sprint_id: &s.id,
+                        kind,
+                        text: None,
+                        by: "test",
+                    };
+                    let _ =
+                        client::submit(&store, &Policy::default(), request, None, Duration::ZERO)
+                            .await;
+                }
+                if now.iter().all(|s| s.state == State::Deployed) {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+
+    // kill -9 a host while one of its sisters runs.
+    let (killed, lost) = until("a host runs a sister", &all, || async {
+        for h in &all {
+            if let Some(s) = running_on(&store, h.name).await {
+                return Some((*h, s));
+            }
+        }
+        None
+    })
+    .await;
+    killed.signal(Signal::SIGKILL);
+    until(
+        &format!("{} is taken over from {}", lost.id, killed.name),
+        &all,
+        || async {
+            store
+                .sprint(&lost.id)
+                .await
+                .ok()
+                .flatten()
+                .filter(|s| s.host.as_deref().is_some_and(|h| h != killed.name))
+        },
+    )
+    .await;
+
+    // Freeze one of the two others past its lease while it runs a sister of the project
+    // both serve: the other one takes it over.
+    let survivors: Vec<&Host> = all
+        .iter()
+        .copied()
+        .filter(|h| h.name != killed.name)
+        .collect();
+    let shared = match killed.name {
+        "h1" => "p2",
+        "h2" => "p3",
+        _ => "p1",
+    };
+    let (frozen_host, frozen) = until(
+        &format!("a survivor runs a sister of {shared}"),
+        &all,
+        || async {
+            for h in &survivors {
+                if let Some(s) = running_on(&store, h.name)
+                    .await
+                    .filter(|s| s.project == shared)
+                {
+                    return Some((*h, s));
+                }
+            }
+            None
+        },
+    )
+    .await;
+    let taker = survivors
+        .iter()
+        .find(|h| h.name != frozen_host.name)
+        .expect("the other survivor");
+    frozen_host.signal(Signal::SIGSTOP);
+    until(
+        &format!(
+            "{} takes {} over from the frozen {}",
+            taker.name, frozen.id, frozen_host.name
+        ),
+        &all,
+        || async {
+            store
+                .sprint(&frozen.id)
+                .await
+                .ok()
+                .flatten()
+                .filter(|s| s.host.as_deref() == Some(taker.name))
+        },
+    )
+    .await;
+    frozen_host.signal(Signal::SIGCONT);
+
+    let delivered = tokio::time::timeout(PATIENCE, human).await;
+    match delivered {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => panic!("{e}"),
+        Ok(Err(e)) => panic!("the human's task failed: {e}"),
+        Err(_) => {
+            let logs: Vec<String> = all
+                .iter()
+                .map(|h| format!("--- {} ---\n{}", h.name, h.log()))
+                .collect();
+            let states: Vec<(String, State, Option<String>)> = sprints(&store)
+                .await
+                .into_iter()
+                .map(|s| (s.id, s.state, s.host))
+                .collect();
+            panic!(
+                "not every sprint was deployed: {states:?}\n{}",
+                logs.join("\n")
+            );
+        }
+    }
+
+    for s in sprints(&store).await {
+        assert_log_is_whole(&store.transitions(&s.id).await.expect("a sprint's log"));
+    }
+    // No two runs of one sprint overlapped, on whichever hosts they ran.
+    for (sprint, mut runs) in run_times(&dir.path().join("sisters")) {
+        runs.sort_by_key(|(_, start, _)| *start);
+        for pair in runs.windows(2) {
+            let (first, _, end) = &pair[0];
+            let (next, start, _) = &pair[1];
+            let end = end.unwrap_or_else(|| panic!("{first} of {sprint} never ended"));
+            assert!(
+                end <= *start,
+                "{sprint}: {next} started before {first} ended"
+            );
+        }
+    }
+    // The frozen host came back to a database that had given its sprint away: what it
+    // then tried to write for it was refused, and it says so.
+    let frozen_log = frozen_host.log();
+    assert!(
+        frozen_log.contains(&format!("{} was taken over by another host", frozen.id)),
+        "{frozen_log}"
+    );
+    assert!(
+        frozen_log.contains("this host's lease ran out"),
+        "{frozen_log}"
+    );
+    // The killed host's lease is expired; the others' are not.
+    for h in &all {
+        let record = host(&store, h.name).await.expect("a host on record");
+        assert_eq!(record.expired, h.name == killed.name, "{record:?}");
+    }
+}
