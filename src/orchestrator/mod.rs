@@ -33,6 +33,10 @@ use crate::store::{
 /// How often the database is looked at for commands from another process (the CLI).
 const COMMAND_POLL: Duration = Duration::from_millis(50);
 
+/// The same where the database wakes the loop itself (PostgreSQL's LISTEN/NOTIFY): a
+/// safety net only.
+const COMMAND_POLL_LISTENING: Duration = Duration::from_secs(1);
+
 /// How long the loop sleeps when nothing is due (commands still wake it).
 const IDLE: Duration = Duration::from_secs(3600);
 
@@ -238,12 +242,20 @@ impl Orchestrator {
             lease::HEARTBEAT
         });
         let mut renewed = tokio::time::Instant::now();
+        let poll = match self.store.listen(self.handle.wake.clone()).await {
+            Ok(true) => COMMAND_POLL_LISTENING,
+            Ok(false) => COMMAND_POLL,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for the database's wake-ups: polling");
+                COMMAND_POLL
+            }
+        };
         // Commands (and sprints queued by another process) are looked for on a wake-up
-        // and at least every COMMAND_POLL; a pass right after a run ended need not.
+        // and at least every `poll`; a pass right after a run ended need not.
         let mut look_for_commands = true;
         let mut last_look = tokio::time::Instant::now();
         let result = loop {
-            if look_for_commands || last_look.elapsed() >= COMMAND_POLL {
+            if look_for_commands || last_look.elapsed() >= poll {
                 last_look = tokio::time::Instant::now();
                 look_for_commands = true;
             }
@@ -260,7 +272,7 @@ impl Orchestrator {
                     }
                 }
                 () = self.handle.wake.notified() => look_for_commands = true,
-                () = tokio::time::sleep(next_due.min(COMMAND_POLL)) => look_for_commands = true,
+                () = tokio::time::sleep(next_due.min(poll)) => look_for_commands = true,
                 _ = heartbeat.tick() => {
                     // A database removed under us would take every write and keep none.
                     if let Err(e) = self.store.check_file() {
@@ -316,11 +328,9 @@ impl Orchestrator {
         // when no other sprint of its project is between planning and a terminal state. A
         // sprint waiting in `done` or `escalated` keeps the lock: the workdir holds its
         // branch. New sprints come from other processes too, hence the look on every poll.
-        // A host at its cap of sisters claims nothing and starts nothing.
-        if self.at_cap() {
-            return Ok(COMMAND_POLL);
-        }
-        if look_for_commands || self.lock_freed {
+        // A host at its cap of sisters claims nothing and starts nothing (the end of one
+        // of its runs wakes the loop).
+        if !self.at_cap() && (look_for_commands || self.lock_freed) {
             self.lock_freed = false;
             for sprint in self.store.next_in_queues().await? {
                 if self.wants(&sprint) {
@@ -346,7 +356,6 @@ impl Orchestrator {
                 continue;
             }
             if self.at_cap() {
-                next_due = COMMAND_POLL;
                 break;
             }
             match sprint.next_run_at {

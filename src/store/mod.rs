@@ -694,6 +694,16 @@ impl Store {
         }
     }
 
+    /// Wakes `wake` at once when another process writes a command, queues a sprint or
+    /// frees a pipeline lock; `false` when the engine cannot tell (SQLite: the caller
+    /// polls).
+    pub async fn listen(&self, wake: std::sync::Arc<tokio::sync::Notify>) -> Result<bool> {
+        match &self.engine {
+            Engine::Postgres(db) => db.listen(wake).await.map(|()| true),
+            Engine::Sqlite(_) => Ok(false),
+        }
+    }
+
     /// The hosts sharing this database; `None` for a database that is not PostgreSQL.
     pub async fn hosts(&self) -> Result<Option<Vec<HostRecord>>> {
         match &self.engine {

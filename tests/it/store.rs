@@ -17,7 +17,7 @@ use crate::support::{commit_event, planner_run};
 fn migrations(engine: Engine) -> usize {
     match engine {
         Engine::Sqlite => 8,
-        Engine::Postgres => 2,
+        Engine::Postgres => 3,
     }
 }
 

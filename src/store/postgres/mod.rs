@@ -24,6 +24,9 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres
 
 super::portable::portable_calls!(Postgres);
 
+/// The channel the triggers of migration 0003 notify.
+const NOTIFY_CHANNEL: &str = "hanarang";
+
 /// The advisory lock a write transaction takes (`Db::begin_write`): the few writes that
 /// read before they decide (a sprint's number, the lease) take turns, as under SQLite's
 /// single writer.
@@ -153,6 +156,27 @@ impl Db {
             .map(crate::store::rows::SprintSpendRaw::parse)
             .collect::<Result<Vec<_>>>()?;
         crate::store::SprintStatus::list_json(&sprints)
+    }
+
+    /// Wakes `wake` whenever another writer notifies the hosts (migration 0003: a
+    /// command, a queued sprint, a freed pipeline lock, a host gone), from a task on the
+    /// caller's runtime that lives as long as it does. A lost connection is made again;
+    /// meanwhile the caller's own poll still finds everything.
+    pub async fn listen(&self, wake: std::sync::Arc<tokio::sync::Notify>) -> Result<()> {
+        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool).await?;
+        listener.listen(NOTIFY_CHANNEL).await?;
+        tokio::spawn(async move {
+            loop {
+                match listener.recv().await {
+                    Ok(_) => wake.notify_one(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "lost the PostgreSQL wake-ups; listening again");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        });
+        Ok(())
     }
 
     /// Reads, without changing anything, which migrations a database still needs.
