@@ -69,7 +69,7 @@ pub async fn serve(config: Arc<Config>) -> Exit {
         Ok(o) => o,
         Err(exit) => return exit,
     };
-    tracing::info!(database = %config.database.url, projects = config.projects.len(), discord = discord.is_some(), "orchestrator started");
+    tracing::info!(database = %crate::config::redacted(&config.database.url), host = ?orchestrator.handle().store.scope().map(|s| s.name.clone()), projects = config.projects.len(), discord = discord.is_some(), "orchestrator started");
     let (stop, _) = tokio::sync::broadcast::channel::<()>(1);
     let stopped = |stop: &tokio::sync::broadcast::Sender<()>| {
         let mut rx = stop.subscribe();
@@ -79,13 +79,24 @@ pub async fn serve(config: Arc<Config>) -> Exit {
     };
     let has_bot = discord.is_some();
     let bot = discord.map(|(d, token)| {
-        tokio::spawn(crate::discord::run(
-            config.clone(),
-            d,
-            orchestrator.handle(),
-            token,
-            stopped(&stop),
-        ))
+        let handle = orchestrator.handle();
+        if handle.store.scope().is_some() {
+            tokio::spawn(bot_when_leading(
+                config.clone(),
+                d,
+                handle,
+                token,
+                stop.subscribe(),
+            ))
+        } else {
+            tokio::spawn(crate::discord::run(
+                config.clone(),
+                d,
+                handle,
+                token,
+                stopped(&stop),
+            ))
+        }
     });
     let bot = async move {
         match bot {
@@ -148,4 +159,137 @@ fn discord_failed(e: &crate::discord::StartError) -> Exit {
     } else {
         Exit::Failure
     }
+}
+
+/// The role of the host that runs the Discord bot, among several on one database.
+const BOT_ROLE: &str = "discord";
+
+/// With several hosts on one PostgreSQL database, exactly one runs the Discord bot: the
+/// one that holds the bot's lease (`Store::lead`), renewed every third of `[host]
+/// lease_ttl`. The others stand by and try for it as often; when the holder goes (its
+/// lease runs out, or it gives it up on stopping), one of them starts its bot, which
+/// delivers the log from the shared cursor on. A bot whose lease could not be renewed
+/// within its life is stopped: another host may run the bot by then.
+async fn bot_when_leading(
+    config: Arc<Config>,
+    discord: crate::config::DiscordConfig,
+    handle: crate::orchestrator::Handle,
+    token: crate::discord::Token,
+    mut stop: tokio::sync::broadcast::Receiver<()>,
+) -> Result<(), crate::discord::StartError> {
+    let ttl = config.host.lease_ttl.0;
+    let store = handle.store.clone();
+    let lease = format!("{}-{}", std::process::id(), crate::clock::now_ms());
+    loop {
+        // Standing by.
+        loop {
+            match store.lead(BOT_ROLE, &lease).await {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot ask for the Discord bot's lease"),
+            }
+            tokio::select! {
+                _ = stop.recv() => return Ok(()),
+                () = tokio::time::sleep(ttl / 3) => {}
+            }
+        }
+        tracing::info!("this host runs the Discord bot");
+        let (lost_tx, lost) = tokio::sync::oneshot::channel::<()>();
+        let (end_tx, end) = tokio::sync::oneshot::channel::<()>();
+        let bot = bot_on_own_runtime(
+            config.clone(),
+            discord.clone(),
+            handle.clone(),
+            token.clone(),
+            async move {
+                tokio::select! {
+                    _ = lost => {}
+                    _ = end => {}
+                }
+            },
+        );
+        tokio::pin!(bot);
+        let mut renewed = tokio::time::Instant::now();
+        let result = loop {
+            // Held: renewed. Taken by another host (this one's lease ran out meanwhile),
+            // or not renewed within its life: the bot stops.
+            tokio::select! {
+                r = &mut bot => break Some(r),
+                _ = stop.recv() => {
+                    let _ = end_tx.send(());
+                    let r = bot.await;
+                    if let Err(e) = store.release_lead(BOT_ROLE, &lease).await {
+                        tracing::warn!(error = %e, "cannot give the Discord bot's lease up");
+                    }
+                    return r;
+                }
+                () = tokio::time::sleep(ttl / 3) => {
+                    let lost = match store.lead(BOT_ROLE, &lease).await {
+                        Ok(true) => {
+                            renewed = tokio::time::Instant::now();
+                            false
+                        }
+                        Ok(false) => true,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot renew the Discord bot's lease");
+                            renewed.elapsed() > ttl
+                        }
+                    };
+                    if lost {
+                        tracing::error!("this host lost the Discord bot's lease: its bot stops, another host runs it");
+                        let _ = lost_tx.send(());
+                        let _ = bot.await;
+                        break None;
+                    }
+                }
+            }
+        };
+        if let Some(r) = result {
+            // The bot ended on its own: a refused token, or a failure.
+            let _ = store.release_lead(BOT_ROLE, &lease).await;
+            return r;
+        }
+    }
+}
+
+/// `discord::run` on a thread with a runtime of its own, until `until` resolves. The
+/// runtime is shut down with it: serenity leaves its shard runners behind when the client
+/// is dropped, and a bot that stops must leave no connection to Discord behind.
+async fn bot_on_own_runtime(
+    config: Arc<Config>,
+    discord: crate::config::DiscordConfig,
+    handle: crate::orchestrator::Handle,
+    token: crate::discord::Token,
+    until: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), crate::discord::StartError> {
+    let (done_tx, done) = tokio::sync::oneshot::channel();
+    let thread = std::thread::Builder::new()
+        .name("hanarang-bot".into())
+        .spawn(move || {
+            let result = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => {
+                    let r = rt.block_on(crate::discord::run(config, discord, handle, token, until));
+                    rt.shutdown_background();
+                    r
+                }
+                Err(e) => Err(crate::discord::StartError::Client(format!(
+                    "cannot start the bot's runtime: {e}"
+                ))),
+            };
+            let _ = done_tx.send(result);
+        });
+    if let Err(e) = thread {
+        return Err(crate::discord::StartError::Client(format!(
+            "cannot start the bot's thread: {e}"
+        )));
+    }
+    done.await.unwrap_or_else(|_| {
+        Err(crate::discord::StartError::Client(
+            "the bot's thread ended without a result".into(),
+        ))
+    })
 }

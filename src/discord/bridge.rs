@@ -48,6 +48,10 @@ pub enum DeliveryError {
     Store(#[from] crate::store::StoreError),
 }
 
+/// How often a bot on a shared database reads the log at least (other hosts' transitions
+/// also wake it through the database).
+const SHARED_POLL: Duration = Duration::from_secs(1);
+
 impl DeliveryError {
     /// Discord's answer will not change by asking again: the channel or message is gone
     /// (404), the bot may not post there (403), or Discord rejects the request (400).
@@ -194,6 +198,13 @@ impl Bridge {
     ) -> Result<(), super::StartError> {
         tokio::pin!(shutdown);
         let mut store_failures = 0u32;
+        // Sharing a PostgreSQL database, other hosts commit transitions too: the database
+        // tells of each, and a poll every second is the safety net.
+        let news = std::sync::Arc::new(tokio::sync::Notify::new());
+        let shared = self.store.scope().is_some();
+        if shared && let Err(e) = self.store.listen(news.clone()).await {
+            tracing::warn!(error = %e, "cannot listen for other hosts' transitions: polling");
+        }
         loop {
             // A pass can take long while Discord times out: at shutdown it stops after the
             // line it is delivering (cancelling it there could post a line whose cursor is
@@ -242,7 +253,8 @@ impl Bridge {
                 // Any news (or a lag) means: read the log again. A sprint that waits on its
                 // backoff keeps waiting (`pass` skips it until its time).
                 _ = events.recv() => {}
-                () = tokio::time::sleep(wait) => {}
+                () = news.notified() => {}
+                () = tokio::time::sleep(if shared { wait.min(SHARED_POLL) } else { wait }) => {}
             }
         }
     }

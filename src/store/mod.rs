@@ -704,6 +704,24 @@ impl Store {
         }
     }
 
+    /// Takes (or renews) `role`, which one host among several plays at a time (the
+    /// Discord bot), under `token`: whether this token holds it now. A store not shared
+    /// always holds it (it is the only orchestrator).
+    pub async fn lead(&self, role: &str, token: &str) -> Result<bool> {
+        match self.shared() {
+            Some((db, scope)) => db.acquire_leader(scope, role, token).await,
+            None => Ok(true),
+        }
+    }
+
+    /// Gives `role` up (`lead`).
+    pub async fn release_lead(&self, role: &str, token: &str) -> Result<()> {
+        match self.shared() {
+            Some((db, _)) => db.release_leader(role, token).await,
+            None => Ok(()),
+        }
+    }
+
     /// The hosts sharing this database; `None` for a database that is not PostgreSQL.
     pub async fn hosts(&self) -> Result<Option<Vec<HostRecord>>> {
         match &self.engine {

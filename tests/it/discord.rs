@@ -768,3 +768,94 @@ async fn a_429_is_retried_only_after_its_retry_after_through_the_proxy() {
     bot.stop().await;
     p.stop().await;
 }
+
+/// Several hosts on one PostgreSQL database run one bot between them: a standby host's
+/// bot takes over when the host running it dies, and the forum post goes on from the
+/// shared cursor, with no line lost or posted twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_several_hosts_one_bot_runs_and_a_standby_takes_it_over() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let files = Files::new(&Setup {
+        engine: support::db::Engine::Postgres,
+        ..Setup::default()
+    });
+    files.append_config(&discord_table(&fake));
+    let shared = std::fs::read_to_string(&files.config_path).unwrap();
+    let host = |name: &str| {
+        let path = files.dir.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &path,
+            format!("{shared}\n[host]\nname = \"{name}\"\nlease_ttl = \"2s\"\n"),
+        )
+        .unwrap();
+        let log = files.dir.path().join(format!("{name}.log"));
+        let child = support::serve(std::path::Path::new(env!("CARGO_BIN_EXE_hanarang")), &path)
+            .env(
+                "HANARANG_TEST_DISCORD_TOKEN",
+                support::fake_discord::FAKE_TOKEN,
+            )
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start serve");
+        (child, log)
+    };
+    let (mut a, a_log) = host("a");
+    assert!(
+        fake.wait_until(PATIENCE, |f| f.ready_count() == 1).await,
+        "a's bot connects"
+    );
+    let (mut b, b_log) = host("b");
+    let store = loop {
+        if let Ok(store) = hanarang::store::Store::open_existing(&files.config().database.url).await
+        {
+            break store;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        std::fs::read_to_string(&a_log)
+            .unwrap()
+            .contains("this host runs the Discord bot"),
+        "a runs the bot"
+    );
+    let start = files.hanarang(&["sprint", "start", "Add a login page"]);
+    assert_eq!(String::from_utf8_lossy(&start.stdout).trim(), "SPRINT-001");
+    support::pipeline::wait_for(&store, "SPRINT-001", |s| s.state == State::Done, "done").await;
+    assert_eq!(wait_for_lines(&fake, 4).await, HAPPY_LINES[..4]);
+    assert_eq!(fake.ready_count(), 1, "b stands by: one bot");
+
+    // The host running the bot dies; b's bot takes over once a's lease has run out.
+    a.kill().unwrap();
+    a.wait().unwrap();
+    assert!(
+        fake.wait_until(PATIENCE, |f| f.ready_count() == 2).await,
+        "b's bot connects: {}",
+        std::fs::read_to_string(&b_log).unwrap()
+    );
+    let approve = files.hanarang(&["sprint", "approve", "1"]);
+    assert_eq!(
+        approve.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&approve.stderr)
+    );
+    support::pipeline::wait_for(
+        &store,
+        "SPRINT-001",
+        |s| s.state == State::Deployed,
+        "deployed",
+    )
+    .await;
+    let lines = wait_for_lines(&fake, 6).await;
+    assert_eq!(lines[..4], HAPPY_LINES[..4]);
+    assert_eq!(lines[4], "🚀 cli님 배포 승인: 이랑이가 배포 시작");
+    assert_eq!(lines[5], HAPPY_LINES[5]);
+    assert_eq!(lines.len(), 6, "no line posted twice: {lines:#?}");
+    assert_eq!(fake.threads().len(), 1, "the same forum post");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(b.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(b.wait().unwrap().code(), Some(0));
+}

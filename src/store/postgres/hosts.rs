@@ -242,6 +242,38 @@ impl Db {
     }
 }
 
+impl Db {
+    /// Takes `role` for `scope`'s host under `token`, if nobody holds it or its holder's
+    /// lease ran out; renews it if this token holds it. Whether this token holds it now.
+    pub async fn acquire_leader(&self, scope: &HostScope, role: &str, token: &str) -> Result<bool> {
+        let sql = format!(
+            "INSERT INTO leaders (role, host, token, heartbeat_at, lease_ttl_ms) VALUES ($1, $2, $3, {DB_NOW}, $4)
+             ON CONFLICT (role) DO UPDATE SET host = excluded.host, token = excluded.token,
+                 heartbeat_at = excluded.heartbeat_at, lease_ttl_ms = excluded.lease_ttl_ms
+             WHERE leaders.token = excluded.token OR leaders.heartbeat_at + leaders.lease_ttl_ms < {DB_NOW}
+             RETURNING token"
+        );
+        let held: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(role)
+            .bind(&scope.name)
+            .bind(token)
+            .bind(scope.lease_ttl_ms)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(held.is_some())
+    }
+
+    /// Gives `role` up, if this token holds it: a standby host takes it at once.
+    pub async fn release_leader(&self, role: &str, token: &str) -> Result<()> {
+        sqlx::query("DELETE FROM leaders WHERE role = $1 AND token = $2")
+            .bind(role)
+            .bind(token)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
 #[derive(sqlx::FromRow)]
 struct LeaseRow {
     #[sqlx(flatten)]
