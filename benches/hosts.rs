@@ -15,16 +15,13 @@ mod common;
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hanarang::pipeline::State;
 use hanarang::store::{CommandKind, Store};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-
 use support::TempDir;
 use support::db::{Engine, TestDb};
+use support::hosts::{Host, HostSetup};
 
 const PROJECTS: usize = 30;
 const SISTER_SECONDS: &str = "1";
@@ -46,61 +43,37 @@ fn hanarang_binary() -> PathBuf {
         .unwrap_or_else(|| panic!("no hanarang binary at {}", built.display()))
 }
 
-struct Host(Child);
-
-impl Host {
-    fn start(dir: &Path, url: &str, name: &str) -> Host {
-        let state = dir.join("sisters");
-        let mut toml = format!(
-            r#"
-[database]
-url = "{url}"
-
-[host]
-name = "{name}"
-lease_ttl = "{ttl}s"
-max_sisters = {MAX_SISTERS}
-
-[agent]
-program = "{program}"
-args = []
-kill_grace = "1s"
-env = {{ STATE_DIR = "{state}", SISTER_SECONDS = "{SISTER_SECONDS}" }}
-"#,
-            ttl = LEASE_TTL.as_secs(),
-            program = support::sister_script("timed.sh"),
-            state = state.display(),
-        );
-        for p in 0..PROJECTS {
-            toml.push_str(&format!(
-                "\n[projects.p{p}]\nworkdir = \"{}\"\n",
-                dir.join(format!("p{p}")).display()
-            ));
-        }
-        let config = dir.join(format!("{name}.toml"));
-        std::fs::write(&config, toml).expect("write a host's config");
-        let child = Command::new(hanarang_binary())
-            .arg("--config")
-            .arg(&config)
-            .arg("serve")
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).expect("a host's log"))
-            .spawn()
-            .expect("start hanarang serve");
-        Host(child)
-    }
-
-    fn pid(&self) -> Pid {
-        Pid::from_raw(i32::try_from(self.0.id()).expect("a pid"))
-    }
+fn start(dir: &Path, url: &str, name: &str) -> Host {
+    let projects: Vec<String> = (0..PROJECTS).map(|p| format!("p{p}")).collect();
+    let ttl = format!("{}s", LEASE_TTL.as_secs());
+    Host::start(
+        &hanarang_binary(),
+        dir,
+        url,
+        &HostSetup {
+            name,
+            projects: &projects,
+            lease_ttl: &ttl,
+            max_sisters: Some(MAX_SISTERS),
+            sister_seconds: SISTER_SECONDS,
+            log_level: "warn",
+        },
+    )
 }
 
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = kill(self.pid(), Signal::SIGTERM);
-        let _ = self.0.wait();
+/// Queues `n` sprints, spread over the projects.
+async fn queue(store: &Store, n: usize) {
+    for i in 0..n {
+        store
+            .create_sprint(
+                &format!("p{}", i % PROJECTS),
+                "bench",
+                None,
+                "b/{sprint_lower}",
+                hanarang::clock::now_ms(),
+            )
+            .await
+            .expect("queue a sprint");
     }
 }
 
@@ -108,12 +81,8 @@ impl Drop for Host {
 async fn cluster(hosts: usize) -> (TestDb, TempDir, Vec<Host>, Store) {
     let db = TestDb::new(Engine::Postgres, "bench-hosts").await;
     let dir = TempDir::new("bench-hosts");
-    std::fs::create_dir_all(dir.path().join("sisters")).expect("the sisters' folder");
-    for p in 0..PROJECTS {
-        std::fs::create_dir_all(dir.path().join(format!("p{p}"))).expect("a workdir");
-    }
     // The first host sets the database up; the others join it.
-    let mut started = vec![Host::start(dir.path(), &db.url, "h1")];
+    let mut started = vec![start(dir.path(), &db.url, "h1")];
     let store = loop {
         if let Ok(store) = Store::open_existing(&db.url).await {
             break store;
@@ -121,7 +90,7 @@ async fn cluster(hosts: usize) -> (TestDb, TempDir, Vec<Host>, Store) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     for n in 2..=hosts {
-        started.push(Host::start(dir.path(), &db.url, &format!("h{n}")));
+        started.push(start(dir.path(), &db.url, &format!("h{n}")));
     }
     (db, dir, started, store)
 }
@@ -167,18 +136,7 @@ async fn round(hosts: usize) -> (f64, Vec<i64>) {
     let (_db, _dir, started, store) = cluster(hosts).await;
     let n = SPRINTS_PER_HOST * hosts;
     let t = Instant::now();
-    for i in 0..n {
-        store
-            .create_sprint(
-                &format!("p{}", i % PROJECTS),
-                "bench",
-                None,
-                "b/{sprint_lower}",
-                hanarang::clock::now_ms(),
-            )
-            .await
-            .expect("queue a sprint");
-    }
+    queue(&store, n).await;
     deliver(&store, n).await;
     let per_minute = n as f64 / t.elapsed().as_secs_f64() * 60.0;
     let mut claims = Vec::new();
@@ -205,18 +163,7 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
 /// again on the other host.
 async fn takeover() -> Duration {
     let (_db, _dir, mut started, store) = cluster(2).await;
-    for i in 0..8 {
-        store
-            .create_sprint(
-                &format!("p{i}"),
-                "bench",
-                None,
-                "b/{sprint_lower}",
-                hanarang::clock::now_ms(),
-            )
-            .await
-            .expect("queue a sprint");
-    }
+    queue(&store, 8).await;
     // Wait until h1 runs a sister, then kill it.
     let victim = loop {
         let mut found = None;
@@ -242,8 +189,7 @@ async fn takeover() -> Duration {
     };
     let before = store.runs(&victim.id).await.unwrap_or_default().len();
     let killed = Instant::now();
-    kill(started[0].pid(), Signal::SIGKILL).expect("kill h1");
-    let _ = started[0].0.wait();
+    started[0].signal(nix::sys::signal::Signal::SIGKILL);
     loop {
         let runs = store.runs(&victim.id).await.unwrap_or_default();
         if runs.len() > before {

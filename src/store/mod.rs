@@ -758,6 +758,31 @@ impl Store {
     }
 }
 
+/// Where a database that applied the migrations `applied` stands against `ours`: how many
+/// it applied, and which of ours it lacks. A database with a migration this binary does
+/// not know was made by a newer one: it is refused (`StoreError::TooNew`), never opened
+/// with a schema this code does not expect.
+fn against(
+    ours: &sqlx::migrate::Migrator,
+    applied: &[i64],
+    url: &str,
+) -> Result<(usize, Vec<i64>)> {
+    let newest = ours.iter().map(|m| m.version).max().unwrap_or(0);
+    if let Some(&theirs) = applied.iter().filter(|&&v| v > newest).max() {
+        return Err(StoreError::TooNew {
+            url: crate::config::redacted(url),
+            theirs,
+            ours: newest,
+        });
+    }
+    let pending = ours
+        .iter()
+        .map(|m| m.version)
+        .filter(|v| !applied.contains(v))
+        .collect();
+    Ok((applied.len(), pending))
+}
+
 /// A new sprint's branch: the template with the sprint's id and project put in.
 fn sprint_branch(template: &str, id: &str, project: &str) -> String {
     let lower = id.to_lowercase();

@@ -465,6 +465,53 @@ macro_rules! portable_calls {
                 .ok_or_else(|| crate::store::StoreError::NoSprint(id.to_string()))
         }
 
+        /// Binds the sprint's columns a commit writes, after those already bound: state,
+        /// round, attempt, resume stage and round, contract, branch, due time, focus,
+        /// budget, `last_seq`, `updated_at`, then the tokens and dollars its run adds.
+        fn bind_sprint_after<'q>(
+            query: sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments>,
+            c: &'q crate::store::Commit<'q>,
+        ) -> sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments> {
+            let after = c.after;
+            query
+                .bind(after.state.as_str())
+                .bind(i64::from(after.round))
+                .bind(i64::from(after.attempt))
+                .bind(after.resume.map(|r| r.stage.state().as_str()))
+                .bind(after.resume.map(|r| i64::from(r.round)))
+                .bind(&after.contract_id)
+                .bind(&after.branch)
+                .bind(after.next_run_at)
+                .bind(&after.focus)
+                .bind(after.budget_usd)
+                .bind(c.seq())
+                .bind(c.at)
+                .bind(c.run.and_then(|r| r.input_tokens).unwrap_or(0))
+                .bind(c.run.and_then(|r| r.output_tokens).unwrap_or(0))
+                .bind(c.run.and_then(|r| r.cost_usd).unwrap_or(0.0))
+        }
+
+        /// Binds a log entry's columns after its sprint and `seq`: from, to, event (its
+        /// name and JSON), note, round, attempt, run, branch, time.
+        fn bind_log_entry<'q>(
+            query: sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments>,
+            c: &'q crate::store::Commit<'q>,
+            event_json: &'q str,
+            note_json: Option<&'q str>,
+        ) -> sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments> {
+            query
+                .bind(c.transition.from.state.as_str())
+                .bind(c.transition.to.state.as_str())
+                .bind(c.event.name())
+                .bind(event_json)
+                .bind(note_json)
+                .bind(i64::from(c.transition.to.round))
+                .bind(i64::from(c.transition.to.attempt))
+                .bind(c.run.map(|r| r.run_id.as_str()))
+                .bind(&c.after.branch)
+                .bind(c.at)
+        }
+
         /// Binds a new run's parameters, in `INSERT_RUN`'s order, after those already bound.
         fn bind_new_run<'q>(
             query: sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments>,

@@ -4,93 +4,39 @@
 //! two runs of one sprint may overlap, and the frozen host's late writes are refused.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
 use hanarang::orchestrator::client::{self, Request};
 use hanarang::pipeline::{Policy, State};
 use hanarang::store::{CommandKind, HostRecord, Run, Sprint, Store};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 
+use crate::support::TempDir;
 use crate::support::db::{Engine, TestDb};
+use crate::support::hosts::{Host, HostSetup};
 use crate::support::pipeline::assert_log_is_whole;
-use crate::support::{TempDir, sister_script};
 
 /// Waits in these tests are for other processes' leases to run out: far longer than the
 /// pipeline's own.
 const PATIENCE: Duration = Duration::from_secs(180);
 const LEASE_TTL: &str = "2s";
 
-struct Host {
-    name: &'static str,
-    child: Child,
-    log: PathBuf,
-}
-
-impl Host {
-    fn start(dir: &Path, url: &str, name: &'static str, projects: &[&str]) -> Host {
-        let state = dir.join("sisters");
-        let mut toml = format!(
-            r#"
-[database]
-url = "{url}"
-
-[host]
-name = "{name}"
-lease_ttl = "{LEASE_TTL}"
-
-[pipeline]
-backoff = {{ initial = "10ms", factor = 2.0, max = "50ms" }}
-
-[agent]
-program = "{program}"
-args = []
-kill_grace = "500ms"
-env = {{ STATE_DIR = "{state}", SISTER_SECONDS = "0.4" }}
-"#,
-            program = sister_script("timed.sh"),
-            state = state.display(),
-        );
-        for project in projects {
-            toml.push_str(&format!(
-                "\n[projects.{project}]\nworkdir = \"{}\"\n",
-                dir.join(project).display()
-            ));
-        }
-        let config = dir.join(format!("{name}.toml"));
-        std::fs::write(&config, toml).expect("write a host's config");
-        let log = dir.join(format!("{name}.log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_hanarang"))
-            .arg("--config")
-            .arg(&config)
-            .arg("serve")
-            .env("RUST_LOG", "hanarang=info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("a host's log"))
-            .spawn()
-            .expect("start hanarang serve");
-        Host { name, child, log }
-    }
-
-    fn signal(&self, signal: Signal) {
-        let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("a pid"));
-        kill(pid, signal).expect("signal a host");
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(Pid::from_raw(self.child.id() as i32), Signal::SIGCONT);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn start(dir: &Path, url: &str, name: &'static str, projects: &[&str]) -> Host {
+    let projects: Vec<String> = projects.iter().map(|p| p.to_string()).collect();
+    Host::start(
+        Path::new(env!("CARGO_BIN_EXE_hanarang")),
+        dir,
+        url,
+        &HostSetup {
+            name,
+            projects: &projects,
+            lease_ttl: LEASE_TTL,
+            max_sisters: None,
+            sister_seconds: "0.4",
+            log_level: "hanarang=info",
+        },
+    )
 }
 
 /// Polls `check` until it gives a value; panics naming `what` (and the hosts' logs) after
@@ -185,9 +131,9 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
     }
     std::fs::create_dir_all(dir.path().join("sisters")).expect("the sisters' folder");
     // Each project is served by two hosts.
-    let h1 = Host::start(dir.path(), &db.url, "h1", &["p1", "p3"]);
-    let h2 = Host::start(dir.path(), &db.url, "h2", &["p1", "p2"]);
-    let h3 = Host::start(dir.path(), &db.url, "h3", &["p2", "p3"]);
+    let h1 = start(dir.path(), &db.url, "h1", &["p1", "p3"]);
+    let h2 = start(dir.path(), &db.url, "h2", &["p1", "p2"]);
+    let h3 = start(dir.path(), &db.url, "h3", &["p2", "p3"]);
     let all = [&h1, &h2, &h3];
     let store = until("the database is set up", &all, || async {
         Store::open_existing(&db.url).await.ok()
@@ -264,7 +210,7 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
     // kill -9 a host while one of its sisters runs.
     let (killed, lost) = until("a host runs a sister", &all, || async {
         for h in &all {
-            if let Some(s) = running_on(&store, h.name).await {
+            if let Some(s) = running_on(&store, &h.name).await {
                 return Some((*h, s));
             }
         }
@@ -293,7 +239,7 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
         .copied()
         .filter(|h| h.name != killed.name)
         .collect();
-    let shared = match killed.name {
+    let shared = match killed.name.as_str() {
         "h1" => "p2",
         "h2" => "p3",
         _ => "p1",
@@ -303,7 +249,7 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
         &all,
         || async {
             for h in &survivors {
-                if let Some(s) = running_on(&store, h.name)
+                if let Some(s) = running_on(&store, &h.name)
                     .await
                     .filter(|s| s.project == shared)
                 {
@@ -331,7 +277,7 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
                 .await
                 .ok()
                 .flatten()
-                .filter(|s| s.host.as_deref() == Some(taker.name))
+                .filter(|s| s.host.as_deref() == Some(taker.name.as_str()))
         },
     )
     .await;
@@ -388,7 +334,7 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
     );
     // The killed host's lease is expired; the others' are not.
     for h in &all {
-        let record = host(&store, h.name).await.expect("a host on record");
+        let record = host(&store, &h.name).await.expect("a host on record");
         assert_eq!(record.expired, h.name == killed.name, "{record:?}");
     }
 }

@@ -231,20 +231,7 @@ async fn migrations_of(pool: &PgPool, url: &str) -> Result<(usize, Vec<i64>)> {
     } else {
         Vec::new()
     };
-    let ours = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
-    if let Some(&theirs) = applied.iter().filter(|&&v| v > ours).max() {
-        return Err(StoreError::TooNew {
-            url: crate::config::redacted(url),
-            theirs,
-            ours,
-        });
-    }
-    let pending = MIGRATOR
-        .iter()
-        .map(|m| m.version)
-        .filter(|v| !applied.contains(v))
-        .collect();
-    Ok((applied.len(), pending))
+    super::against(&MIGRATOR, &applied, url)
 }
 
 /// PostgreSQL's codes for a write that may well succeed if tried again: a lock another

@@ -4,7 +4,12 @@
 //! second writer on the row, PostgreSQL waits for it and then reads its result) writes
 //! nothing.
 
-use super::{Db, RESOLVE_COMMAND, bind_new_run, bind_run_end, unique_violation};
+use sqlx::Row;
+
+use super::{
+    Db, RESOLVE_COMMAND, bind_log_entry, bind_new_run, bind_run_end, bind_sprint_after,
+    unique_violation,
+};
 use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, StoreError, TransitionRecord};
 
 /// A run's start (`Store::start_run`); bound by `bind_new_run`.
@@ -37,31 +42,15 @@ impl Db {
     pub async fn commit(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
         let (event_json, note_json) = c.encoded()?;
         let seq = c.seq();
-        let after = c.after;
         let run = c.run;
         let mut tx = self.pool.begin().await?;
-        let moved = sqlx::query(
+        let moved = bind_sprint_after(sqlx::query(
             "UPDATE sprints SET state = $1, round = $2, attempt = $3, resume_stage = $4, resume_round = $5,
                  contract_id = $6, branch = $7, next_run_at = $8, focus = $9, budget_usd = $10, last_seq = $11,
                  updated_at = $12, input_tokens = input_tokens + $13, output_tokens = output_tokens + $14,
                  cost_usd = cost_usd + $15
              WHERE id = $16 AND last_seq = $17 AND epoch = $18",
-        )
-        .bind(after.state.as_str())
-        .bind(i64::from(after.round))
-        .bind(i64::from(after.attempt))
-        .bind(after.resume.map(|r| r.stage.state().as_str()))
-        .bind(after.resume.map(|r| i64::from(r.round)))
-        .bind(&after.contract_id)
-        .bind(&after.branch)
-        .bind(after.next_run_at)
-        .bind(&after.focus)
-        .bind(after.budget_usd)
-        .bind(seq)
-        .bind(c.at)
-        .bind(run.and_then(|r| r.input_tokens).unwrap_or(0))
-        .bind(run.and_then(|r| r.output_tokens).unwrap_or(0))
-        .bind(run.and_then(|r| r.cost_usd).unwrap_or(0.0))
+        ), c)
         .bind(&c.before.id)
         .bind(c.before.last_seq)
         .bind(c.before.epoch)
@@ -72,25 +61,17 @@ impl Db {
             tx.rollback().await?;
             return Err(self.refusal(&c.before.id, c.before.epoch).await);
         }
-        let global_seq: i64 = sqlx::query_scalar(
+        let entry = sqlx::query(
             "INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              RETURNING global_seq",
         )
         .bind(&c.before.id)
-        .bind(seq)
-        .bind(c.transition.from.state.as_str())
-        .bind(c.transition.to.state.as_str())
-        .bind(c.event.name())
-        .bind(&event_json)
-        .bind(&note_json)
-        .bind(i64::from(c.transition.to.round))
-        .bind(i64::from(c.transition.to.attempt))
-        .bind(run.map(|r| r.run_id.as_str()))
-        .bind(&after.branch)
-        .bind(c.at)
-        .fetch_one(&mut *tx)
-        .await?;
+        .bind(seq);
+        let global_seq: i64 = bind_log_entry(entry, c, &event_json, note_json.as_deref())
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get(0)?;
         if let Some(run) = run {
             bind_run_end(sqlx::query(END_RUN), run)?
                 .execute(&mut *tx)

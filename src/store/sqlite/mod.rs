@@ -296,20 +296,7 @@ async fn migrations_of(pool: &SqlitePool, url: &str) -> Result<(usize, Vec<i64>)
     } else {
         Vec::new()
     };
-    let ours = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
-    if let Some(&theirs) = applied.iter().filter(|&&v| v > ours).max() {
-        return Err(StoreError::TooNew {
-            url: url.to_string(),
-            theirs,
-            ours,
-        });
-    }
-    let pending = MIGRATOR
-        .iter()
-        .map(|m| m.version)
-        .filter(|v| !applied.contains(v))
-        .collect();
-    Ok((applied.len(), pending))
+    super::against(&MIGRATOR, &applied, url)
 }
 
 /// The database file a `sqlite:` URL names (`None` for an in-memory database).

@@ -5,7 +5,10 @@
 
 use sqlx::Row;
 
-use super::{BEGIN_WRITE, Db, bind_new_run, bind_run_end, execute_batch, relaxed};
+use super::{
+    BEGIN_WRITE, Db, bind_log_entry, bind_new_run, bind_run_end, bind_sprint_after, execute_batch,
+    relaxed,
+};
 use crate::domain::{Actor, run_id};
 use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, StoreError, TransitionRecord};
 
@@ -29,8 +32,6 @@ impl Db {
     pub async fn commit(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
         let (event_json, note_json) = c.encoded()?;
         let seq = c.seq();
-        let after = c.after;
-        let run_id = c.run.map(|r| r.run_id.as_str());
         // The whole transaction in one round trip to SQLite's thread: the sprint (the
         // run's spend is rolled up here), the log entry, the run's end, the command's
         // answer, then COMMIT. `?` parameters count on across statements. The log entry
@@ -59,37 +60,13 @@ impl Db {
             sql.push(';');
         }
         sql.push_str(" COMMIT;");
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(after.state.as_str())
-            .bind(i64::from(after.round))
-            .bind(i64::from(after.attempt))
-            .bind(after.resume.map(|r| r.stage.state().as_str()))
-            .bind(after.resume.map(|r| i64::from(r.round)))
-            .bind(&after.contract_id)
-            .bind(&after.branch)
-            .bind(after.next_run_at)
-            .bind(&after.focus)
-            .bind(after.budget_usd)
-            .bind(seq)
-            .bind(c.at)
-            .bind(c.run.and_then(|r| r.input_tokens).unwrap_or(0))
-            .bind(c.run.and_then(|r| r.output_tokens).unwrap_or(0))
-            .bind(c.run.and_then(|r| r.cost_usd).unwrap_or(0.0))
+        let sprint = bind_sprint_after(sqlx::query(sqlx::AssertSqlSafe(sql)), c)
             .bind(&c.before.id)
             .bind(c.before.last_seq)
             .bind(&c.before.id)
             .bind(&c.before.id)
-            .bind(seq)
-            .bind(c.transition.from.state.as_str())
-            .bind(c.transition.to.state.as_str())
-            .bind(c.event.name())
-            .bind(&event_json)
-            .bind(&note_json)
-            .bind(i64::from(c.transition.to.round))
-            .bind(i64::from(c.transition.to.attempt))
-            .bind(run_id)
-            .bind(&c.after.branch)
-            .bind(c.at);
+            .bind(seq);
+        let mut query = bind_log_entry(sprint, c, &event_json, note_json.as_deref());
         if let Some(run) = c.run {
             query = bind_run_end(query, run)?;
         }

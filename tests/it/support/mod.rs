@@ -22,6 +22,7 @@ pub mod db;
 pub mod fake_discord;
 #[allow(dead_code)]
 pub mod fake_model;
+pub mod hosts;
 pub mod http;
 pub mod pipeline;
 
