@@ -218,3 +218,61 @@ fn doctor_says_when_openclaw_would_meet_a_node_too_old_for_it() {
     let new = with_node("v24.16.0");
     assert!(!new.contains("FAIL agent darang"), "{new}");
 }
+
+/// A PostgreSQL database: doctor connects, names the server's version and the migrations,
+/// and changes nothing; an unreachable server is a failed check that names the fix, and
+/// a password in the URL is never printed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_postgres_database_is_checked_without_being_set_up() {
+    let files = Files::new(&Setup {
+        engine: support::db::Engine::Postgres,
+        ..Setup::default()
+    });
+    let url = files.config().database.url;
+    let run = |files: Files| {
+        tokio::task::spawn_blocking(move || {
+            let r = doctor(&files, None);
+            (r, files)
+        })
+    };
+    let ((code, out), files) = run(files).await.unwrap();
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("ok   database: "), "{out}");
+    assert!(out.contains("(PostgreSQL 1"), "{out}");
+    assert!(
+        out.contains("its tables are created at the first start"),
+        "{out}"
+    );
+    assert_eq!(
+        hanarang::store::Store::migration_status(&url)
+            .await
+            .unwrap(),
+        hanarang::store::MigrationStatus::NotCreated,
+        "doctor set nothing up"
+    );
+    hanarang::store::Store::open(&url)
+        .await
+        .unwrap()
+        .close()
+        .await;
+    let ((code, out), files) = run(files).await.unwrap();
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("3 migrations applied"), "{out}");
+
+    // A server that does not answer, with a password in the URL.
+    let config = std::fs::read_to_string(&files.config_path).unwrap();
+    let unreachable = format!(
+        "postgres://hanarang:s3cret@127.0.0.1:{}/hanarang",
+        support::fake_discord::FakeDiscord::unused_port()
+    );
+    std::fs::write(&files.config_path, config.replace(&url, &unreachable)).unwrap();
+    let ((code, out), _files) = run(files).await.unwrap();
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAIL database"), "{out}");
+    assert!(out.contains("that the PostgreSQL server runs"), "{out}");
+    assert!(out.contains("postgres://hanarang:***@127.0.0.1"), "{out}");
+    assert!(
+        !out.contains("s3cret"),
+        "the password is never printed: {out}"
+    );
+}

@@ -332,9 +332,51 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
         frozen_log.contains("this host's lease ran out"),
         "{frozen_log}"
     );
-    // The killed host's lease is expired; the others' are not.
+    // The killed host's lease is expired; the others' are not: as `hanarang hosts` says.
+    let config = dir.path().join(format!("{}.toml", taker.name));
+    let hanarang = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hanarang"))
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .output()
+            .expect("run hanarang");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let listed: serde_json::Value =
+        serde_json::from_slice(&hanarang(&["hosts", "--json"])).expect("hosts --json");
+    let listed = listed.as_array().expect("an array of hosts");
+    assert_eq!(listed.len(), 3, "{listed:#?}");
     for h in &all {
-        let record = host(&store, &h.name).await.expect("a host on record");
-        assert_eq!(record.expired, h.name == killed.name, "{record:?}");
+        let record = listed
+            .iter()
+            .find(|r| r["name"] == h.name.as_str())
+            .unwrap_or_else(|| panic!("{} is not listed: {listed:#?}", h.name));
+        assert_eq!(record["expired"], h.name == killed.name, "{record}");
+        assert!(
+            record["projects"].as_array().is_some_and(|p| p.len() == 2),
+            "{record}"
+        );
+        assert_eq!(
+            record["sprints"],
+            serde_json::json!([]),
+            "every sprint is deployed: {record}"
+        );
+    }
+    let text = String::from_utf8(hanarang(&["hosts"])).expect("text");
+    assert!(
+        text.contains(&format!("{}  EXPIRED", killed.name)),
+        "{text}"
+    );
+    let status: serde_json::Value =
+        serde_json::from_slice(&hanarang(&["sprint", "status", "--json"])).expect("status --json");
+    for s in status.as_array().expect("an array of sprints") {
+        let owner = s["host"].as_str().unwrap_or_else(|| panic!("no host: {s}"));
+        assert!(["h1", "h2", "h3"].contains(&owner), "{s}");
     }
 }
