@@ -57,6 +57,7 @@ fn start(dir: &Path, url: &str, name: &str) -> Host {
             max_sisters: Some(MAX_SISTERS),
             sister_seconds: SISTER_SECONDS,
             log_level: "warn",
+            extra: "",
         },
     )
 }

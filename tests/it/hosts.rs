@@ -14,6 +14,7 @@ use nix::sys::signal::Signal;
 
 use crate::support::TempDir;
 use crate::support::db::{Engine, TestDb};
+use crate::support::fake_discord::{FakeConfig, FakeDiscord};
 use crate::support::hosts::{Host, HostSetup};
 use crate::support::pipeline::assert_log_is_whole;
 
@@ -22,7 +23,7 @@ use crate::support::pipeline::assert_log_is_whole;
 const PATIENCE: Duration = Duration::from_secs(180);
 const LEASE_TTL: &str = "2s";
 
-fn start(dir: &Path, url: &str, name: &'static str, projects: &[&str]) -> Host {
+fn start(dir: &Path, url: &str, name: &'static str, projects: &[&str], discord: &str) -> Host {
     let projects: Vec<String> = projects.iter().map(|p| p.to_string()).collect();
     Host::start(
         Path::new(env!("CARGO_BIN_EXE_hanarang")),
@@ -35,6 +36,7 @@ fn start(dir: &Path, url: &str, name: &'static str, projects: &[&str]) -> Host {
             max_sisters: None,
             sister_seconds: "0.4",
             log_level: "hanarang=info",
+            extra: discord,
         },
     )
 }
@@ -131,9 +133,18 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
     }
     std::fs::create_dir_all(dir.path().join("sisters")).expect("the sisters' folder");
     // Each project is served by two hosts.
-    let h1 = start(dir.path(), &db.url, "h1", &["p1", "p3"]);
-    let h2 = start(dir.path(), &db.url, "h2", &["p1", "p2"]);
-    let h3 = start(dir.path(), &db.url, "h3", &["p2", "p3"]);
+    // One bot among them, posting to the fake Discord.
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let c = fake.config();
+    let discord = format!(
+        "[discord]\ntoken_env = \"HANARANG_TEST_DISCORD_TOKEN\"\nguild_id = {}\nforum_channel_id = {}\nuser_id = 500\nhttp_proxy = \"{}\"\n",
+        c.guild_id,
+        c.forum_channel_id,
+        fake.base_url()
+    );
+    let h1 = start(dir.path(), &db.url, "h1", &["p1", "p3"], &discord);
+    let h2 = start(dir.path(), &db.url, "h2", &["p1", "p2"], &discord);
+    let h3 = start(dir.path(), &db.url, "h3", &["p2", "p3"], &discord);
     let all = [&h1, &h2, &h3];
     let store = until("the database is set up", &all, || async {
         Store::open_existing(&db.url).await.ok()
@@ -307,6 +318,47 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
 
     for s in sprints(&store).await {
         assert_log_is_whole(&store.transitions(&s.id).await.expect("a sprint's log"));
+    }
+    // One forum post per sprint, every line in it once, through whichever bot ran then.
+    let posts_done = |f: &FakeDiscord| {
+        let threads = f.threads();
+        threads.len() == 12
+            && threads.iter().all(|t| {
+                f.messages(t.id)
+                    .iter()
+                    .any(|m| m.content.contains("배포 완료"))
+            })
+    };
+    assert!(
+        fake.wait_until(PATIENCE, posts_done).await,
+        "every sprint's post ends with its deploy: {:#?}",
+        fake.threads()
+            .iter()
+            .map(|t| (
+                t.name.clone(),
+                fake.messages(t.id)
+                    .into_iter()
+                    .map(|m| m.content)
+                    .collect::<Vec<_>>()
+            ))
+            .collect::<Vec<_>>()
+    );
+    for t in fake.threads() {
+        let lines: Vec<String> = fake
+            .messages(t.id)
+            .into_iter()
+            .filter(|m| m.id != t.id)
+            .map(|m| m.content)
+            .collect();
+        let mut unique = lines.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(
+            unique.len(),
+            lines.len(),
+            "a line posted twice in {}: {lines:#?}",
+            t.name
+        );
     }
     // No two runs of one sprint overlapped, on whichever hosts they ran.
     for (sprint, mut runs) in run_times(&dir.path().join("sisters")) {

@@ -20,6 +20,8 @@ pub struct HostSetup<'a> {
     pub sister_seconds: &'a str,
     /// `RUST_LOG` for the host.
     pub log_level: &'a str,
+    /// More TOML for its config (a `[discord]` table, whose token is the fake's).
+    pub extra: &'a str,
 }
 
 pub struct Host {
@@ -50,6 +52,7 @@ program = "{program}"
 args = []
 kill_grace = "500ms"
 env = {{ STATE_DIR = "{state}", SISTER_SECONDS = "{seconds}" }}
+{extra}
 "#,
             name = setup.name,
             ttl = setup.lease_ttl,
@@ -60,6 +63,7 @@ env = {{ STATE_DIR = "{state}", SISTER_SECONDS = "{seconds}" }}
             program = sister_script("timed.sh"),
             state = dir.join("sisters").display(),
             seconds = setup.sister_seconds,
+            extra = setup.extra,
         );
         for project in setup.projects {
             std::fs::create_dir_all(dir.join(project)).expect("a workdir");
@@ -77,6 +81,10 @@ env = {{ STATE_DIR = "{state}", SISTER_SECONDS = "{seconds}" }}
             .arg(&config)
             .arg("serve")
             .env("RUST_LOG", setup.log_level)
+            .env(
+                "HANARANG_TEST_DISCORD_TOKEN",
+                super::fake_discord::FAKE_TOKEN,
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("a host's log"))
