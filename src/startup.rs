@@ -182,9 +182,10 @@ async fn bot_when_leading(
     let lease = format!("{}-{}", std::process::id(), crate::clock::now_ms());
     loop {
         // Standing by.
-        loop {
+        let asked = loop {
+            let asked = tokio::time::Instant::now();
             match store.lead(BOT_ROLE, &lease).await {
-                Ok(true) => break,
+                Ok(true) => break asked,
                 Ok(false) => {}
                 Err(e) => tracing::warn!(error = %e, "cannot ask for the Discord bot's lease"),
             }
@@ -192,8 +193,11 @@ async fn bot_when_leading(
                 _ = stop.recv() => return Ok(()),
                 () = tokio::time::sleep(ttl / 3) => {}
             }
-        }
+        };
         tracing::info!("this host runs the Discord bot");
+        // Valid a lease's life from before the renewal was asked for: the database's
+        // heartbeat is no earlier, so the lease runs out no sooner there.
+        let lead = crate::discord::Lead::new(asked + ttl);
         let (lost_tx, lost) = tokio::sync::oneshot::channel::<()>();
         let (end_tx, end) = tokio::sync::oneshot::channel::<()>();
         let bot = bot_on_own_runtime(
@@ -201,6 +205,7 @@ async fn bot_when_leading(
             discord.clone(),
             handle.clone(),
             token.clone(),
+            lead.clone(),
             async move {
                 tokio::select! {
                     _ = lost => {}
@@ -209,7 +214,7 @@ async fn bot_when_leading(
             },
         );
         tokio::pin!(bot);
-        let mut renewed = tokio::time::Instant::now();
+        let mut renewed = asked;
         let result = loop {
             // Held: renewed. Taken by another host (this one's lease ran out meanwhile),
             // or not renewed within its life: the bot stops.
@@ -224,9 +229,11 @@ async fn bot_when_leading(
                     return r;
                 }
                 () = tokio::time::sleep(ttl / 3) => {
+                    let asked = tokio::time::Instant::now();
                     let lost = match store.lead(BOT_ROLE, &lease).await {
                         Ok(true) => {
-                            renewed = tokio::time::Instant::now();
+                            renewed = asked;
+                            lead.extend(asked + ttl);
                             false
                         }
                         Ok(false) => true,
@@ -260,6 +267,7 @@ async fn bot_on_own_runtime(
     discord: crate::config::DiscordConfig,
     handle: crate::orchestrator::Handle,
     token: crate::discord::Token,
+    lead: crate::discord::Lead,
     until: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), crate::discord::StartError> {
     let (done_tx, done) = tokio::sync::oneshot::channel();
@@ -272,7 +280,14 @@ async fn bot_on_own_runtime(
                 .build()
             {
                 Ok(rt) => {
-                    let r = rt.block_on(crate::discord::run(config, discord, handle, token, until));
+                    let r = rt.block_on(crate::discord::run_leading(
+                        config,
+                        discord,
+                        handle,
+                        token,
+                        Some(lead),
+                        until,
+                    ));
                     rt.shutdown_background();
                     r
                 }

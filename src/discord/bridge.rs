@@ -136,6 +136,8 @@ pub struct Bridge {
     global_wait: Option<Instant>,
     /// A Discord failure is logged once a minute, not on every retry.
     repeated: super::Repeated,
+    /// Among several hosts: the bot's lease, checked before each line.
+    pub(super) lead: Option<super::Lead>,
 }
 
 async fn call<T>(
@@ -186,6 +188,7 @@ impl Bridge {
             skipped: HashMap::new(),
             global_wait: None,
             repeated: super::Repeated::default(),
+            lead: None,
         }
     }
 
@@ -273,7 +276,9 @@ impl Bridge {
         loop {
             let batch = self.store.transitions_after(after, BATCH).await?;
             for record in &batch {
-                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if stop.load(std::sync::atomic::Ordering::Relaxed)
+                    || self.lead.as_ref().is_some_and(|l| !l.holds())
+                {
                     return Ok(());
                 }
                 after = record.global_seq;

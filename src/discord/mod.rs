@@ -146,12 +146,50 @@ pub async fn run(
     token: Token,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), StartError> {
-    let bridge = Bridge::new(
+    run_leading(config, discord, handle, token, None, shutdown).await
+}
+
+/// The bot's lease among several hosts, as its host last renewed it: the bridge posts
+/// nothing once it may have run out (another host's bot may be posting by then).
+#[derive(Debug, Clone)]
+pub struct Lead(Arc<std::sync::Mutex<tokio::time::Instant>>);
+
+impl Lead {
+    /// A lease valid until `until`.
+    pub fn new(until: tokio::time::Instant) -> Lead {
+        Lead(Arc::new(std::sync::Mutex::new(until)))
+    }
+
+    /// Renewed: valid until `until`.
+    pub fn extend(&self, until: tokio::time::Instant) {
+        if let Ok(mut valid) = self.0.lock() {
+            *valid = until;
+        }
+    }
+
+    pub fn holds(&self) -> bool {
+        self.0
+            .lock()
+            .is_ok_and(|valid| tokio::time::Instant::now() < *valid)
+    }
+}
+
+/// `run` for the host holding the bot's lease among several (`lead`).
+pub async fn run_leading(
+    config: Arc<Config>,
+    discord: DiscordConfig,
+    handle: Handle,
+    token: Token,
+    lead: Option<Lead>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), StartError> {
+    let mut bridge = Bridge::new(
         rest::Rest::new(&discord, &token),
         handle.store.clone(),
         config.clone(),
         discord.clone(),
     );
+    bridge.lead = lead;
     let (stop_bridge, bridge_stopped) = tokio::sync::oneshot::channel::<()>();
     let mut bridge_task = tokio::spawn(bridge.run(handle.subscribe(), async {
         let _ = bridge_stopped.await;

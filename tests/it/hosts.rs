@@ -164,7 +164,7 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
                     &format!("goal {n}"),
                     None,
                     "feature/{sprint_lower}",
-                    1,
+                    hanarang::clock::now_ms(),
                 )
                 .await
                 .expect("queue a sprint");

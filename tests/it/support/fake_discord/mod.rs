@@ -139,6 +139,7 @@ impl FakeDiscord {
                 denied_channels: Vec::new(),
                 failing_channels: Vec::new(),
                 fail_next_posts: (0, 500),
+                nonces: HashMap::new(),
             }),
             changed,
             tasks: Mutex::new(Vec::new()),

@@ -395,10 +395,26 @@ impl Inner {
                 if let Err(reply) = validate_message(body, true) {
                     return Some(reply);
                 }
+                let nonce = match &body["nonce"] {
+                    Value::String(s) => Some(s.clone()),
+                    Value::Number(n) => Some(n.to_string()),
+                    _ => None,
+                }
+                .filter(|_| body["enforce_nonce"] == json!(true));
+                if let Some(earlier) = nonce
+                    .as_ref()
+                    .and_then(|n| state.nonces.get(n))
+                    .and_then(|id| state.messages.get(id))
+                {
+                    return Some(Reply::ok(message_json(config, earlier)));
+                }
                 let id = state.snowflake();
                 let message = new_message(id, channel, body, None);
                 let json = message_json(config, &message);
                 state.messages.insert(id, message);
+                if let Some(nonce) = nonce {
+                    state.nonces.insert(nonce, id);
+                }
                 Reply::ok(json)
             }
             ("GET", ["channels", channel, "messages"]) => {

@@ -79,6 +79,10 @@ pub(super) struct State {
     pub(super) failing_channels: Vec<(u64, u16)>,
     /// The next posts of a message (`POST /channels/{id}/messages`) to fail, and how.
     pub(super) fail_next_posts: (u32, u16),
+    /// The message each nonce created, for `enforce_nonce`: Discord answers a post whose
+    /// nonce its author used "in the past few minutes" with that message, creating none
+    /// (kept here for the whole test, which is shorter).
+    pub(super) nonces: HashMap<String, u64>,
 }
 
 impl State {
