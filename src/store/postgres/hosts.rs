@@ -125,7 +125,15 @@ impl Db {
     /// hosts never claim two sprints of one project. A sprint another host is claiming
     /// right now is skipped (`SKIP LOCKED`).
     pub async fn claim(&self, scope: &HostScope) -> Result<()> {
-        for project in &scope.projects {
+        // Only the projects with a sprint to claim: one read when there is none.
+        let waiting: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT project FROM sprints
+             WHERE state = 'queued' AND owner IS NULL AND project = ANY($1)",
+        )
+        .bind(&scope.projects)
+        .fetch_all(&self.pool)
+        .await?;
+        for project in &waiting {
             let mut tx = self.pool.begin().await?;
             sqlx::query(
                 "SELECT pg_advisory_xact_lock(hashtextextended('hanarang project ' || $1, 0))",
