@@ -777,6 +777,7 @@ fn host_scope(
         name: config.host.name.clone(),
         projects: projects.into_iter().collect(),
         lease_ttl_ms: i64::try_from(config.host.lease_ttl.0.as_millis()).unwrap_or(i64::MAX),
+        max_sisters: config.host.max_sisters,
     }
 }
 

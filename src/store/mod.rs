@@ -177,6 +177,8 @@ pub struct HostScope {
     pub name: String,
     pub projects: Vec<String>,
     pub lease_ttl_ms: i64,
+    /// `[host] max_sisters`: it claims and takes over no more sprints than it can run.
+    pub max_sisters: Option<u32>,
 }
 
 /// The engine behind a `Store`, chosen by the scheme of `database.url`.

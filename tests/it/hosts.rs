@@ -360,8 +360,11 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
             t.name
         );
     }
-    // No two runs of one sprint overlapped, on whichever hosts they ran.
-    for (sprint, mut runs) in run_times(&dir.path().join("sisters")) {
+    // No two runs of one sprint overlapped, nor two sprints of one project (its pipeline
+    // lock), on whichever hosts they ran.
+    let times = run_times(&dir.path().join("sisters"));
+    let mut spans: BTreeMap<String, Vec<(u128, u128, String)>> = BTreeMap::new();
+    for (sprint, mut runs) in times {
         runs.sort_by_key(|(_, start, _)| *start);
         for pair in runs.windows(2) {
             let (first, _, end) = &pair[0];
@@ -370,6 +373,29 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
             assert!(
                 end <= *start,
                 "{sprint}: {next} started before {first} ended"
+            );
+        }
+        let project = store
+            .sprint(&sprint)
+            .await
+            .expect("read a sprint")
+            .expect("a sprint the sisters ran")
+            .project;
+        let first = runs.first().map_or(0, |r| r.1);
+        let last = runs.iter().filter_map(|r| r.2).max().unwrap_or(first);
+        spans
+            .entry(project)
+            .or_default()
+            .push((first, last, sprint));
+    }
+    for (project, mut sprints) in spans {
+        sprints.sort();
+        for pair in sprints.windows(2) {
+            assert!(
+                pair[0].1 <= pair[1].0,
+                "{project}: {} ran while {} still did",
+                pair[1].2,
+                pair[0].2
             );
         }
     }

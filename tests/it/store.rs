@@ -349,6 +349,7 @@ async fn a_host_that_lost_a_sprint_can_write_nothing_for_it() {
         name: name.into(),
         projects: vec!["app".into()],
         lease_ttl_ms,
+        max_sisters: None,
     };
     // Host a's lease has run out as soon as it is taken.
     let a = store.shared_by(scope("a", -1));
@@ -409,4 +410,55 @@ async fn a_host_that_lost_a_sprint_can_write_nothing_for_it() {
         .expect("the new owner's commit");
     assert_eq!(b.sprints_in_stages().await.unwrap().len(), 1);
     assert!(a.sprints_in_stages().await.unwrap().is_empty());
+}
+
+/// A host with `[host] max_sisters` claims no more sprints than it can run: another host
+/// takes the rest.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_at_its_cap_leaves_the_queue_to_the_others() {
+    use hanarang::store::{HostScope, Lease};
+    let db = TestDb::new(Engine::Postgres, "store").await;
+    let store = Store::open(&db.url).await.unwrap();
+    let host = |name: &str| {
+        store.shared_by(HostScope {
+            name: name.into(),
+            projects: vec!["p1".into(), "p2".into(), "p3".into()],
+            lease_ttl_ms: 60_000,
+            max_sisters: Some(1),
+        })
+    };
+    let (a, b) = (host("a"), host("b"));
+    for (h, token) in [(&a, "token-a"), (&b, "token-b")] {
+        let me = Lease {
+            token: token.into(),
+            pid: 1,
+            host: "machine".into(),
+            started_at: 1,
+            heartbeat_at: 1,
+        };
+        h.acquire_lease(&me, |_| false).await.unwrap().unwrap();
+    }
+    for project in ["p1", "p2", "p3"] {
+        store
+            .create_sprint(project, "goal", None, "b", 1)
+            .await
+            .unwrap();
+    }
+    let mine = a.next_in_queues().await.unwrap();
+    assert_eq!(
+        mine.len(),
+        1,
+        "one sprint for a host that runs one sister: {mine:?}"
+    );
+    assert_eq!(mine[0].id, "SPRINT-001", "the oldest");
+    assert_eq!(
+        a.next_in_queues().await.unwrap().len(),
+        1,
+        "and no more on the next pass"
+    );
+    let theirs = b.next_in_queues().await.unwrap();
+    assert_eq!(theirs.len(), 1, "{theirs:?}");
+    assert_eq!(theirs[0].id, "SPRINT-002");
+    let left = store.sprint("SPRINT-003").await.unwrap().unwrap();
+    assert_eq!(left.host, None, "nobody has room for the third");
 }

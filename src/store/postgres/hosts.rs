@@ -124,16 +124,25 @@ impl Db {
     /// sprint: one transaction per project, holding that project's advisory lock, so two
     /// hosts never claim two sprints of one project. A sprint another host is claiming
     /// right now is skipped (`SKIP LOCKED`).
+    ///
+    /// A host with `max_sisters` claims no more than it has room for (`room`): the other
+    /// hosts take the rest.
     pub async fn claim(&self, scope: &HostScope) -> Result<()> {
-        // Only the projects with a sprint to claim: one read when there is none.
+        // Only the projects with a sprint to claim, oldest first: one read when there is
+        // none.
         let waiting: Vec<String> = sqlx::query_scalar(
-            "SELECT DISTINCT project FROM sprints
-             WHERE state = 'queued' AND owner IS NULL AND project = ANY($1)",
+            "SELECT project FROM sprints
+             WHERE state = 'queued' AND owner IS NULL AND project = ANY($1)
+             GROUP BY project ORDER BY MIN(number)",
         )
         .bind(&scope.projects)
         .fetch_all(&self.pool)
         .await?;
-        for project in &waiting {
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        let room = self.room(scope).await?;
+        for project in waiting.iter().take(room) {
             let mut tx = self.pool.begin().await?;
             sqlx::query(
                 "SELECT pg_advisory_xact_lock(hashtextextended('hanarang project ' || $1, 0))",
@@ -158,6 +167,23 @@ impl Db {
             tx.commit().await?;
         }
         Ok(())
+    }
+
+    /// How many more sprints the host may take on: `max_sisters` less the open sprints it
+    /// owns that run or will run a sister (queued or in a stage; one resting in `done` or
+    /// `escalated` runs none). No cap: any number.
+    async fn room(&self, scope: &HostScope) -> Result<usize> {
+        let Some(cap) = scope.max_sisters else {
+            return Ok(usize::MAX);
+        };
+        let load: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM sprints WHERE owner = $1
+             AND state IN ('queued', 'planning', 'implementing', 'reviewing', 'deploying')",
+        )
+        .bind(&scope.name)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(usize::try_from(i64::from(cap) - load).unwrap_or(0))
     }
 
     /// The queued sprints `scope`'s host owns (claimed, not yet moved into planning),
@@ -225,20 +251,29 @@ impl Db {
     }
 
     /// Takes over the open sprints of `scope`'s projects whose owner's lease expired (or
-    /// whose owner gave its name up): each is this host's from now on, at a new epoch.
-    /// Returns them.
+    /// whose owner gave its name up), oldest first and as many as it has room for: each is
+    /// this host's from now on, at a new epoch. Returns them.
     pub async fn take_over(&self, scope: &HostScope) -> Result<Vec<Sprint>> {
+        let room = i64::try_from(self.room(scope).await?).unwrap_or(i64::MAX);
+        if room == 0 {
+            return Ok(Vec::new());
+        }
         let sql = format!(
             "UPDATE sprints SET owner = $1, epoch = epoch + 1
-             WHERE owner IS NOT NULL AND owner != $1 AND project = ANY($2)
-               AND state NOT IN ('deployed', 'aborted')
-               AND owner NOT IN (SELECT name FROM hosts WHERE heartbeat_at + lease_ttl_ms >= {DB_NOW})
+             WHERE id IN (
+                 SELECT id FROM sprints
+                 WHERE owner IS NOT NULL AND owner != $1 AND project = ANY($2)
+                   AND state NOT IN ('deployed', 'aborted')
+                   AND owner NOT IN (SELECT name FROM hosts WHERE heartbeat_at + lease_ttl_ms >= {DB_NOW})
+                 ORDER BY number LIMIT $3
+                 FOR UPDATE SKIP LOCKED)
              RETURNING {}",
             super::SPRINT_COLUMNS
         );
         let raws: Vec<SprintRaw> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(&scope.name)
             .bind(&scope.projects)
+            .bind(room)
             .fetch_all(&self.pool)
             .await?;
         let mut taken: Vec<Sprint> = raws
