@@ -548,9 +548,14 @@ impl Orchestrator {
         after.round = t.to.round;
         after.attempt = t.to.attempt;
         after.resume = t.to.resume;
-        after.next_run_at = t
-            .retry_delay()
-            .map(|d| now_ms().saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
+        // A pause waits for the reset it was given, to the millisecond; a retry for its
+        // backoff from now.
+        after.next_run_at = match &t.note {
+            Some(Note::Paused { resume_at_ms, .. }) => Some(*resume_at_ms),
+            _ => t
+                .retry_delay()
+                .map(|d| now_ms().saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))),
+        };
         let message: Option<HandoffMessage> = run
             .and_then(|r| r.message.clone())
             .and_then(|m| serde_json::from_value(m).ok());

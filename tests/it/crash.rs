@@ -1,7 +1,8 @@
 //! `kill -9` of a real `hanarang serve` in the middle of a stage, then a restart: the
 //! in-flight run is recorded as interrupted, its sister's process group is killed, and the
 //! sprint goes on — re-run for planning and reviewing, escalated for a deploy. The
-//! transitions log has no gap and no duplicate.
+//! transitions log has no gap and no duplicate. On each engine: with PostgreSQL the
+//! restarted host takes its name back from the dead process and recovers its sprints.
 
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -12,6 +13,7 @@ use hanarang::pipeline::fsm::{Escalation, Note};
 use hanarang::sister::RunOutcome;
 use hanarang::store::Store;
 
+use crate::support::db::on_each_engine;
 use crate::support::pipeline::{Files, PATIENCE, Setup, assert_log_is_whole, wait_for};
 use crate::support::{alive, commit_event, record_planner_run};
 
@@ -107,10 +109,11 @@ async fn crash_during(files: &Files, actor: Actor, approve_first: bool) -> (Stor
     (store, pid)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_crash_while_planning_reruns_the_planner() {
+on_each_engine! {
+async fn a_crash_while_planning_reruns_the_planner(engine) {
     let files = Files::new(&Setup {
         harang: "hang-first 1",
+        engine,
         ..Setup::default()
     });
     let (store, pid) = crash_during(&files, Actor::Harang, false).await;
@@ -138,11 +141,13 @@ async fn a_crash_while_planning_reruns_the_planner() {
     );
     assert_eq!(serve.stop(), Some(0));
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_crash_while_reviewing_reruns_the_reviewer() {
+on_each_engine! {
+async fn a_crash_while_reviewing_reruns_the_reviewer(engine) {
     let files = Files::new(&Setup {
         darang: "hang-first 1",
+        engine,
         ..Setup::default()
     });
     let (store, pid) = crash_during(&files, Actor::Darang, false).await;
@@ -157,11 +162,13 @@ async fn a_crash_while_reviewing_reruns_the_reviewer() {
     assert_log_is_whole(&store.transitions("SPRINT-001").await.unwrap());
     assert_eq!(serve.stop(), Some(0));
 }
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_crash_while_deploying_escalates_and_never_redeploys_without_a_human() {
+on_each_engine! {
+async fn a_crash_while_deploying_escalates_and_never_redeploys_without_a_human(engine) {
     let files = Files::new(&Setup {
         erang: "hang-first 1",
+        engine,
         ..Setup::default()
     });
     let (store, pid) = crash_during(&files, Actor::Erang, true).await;
@@ -206,6 +213,7 @@ async fn a_crash_while_deploying_escalates_and_never_redeploys_without_a_human()
     assert_eq!(deploys(&store.runs("SPRINT-001").await.unwrap()), 2);
     assert_log_is_whole(&store.transitions("SPRINT-001").await.unwrap());
     assert_eq!(serve.stop(), Some(0));
+}
 }
 
 #[tokio::test(flavor = "multi_thread")]

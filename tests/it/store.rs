@@ -342,7 +342,7 @@ async fn a_sprint_and_its_log_are_read_in_one_snapshot(engine) {
 /// else changed since it read the sprint.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_that_lost_a_sprint_can_write_nothing_for_it() {
-    use hanarang::store::{HostScope, Lease};
+    use hanarang::store::HostScope;
     let db = TestDb::new(Engine::Postgres, "store").await;
     let store = Store::open(&db.url).await.unwrap();
     let scope = |name: &str, lease_ttl_ms| HostScope {
@@ -354,16 +354,8 @@ async fn a_host_that_lost_a_sprint_can_write_nothing_for_it() {
     // Host a's lease has run out as soon as it is taken.
     let a = store.shared_by(scope("a", -1));
     let b = store.shared_by(scope("b", 60_000));
-    for (host, token) in [(&a, "token-a"), (&b, "token-b")] {
-        let me = Lease {
-            token: token.into(),
-            pid: 1,
-            host: "machine".into(),
-            started_at: 1,
-            heartbeat_at: 1,
-        };
-        host.acquire_lease(&me, |_| false).await.unwrap().unwrap();
-    }
+    take_host_lease(&a, "token-a").await;
+    take_host_lease(&b, "token-b").await;
     store
         .create_sprint("app", "goal", None, "b", 1)
         .await
@@ -416,7 +408,7 @@ async fn a_host_that_lost_a_sprint_can_write_nothing_for_it() {
 /// takes the rest.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_at_its_cap_leaves_the_queue_to_the_others() {
-    use hanarang::store::{HostScope, Lease};
+    use hanarang::store::HostScope;
     let db = TestDb::new(Engine::Postgres, "store").await;
     let store = Store::open(&db.url).await.unwrap();
     let host = |name: &str| {
@@ -428,16 +420,8 @@ async fn a_host_at_its_cap_leaves_the_queue_to_the_others() {
         })
     };
     let (a, b) = (host("a"), host("b"));
-    for (h, token) in [(&a, "token-a"), (&b, "token-b")] {
-        let me = Lease {
-            token: token.into(),
-            pid: 1,
-            host: "machine".into(),
-            started_at: 1,
-            heartbeat_at: 1,
-        };
-        h.acquire_lease(&me, |_| false).await.unwrap().unwrap();
-    }
+    take_host_lease(&a, "token-a").await;
+    take_host_lease(&b, "token-b").await;
     for project in ["p1", "p2", "p3"] {
         store
             .create_sprint(project, "goal", None, "b", 1)
@@ -461,4 +445,19 @@ async fn a_host_at_its_cap_leaves_the_queue_to_the_others() {
     assert_eq!(theirs[0].id, "SPRINT-002");
     let left = store.sprint("SPRINT-003").await.unwrap().unwrap();
     assert_eq!(left.host, None, "nobody has room for the third");
+}
+
+/// Takes the lease of the host a shared store works for, under `token`.
+async fn take_host_lease(host: &Store, token: &str) {
+    let me = hanarang::store::Lease {
+        token: token.into(),
+        pid: 1,
+        host: "machine".into(),
+        started_at: 1,
+        heartbeat_at: 1,
+    };
+    host.acquire_lease(&me, |_| false)
+        .await
+        .expect("the database")
+        .expect("a free host name");
 }
