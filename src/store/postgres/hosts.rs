@@ -15,8 +15,10 @@ const DB_NOW: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
 const HOLDS_LOCK: &str = "(b.state NOT IN ('queued', 'deployed', 'aborted') OR (b.state = 'queued' AND b.owner IS NOT NULL))";
 
 impl Db {
-    /// Takes the host's name, unless a live process holds it (its lease not expired, and
-    /// `is_gone` does not say it died): then that holder is returned.
+    /// Takes the host's name, unless a live process holds it (its lease not expired, and,
+    /// on this same machine, `is_gone` does not say it died): then that holder is
+    /// returned. From another machine only the lease's expiry, on the database's clock,
+    /// tells.
     pub async fn acquire_host(
         &self,
         scope: &HostScope,
@@ -38,7 +40,7 @@ impl Db {
         if let Some((holder, expired)) = current
             && holder.token != me.token
             && !expired
-            && !is_gone(&holder)
+            && !(holder.host == me.host && is_gone(&holder))
         {
             tx.rollback().await?;
             return Ok(Err(holder));
