@@ -22,7 +22,7 @@ use crate::support::{TempDir, git, preset};
 
 /// A whole sprint with a real CLI takes seconds; this only keeps a broken one from
 /// hanging the suite.
-const PATIENCE: Duration = Duration::from_secs(240);
+const PATIENCE: Duration = Duration::from_secs(480);
 
 const KEY: &str = "sk-fake-model-key";
 
