@@ -138,6 +138,12 @@ pub struct Bridge {
     repeated: super::Repeated,
     /// Among several hosts: the bot's lease, checked before each line.
     pub(super) lead: Option<super::Lead>,
+    /// Forum posts in Discord that may belong to sprints with none recorded, by title: a
+    /// bot that stopped (or lost its lease, or whose call timed out) between creating a
+    /// post and recording it leaves one, and the next post for that sprint is that one.
+    /// `None` until read (at the start of each term as the bot, and after a creation
+    /// whose outcome is unknown).
+    unrecorded: Option<HashMap<String, ChannelId>>,
 }
 
 async fn call<T>(
@@ -165,6 +171,17 @@ fn backoff(failures: u32) -> Duration {
     (RETRY_BASE * (1u32 << failures.min(8))).min(RETRY_MAX)
 }
 
+/// How much older than its sprint a post it continues may be (the host's clock and
+/// Discord's may differ).
+const UNRECORDED_SLACK_MS: i64 = 5 * 60 * 1000;
+
+/// When Discord made something, in unix milliseconds, from its id (a snowflake carries
+/// its time since 2015 in its top bits).
+fn created_at_ms(id: ChannelId) -> i64 {
+    const DISCORD_EPOCH_MS: i64 = 1_420_070_400_000;
+    i64::try_from(id.get() >> 22).unwrap_or(0) + DISCORD_EPOCH_MS
+}
+
 /// The database cursor of one sprint's lines, beside the shared `CURSOR`.
 fn sprint_cursor(sprint_id: &str) -> String {
     format!("{CURSOR}:{sprint_id}")
@@ -189,6 +206,7 @@ impl Bridge {
             global_wait: None,
             repeated: super::Repeated::default(),
             lead: None,
+            unrecorded: None,
         }
     }
 
@@ -413,7 +431,7 @@ impl Bridge {
                     thread = post.thread_id,
                     "the sprint's forum post was deleted; a new one continues it"
                 );
-                post = self.new_post(&sprint, true).await?;
+                post = self.new_post(&sprint, Some(post.thread_id)).await?;
                 thread = ChannelId::new(u64::try_from(post.thread_id).unwrap_or_default());
                 call(self.rest.send_message(thread, &message)).await?
             }
@@ -488,22 +506,86 @@ impl Bridge {
     }
 
     /// The sprint's forum post, created on first need with the board as its first message.
-    async fn post_for(&self, sprint: &Sprint) -> Result<ForumPost, DeliveryError> {
+    async fn post_for(&mut self, sprint: &Sprint) -> Result<ForumPost, DeliveryError> {
         if let Some(post) = self.store.forum_post(&sprint.id).await? {
             return Ok(post);
         }
-        self.new_post(sprint, false).await
+        if let Some(thread) = self.unrecorded_post(sprint).await? {
+            tracing::info!(thread = %thread, "continuing the sprint's forum post an earlier bot created but did not record");
+            let id = i64::try_from(thread.get()).unwrap_or_default();
+            let post = ForumPost {
+                sprint_id: sprint.id.clone(),
+                thread_id: id,
+                board_message_id: id,
+                done_message_id: None,
+            };
+            return Ok(self.store.record_new_forum_post(&post, None).await?);
+        }
+        self.new_post(sprint, None).await
     }
 
-    /// A new forum post for the sprint; `replacing` one that was deleted, which its first
-    /// line after the board says.
-    async fn new_post(&self, sprint: &Sprint, replacing: bool) -> Result<ForumPost, DeliveryError> {
+    /// A post in the forum titled as the sprint's would be, though none is recorded.
+    async fn unrecorded_post(
+        &mut self,
+        sprint: &Sprint,
+    ) -> Result<Option<ChannelId>, DeliveryError> {
+        if self.unrecorded.is_none() {
+            let guild = serenity::GuildId::new(self.discord.guild_id.0);
+            let forum = ChannelId::new(self.discord.forum_channel_id.0);
+            let found = match call(self.rest.active_threads(guild)).await {
+                Ok(threads) => threads
+                    .into_iter()
+                    .filter(|t| t.parent_id == Some(forum))
+                    .map(|t| (t.name.trim().to_string(), t.id))
+                    .collect(),
+                // The list is a safeguard: without it a post may be there twice, and the
+                // sprint's lines still go on.
+                Err(e) if e.is_permanent() => {
+                    tracing::warn!(error = %e, "cannot list the forum's posts; a post an earlier bot left unrecorded may stay beside the new one");
+                    HashMap::new()
+                }
+                Err(e) => return Err(e),
+            };
+            self.unrecorded = Some(found);
+        }
+        let title = thread_title(&sprint.id, &sprint.goal);
+        let Some(thread) = self
+            .unrecorded
+            .as_mut()
+            .and_then(|p| p.remove(title.trim()))
+        else {
+            return Ok(None);
+        };
+        // Made for this sprint, not for an earlier one of the same number and goal (a
+        // database started afresh beside the same forum): not long before the sprint.
+        let made_at = created_at_ms(thread);
+        Ok((made_at >= sprint.created_at - UNRECORDED_SLACK_MS).then_some(thread))
+    }
+
+    /// A new forum post for the sprint, or, `replacing` a deleted one (its thread id), its
+    /// continuation, which its first line after the board says. Another bot may have
+    /// recorded one first (the one before a failover, still finishing its call): that one
+    /// is the sprint's, and this one's board becomes a pointer to it.
+    async fn new_post(
+        &mut self,
+        sprint: &Sprint,
+        replacing: Option<i64>,
+    ) -> Result<ForumPost, DeliveryError> {
         let forum = ChannelId::new(self.discord.forum_channel_id.0);
         let first = CreateMessage::new()
             .content(self.board_text(sprint).await?)
             .allowed_mentions(CreateAllowedMentions::new());
         let post = CreateForumPost::new(thread_title(&sprint.id, &sprint.goal), first);
-        let thread = call(self.rest.create_forum_post(forum, &post)).await?;
+        let thread = match call(self.rest.create_forum_post(forum, &post)).await {
+            Ok(thread) => thread,
+            Err(e) => {
+                if !e.is_permanent() {
+                    // It may have been created all the same: look before the next try.
+                    self.unrecorded = None;
+                }
+                return Err(e);
+            }
+        };
         // A forum post's starter message has the thread's id.
         let id = i64::try_from(thread.id.get()).unwrap_or_default();
         let post = ForumPost {
@@ -512,9 +594,36 @@ impl Bridge {
             board_message_id: id,
             done_message_id: None,
         };
-        self.store.save_forum_post(&post).await?;
+        let recorded = self.store.record_new_forum_post(&post, replacing).await?;
+        if recorded.thread_id != id {
+            // Deleting it would take Manage Threads: it says where the sprint goes on.
+            tracing::warn!(
+                thread = id,
+                kept = recorded.thread_id,
+                "another bot recorded a post for this sprint first; this one points to it"
+            );
+            let pointer = match self.config.pipeline.locale {
+                crate::config::Locale::Ko => {
+                    format!(
+                        "ℹ️ {}는 <#{}>에서 이어집니다",
+                        sprint.id, recorded.thread_id
+                    )
+                }
+                crate::config::Locale::En => {
+                    format!("ℹ️ {} goes on in <#{}>", sprint.id, recorded.thread_id)
+                }
+            };
+            let edit = EditMessage::new()
+                .content(pointer)
+                .allowed_mentions(CreateAllowedMentions::new());
+            let board = MessageId::new(thread.id.get());
+            if let Err(e) = call(self.rest.edit_message(thread.id, board, &edit)).await {
+                tracing::warn!(error = %e, thread = id, "could not point the second post to the first; it keeps only its board");
+            }
+            return Ok(recorded);
+        }
         tracing::info!(sprint = %sprint.id, thread = id, "forum post created");
-        if replacing {
+        if replacing.is_some() {
             let note = match self.config.pipeline.locale {
                 crate::config::Locale::Ko => format!(
                     "ℹ️ {}의 이전 포스트가 삭제되어 여기서 이어갑니다 (이전 기록: `hanarang sprint log {}`)",

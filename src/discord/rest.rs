@@ -1,4 +1,5 @@
-//! The forum bridge's three REST calls (create a post, send a line, edit a message), made
+//! The forum bridge's REST calls (create a post, send a line, edit a message; and, after a
+//! failover, list the forum's posts for one an earlier bot left unrecorded), made
 //! with serenity's own request builders but sent here rather than through its `Http`: a
 //! 429's `retry_after` must be honoured, and through `discord.http_proxy` serenity's
 //! ratelimiter is off and its error keeps neither the body nor the headers that carry it.
@@ -9,11 +10,29 @@ use poise::serenity_prelude as serenity;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serenity::{
-    ChannelId, CreateForumPost, CreateMessage, EditMessage, GuildChannel, Message, MessageId,
+    ChannelId, CreateForumPost, CreateMessage, EditMessage, GuildChannel, GuildId, Message,
+    MessageId,
 };
 
 use super::Token;
 use crate::config::DiscordConfig;
+
+/// `GET /guilds/{id}/threads/active`, as far as the bridge reads it.
+#[derive(Debug, serde::Deserialize)]
+struct ActiveThreads {
+    #[serde(default)]
+    threads: Vec<ThreadBrief>,
+}
+
+/// A thread's id, its parent channel and its name.
+#[derive(Debug, serde::Deserialize)]
+pub struct ThreadBrief {
+    pub id: ChannelId,
+    #[serde(default)]
+    pub parent_id: Option<ChannelId>,
+    #[serde(default)]
+    pub name: String,
+}
 
 /// Discord's REST API, as the bridge calls it.
 pub struct Rest {
@@ -140,6 +159,19 @@ impl Rest {
         .await
     }
 
+    /// The forum posts (and other threads) of the guild that are not archived, for
+    /// finding a post a bot created but could not record (it stopped in between).
+    pub async fn active_threads(&self, guild: GuildId) -> Result<Vec<ThreadBrief>, RestError> {
+        let active: ActiveThreads = self
+            .request(
+                reqwest::Method::GET,
+                &format!("/guilds/{guild}/threads/active"),
+                None,
+            )
+            .await?;
+        Ok(active.threads)
+    }
+
     async fn call<T: DeserializeOwned>(
         &self,
         method: reqwest::Method,
@@ -147,12 +179,25 @@ impl Rest {
         body: &impl Serialize,
     ) -> Result<T, RestError> {
         let body = serde_json::to_vec(body).map_err(|e| RestError::Decode(e.to_string()))?;
-        let response = self
+        self.request(method, path, Some(body)).await
+    }
+
+    async fn request<T: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<T, RestError> {
+        let mut request = self
             .client
             .request(method, format!("{}{path}", self.base))
-            .header(reqwest::header::AUTHORIZATION, &self.authorization)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
+            .header(reqwest::header::AUTHORIZATION, &self.authorization);
+        if let Some(body) = body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body);
+        }
+        let response = request
             .send()
             .await
             .map_err(|e| RestError::Transport(e.without_url().to_string()))?;

@@ -745,6 +745,21 @@ impl Store {
         .await
     }
 
+    /// Records a sprint's new forum post unless one is recorded already (another bot, the
+    /// one before a failover, was first), or, `replacing` a deleted one, unless another
+    /// bot replaced that one first. Returns the post the sprint has now: this one, or the
+    /// other bot's.
+    pub async fn record_new_forum_post(
+        &self,
+        post: &ForumPost,
+        replacing: Option<i64>,
+    ) -> Result<ForumPost> {
+        retry_locked("record a forum post", || async {
+            on_engine!(self, db => db.record_new_forum_post(post, replacing).await)
+        })
+        .await
+    }
+
     // --- delivery cursors --------------------------------------------------------------
 
     /// How far `consumer` has delivered the log (a `global_seq`; 0 before the first).

@@ -374,6 +374,38 @@ macro_rules! portable_calls {
                 Ok(())
             }
 
+            pub async fn record_new_forum_post(
+                &self,
+                post: &crate::store::ForumPost,
+                replacing: Option<i64>,
+            ) -> crate::store::Result<crate::store::ForumPost> {
+                if let Some(old) = replacing {
+                    sqlx::query(
+                        "UPDATE discord_threads SET thread_id = $2, board_message_id = $3, done_message_id = $4
+                         WHERE sprint_id = $1 AND thread_id = $5",
+                    )
+                    .bind(&post.sprint_id)
+                    .bind(post.thread_id)
+                    .bind(post.board_message_id)
+                    .bind(post.done_message_id)
+                    .bind(old)
+                    .execute(&self.pool)
+                    .await?;
+                }
+                sqlx::query(
+                    "INSERT INTO discord_threads (sprint_id, thread_id, board_message_id, done_message_id) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (sprint_id) DO NOTHING",
+                )
+                .bind(&post.sprint_id)
+                .bind(post.thread_id)
+                .bind(post.board_message_id)
+                .bind(post.done_message_id)
+                .execute(&self.pool)
+                .await?;
+                let recorded = self.forum_post(&post.sprint_id).await?;
+                Ok(recorded.unwrap_or_else(|| post.clone()))
+            }
+
             // --- delivery cursors ----------------------------------------------------
 
             pub async fn cursor(&self, consumer: &str) -> crate::store::Result<i64> {

@@ -674,6 +674,60 @@ async fn a_deleted_post_is_recreated_and_says_so() {
     p.stop().await;
 }
 
+/// Discord made the sprint's post, but its answer never reached the bot (a timeout, a
+/// dropped connection; or the bot stopped right then, and another took over): the bot
+/// finds that post and continues it, rather than leaving it beside a second one with only
+/// a board in it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_post_whose_answer_was_lost_is_continued_not_made_twice() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    fake.lose_next_post_answers(1, 503);
+    let p = pipeline(Setup::default(), &fake).await;
+    let bot = Bot::start(&p, &fake).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    let lines_of = |f: &FakeDiscord| -> Vec<Vec<String>> {
+        f.threads()
+            .iter()
+            .map(|t| {
+                f.messages(t.id)
+                    .into_iter()
+                    .filter(|m| m.id != t.id)
+                    .map(|m| m.content)
+                    .collect()
+            })
+            .collect()
+    };
+    assert!(
+        fake.wait_until(PATIENCE, |f| lines_of(f).iter().any(|l| l.len() >= 4))
+            .await,
+        "the sprint's lines were posted: {:#?}",
+        lines_of(&fake)
+    );
+    assert_eq!(
+        lines_of(&fake),
+        [HAPPY_LINES[..4].to_vec()],
+        "one post, with every line"
+    );
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.is("GET", "/guilds/*/threads/active")),
+        "the bot looked for the post it could not know it had made"
+    );
+    // Its board is the one edited as the sprint moves.
+    let thread = &fake.threads()[0];
+    assert!(
+        fake.wait_until(PATIENCE, |f| f
+            .message(thread.id)
+            .is_some_and(|m| m.content.contains("(done)")))
+            .await,
+        "the board of the post that was continued follows the sprint"
+    );
+    bot.stop().await;
+    p.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_line_discord_refuses_for_good_is_skipped_with_a_note_on_the_board() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;

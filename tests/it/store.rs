@@ -11,7 +11,7 @@ use hanarang::store::testing;
 use hanarang::store::{MigrationStatus, Run, RunEnd, Sprint, Store, StoreError};
 
 use crate::support::db::{Engine, TestDb, on_each_engine};
-use crate::support::{commit_event, planner_run};
+use crate::support::{commit_event, planner_run, transition_of};
 
 /// How many migrations a current database of `engine` has applied.
 fn migrations(engine: Engine) -> usize {
@@ -402,6 +402,111 @@ async fn a_host_that_lost_a_sprint_can_write_nothing_for_it() {
         .expect("the new owner's commit");
     assert_eq!(b.sprints_in_stages().await.unwrap().len(), 1);
     assert!(a.sprints_in_stages().await.unwrap().is_empty());
+}
+
+on_each_engine! {
+/// Two bots (the one before a failover, still finishing its call, and the one after)
+/// each made a post for one sprint: the first recorded is the sprint's, for both.
+async fn a_sprint_keeps_the_first_forum_post_recorded(engine) {
+    use hanarang::store::ForumPost;
+    let db = TestDb::new(engine, "store").await;
+    let store = Store::open(&db.url).await.unwrap();
+    let sprint = store.create_sprint("app", "goal", None, "b", 1).await.unwrap();
+    let post = |thread: i64| ForumPost {
+        sprint_id: sprint.id.clone(),
+        thread_id: thread,
+        board_message_id: thread,
+        done_message_id: None,
+    };
+    assert_eq!(store.record_new_forum_post(&post(10), None).await.unwrap(), post(10));
+    assert_eq!(
+        store.record_new_forum_post(&post(11), None).await.unwrap(),
+        post(10),
+        "the second bot's post is not the sprint's"
+    );
+    // Someone deleted post 10: both bots replace it, the first one wins.
+    assert_eq!(store.record_new_forum_post(&post(12), Some(10)).await.unwrap(), post(12));
+    assert_eq!(
+        store.record_new_forum_post(&post(13), Some(10)).await.unwrap(),
+        post(12),
+        "a replacement for a post already replaced is not the sprint's"
+    );
+    assert_eq!(store.forum_post(&sprint.id).await.unwrap(), Some(post(12)));
+}
+}
+
+/// Several hosts commit at once on one PostgreSQL database: a reader of the log (the
+/// Discord bot, `sprint log --follow`) that has seen a line has seen every line before it.
+/// A line numbered first but committed last would be passed by the reader's cursor and
+/// never posted.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_log_is_read_in_the_order_its_lines_were_numbered() {
+    use hanarang::store::Commit;
+    let db = TestDb::new(Engine::Postgres, "store").await;
+    let store = Store::open(&db.url).await.unwrap();
+    let first = store
+        .create_sprint("a", "goal", None, "b", 1)
+        .await
+        .unwrap();
+    let second = store
+        .create_sprint("b", "goal", None, "b", 1)
+        .await
+        .unwrap();
+    let lock = Event::LockAcquired;
+    // One host is in the middle of its commit for the first sprint (or frozen there)...
+    let (after, t) = transition_of(&first, &lock);
+    let held = testing::hold_commit_open(
+        &store,
+        Commit {
+            before: &first,
+            after: &after,
+            transition: &t,
+            event: &lock,
+            run: None,
+            command: None,
+            at: 2,
+            start: None,
+        },
+    )
+    .await
+    .unwrap();
+    // ...while another commits one for the second.
+    let other = store.clone();
+    let mut late = tokio::spawn(async move {
+        commit_event(&other, &second, &Event::LockAcquired, None, None, 3).await
+    });
+    // It either goes through, or waits for the first one's end.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let finished = loop {
+        if late.is_finished() {
+            break true;
+        }
+        if testing::lock_waiters(&store).await.unwrap() > 0 {
+            break false;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "neither committed nor waiting"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    let seen = store.transitions_after(0, 100).await.unwrap();
+    let held_seq = held.global_seq();
+    held.finish().await.unwrap();
+    let (_, second_line) = (&mut late).await.unwrap().unwrap();
+    let all = store.transitions_after(0, 100).await.unwrap();
+    assert_eq!(all.len(), 2, "{all:#?}");
+    let seen_seqs: Vec<i64> = seen.iter().map(|r| r.global_seq).collect();
+    let all_seqs: Vec<i64> = all.iter().map(|r| r.global_seq).collect();
+    assert!(
+        all_seqs.starts_with(&seen_seqs),
+        "a reader saw {seen_seqs:?} of {all_seqs:?} (the commit held open was {held_seq}; the other {}finished): its cursor would pass a line for good",
+        if finished { "" } else { "had not " }
+    );
+    assert!(
+        held_seq < second_line.global_seq,
+        "numbered in the order they committed"
+    );
 }
 
 /// A host with `[host] max_sisters` claims no more sprints than it can run: another host

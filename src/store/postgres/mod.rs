@@ -36,6 +36,11 @@ const WRITE_LOCK: i64 = 0x6861_6e61_7261_6e67; // "hanarang"
 /// (and the store tries it again): a host never hangs on a stuck peer.
 const LOCK_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long the server lets a transaction of this store sit idle before it ends the
+/// session: a host frozen in the middle of one (stopped, swapped out, paused as a VM)
+/// holds its locks only this long, and the other hosts go on; its late commit fails.
+const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(5);
+
 /// How long opening waits for a connection: a server that does not answer is an error
 /// that names the URL, not a hang.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -49,10 +54,13 @@ pub(super) struct Db {
 fn options(url: &str) -> Result<PgConnectOptions> {
     Ok(PgConnectOptions::from_str(url)
         .map_err(|source| open_err(url, source))?
-        .options([(
-            "lock_timeout",
-            format!("{}ms", LOCK_TIMEOUT.as_millis()).as_str(),
-        )]))
+        .options([
+            ("lock_timeout", format!("{}ms", LOCK_TIMEOUT.as_millis())),
+            (
+                "idle_in_transaction_session_timeout",
+                format!("{}ms", IDLE_IN_TRANSACTION.as_millis()),
+            ),
+        ]))
 }
 
 fn open_err(url: &str, source: sqlx::Error) -> StoreError {

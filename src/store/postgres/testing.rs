@@ -62,3 +62,44 @@ pub async fn drop_database(url: &str) -> Result<()> {
     admin.close().await?;
     Ok(())
 }
+
+/// A commit whose statements are written but not yet committed, as a host holds one
+/// for a moment (or for long, frozen in the middle of it).
+pub struct HeldCommit {
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    global_seq: i64,
+}
+
+impl HeldCommit {
+    /// The `global_seq` its log entry will have.
+    pub fn global_seq(&self) -> i64 {
+        self.global_seq
+    }
+
+    /// Commits it.
+    pub async fn finish(self) -> Result<()> {
+        self.tx.commit().await?;
+        Ok(())
+    }
+}
+
+impl super::Db {
+    pub(crate) async fn hold_commit_open(
+        &self,
+        c: &crate::store::Commit<'_>,
+    ) -> Result<HeldCommit> {
+        let mut tx = self.pool.begin().await?;
+        let global_seq = self.write_commit(&mut tx, c).await?;
+        Ok(HeldCommit { tx, global_seq })
+    }
+
+    /// How many of this database's sessions wait for a lock another one holds.
+    pub(crate) async fn lock_waiters(&self) -> Result<i64> {
+        Ok(sqlx::query_scalar(
+            "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+             WHERE NOT l.granted AND d.datname = current_database()",
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+}

@@ -12,6 +12,11 @@ use super::{
 };
 use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, StoreError, TransitionRecord};
 
+/// The advisory lock a commit holds from its log entry to its end: log entries become
+/// visible in the order of their `global_seq` (a sequence alone hands out numbers in the
+/// order of the inserts, and commits can land the other way round).
+const LOG_LOCK: i64 = 0x6861_6e61_726c_6f67; // "hanarlog"
+
 /// A run's start (`Store::start_run`); bound by `bind_new_run`.
 const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
@@ -40,10 +45,21 @@ impl Db {
     }
 
     pub async fn commit(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
+        let mut tx = self.pool.begin().await?;
+        let global_seq = self.write_commit(&mut tx, c).await?;
+        tx.commit().await?;
+        Ok(c.record(global_seq))
+    }
+
+    /// A commit's statements in `tx`, up to its end: the log entry's `global_seq`.
+    pub(super) async fn write_commit(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+        c: &Commit<'_>,
+    ) -> Result<i64> {
         let (event_json, note_json) = c.encoded()?;
         let seq = c.seq();
         let run = c.run;
-        let mut tx = self.pool.begin().await?;
         let moved = bind_sprint_after(sqlx::query(
             "UPDATE sprints SET state = $1, round = $2, attempt = $3, resume_stage = $4, resume_round = $5,
                  contract_id = $6, branch = $7, next_run_at = $8, focus = $9, budget_usd = $10, last_seq = $11,
@@ -54,27 +70,16 @@ impl Db {
         .bind(&c.before.id)
         .bind(c.before.last_seq)
         .bind(c.before.epoch)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
         if moved.rows_affected() != 1 {
-            // Gone, moved on since `before` was read, or taken over: nothing is written.
-            tx.rollback().await?;
+            // Gone, moved on since `before` was read, or taken over: nothing is written
+            // (the caller's transaction is rolled back as it is dropped).
             return Err(self.refusal(&c.before.id, c.before.epoch).await);
         }
-        let entry = sqlx::query(
-            "INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-             RETURNING global_seq",
-        )
-        .bind(&c.before.id)
-        .bind(seq);
-        let global_seq: i64 = bind_log_entry(entry, c, &event_json, note_json.as_deref())
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get(0)?;
         if let Some(run) = run {
             bind_run_end(sqlx::query(END_RUN), run)?
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
         }
         if let Some((id, result)) = c.command {
@@ -83,12 +88,12 @@ impl Db {
                 .bind(result)
                 .bind(c.at)
                 .bind(id)
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
         }
         if let Some(new) = &c.start {
             let started = bind_new_run(sqlx::query(INSERT_RUN), new)?
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await;
             if let Err(e) = started {
                 // The run's number taken: the caller's copy of the sprint's runs is behind.
@@ -101,8 +106,25 @@ impl Db {
                 );
             }
         }
-        tx.commit().await?;
-        Ok(c.record(global_seq))
+        // Last, under the log's lock held to the commit: a `global_seq` is taken only
+        // when every lower one is committed (or rolled back), so a reader that has seen
+        // one has seen all before it, and its cursor never passes a line still to come.
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(LOG_LOCK)
+            .execute(&mut **tx)
+            .await?;
+        let entry = sqlx::query(
+            "INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+             RETURNING global_seq",
+        )
+        .bind(&c.before.id)
+        .bind(seq);
+        let global_seq: i64 = bind_log_entry(entry, c, &event_json, note_json.as_deref())
+            .fetch_one(&mut **tx)
+            .await?
+            .try_get(0)?;
+        Ok(global_seq)
     }
 
     /// At full durability, whatever the stage: PostgreSQL's `synchronous_commit` is the

@@ -11,7 +11,7 @@ use hanarang::config::{AgentConfig, SisterSpec};
 use hanarang::handoff::HandoffDocument;
 use hanarang::handoff::message::Actor;
 use hanarang::handoff::schema::{self, Dialect};
-use hanarang::pipeline::{Event, Facts, Policy, apply};
+use hanarang::pipeline::{Event, Facts, Policy, Transition, apply};
 use hanarang::sister::{ContractFile, RunRequest};
 use hanarang::store::{Commit, NewRun, RunEnd, Sprint, Store, StoreError, TransitionRecord};
 
@@ -211,16 +211,7 @@ pub async fn commit_event(
     start: Option<NewRun<'_>>,
     at: i64,
 ) -> Result<(Sprint, TransitionRecord), StoreError> {
-    let facts = Facts {
-        sprint_id: &before.id,
-        sister_running: false,
-    };
-    let t = apply(before.position(), event, facts, &Policy::default())
-        .expect("the rules accept the test's event");
-    let mut after = before.clone();
-    after.state = t.to.state;
-    after.round = t.to.round;
-    after.attempt = t.to.attempt;
+    let (mut after, t) = transition_of(before, event);
     let record = store
         .commit(Commit {
             before,
@@ -236,6 +227,22 @@ pub async fn commit_event(
     after.last_seq = record.seq;
     after.updated_at = at;
     Ok((after, record))
+}
+
+/// The rules' transition for `event` on `before`, and the sprint it leaves (before its
+/// commit sets `last_seq`).
+pub fn transition_of(before: &Sprint, event: &Event) -> (Sprint, Transition) {
+    let facts = Facts {
+        sprint_id: &before.id,
+        sister_running: false,
+    };
+    let t = apply(before.position(), event, facts, &Policy::default())
+        .expect("the rules accept the test's event");
+    let mut after = before.clone();
+    after.state = t.to.state;
+    after.round = t.to.round;
+    after.attempt = t.to.attempt;
+    (after, t)
 }
 
 /// A sprint's first run, its planner's, as the orchestrator records it.

@@ -136,6 +136,7 @@ impl FakeDiscord {
                 roles: Vec::new(),
                 command_channel_id: DEFAULT_COMMAND_CHANNEL_ID,
                 deleted_channels: Vec::new(),
+                lose_next_post_answers: (0, 0),
                 denied_channels: Vec::new(),
                 failing_channels: Vec::new(),
                 fail_next_posts: (0, 500),
@@ -499,6 +500,12 @@ impl FakeDiscord {
     /// Channel from now on.
     pub fn delete_channel(&self, channel_id: u64) {
         self.state().deleted_channels.push(channel_id);
+    }
+
+    /// The next `n` forum posts are created, but answered with `status`, as when their
+    /// answer is lost on the way (the bot cannot know it made them).
+    pub fn lose_next_post_answers(&self, n: u32, status: u16) {
+        self.state().lose_next_post_answers = (n, status);
     }
 
     /// The bot lost its access to this channel: 403 Missing Access from now on.

@@ -378,7 +378,14 @@ impl Inner {
 
             // Threads and messages.
             ("POST", ["channels", channel, "threads"]) => {
-                self.create_thread(state, parse_id(channel)?, None, body)
+                let reply = self.create_thread(state, parse_id(channel)?, None, body);
+                match &mut state.lose_next_post_answers {
+                    (n, status) if *n > 0 => {
+                        *n -= 1;
+                        Reply::error(*status, 0, "the answer was lost")
+                    }
+                    _ => reply,
+                }
             }
             ("POST", ["channels", channel, "messages", message, "threads"]) => {
                 self.create_thread(state, parse_id(channel)?, Some(parse_id(message)?), body)
@@ -478,6 +485,17 @@ impl Inner {
             }
 
             // Guild.
+            ("GET", ["guilds", guild, "threads", "active"])
+                if parse_id(guild) == Some(config.guild_id) =>
+            {
+                let threads: Vec<Value> = state
+                    .threads
+                    .iter()
+                    .filter(|t| !t.archived && !state.deleted_channels.contains(&t.id))
+                    .map(|t| self.channel_json(state, t.id))
+                    .collect();
+                Reply::ok(json!({ "threads": threads, "members": [] }))
+            }
             ("GET", ["guilds", guild]) if parse_id(guild) == Some(config.guild_id) => {
                 Reply::ok(guild_json(config, &state.roles))
             }

@@ -79,15 +79,27 @@ pub(super) struct State {
     pub(super) failing_channels: Vec<(u64, u16)>,
     /// The next posts of a message (`POST /channels/{id}/messages`) to fail, and how.
     pub(super) fail_next_posts: (u32, u16),
+    /// The next forum posts to be created but answered with an error status, as when
+    /// Discord's answer is lost on the way.
+    pub(super) lose_next_post_answers: (u32, u16),
     /// The message each nonce created, for `enforce_nonce`: Discord answers a post whose
     /// nonce its author used "in the past few minutes" with that message, creating none
     /// (kept here for the whole test, which is shorter).
     pub(super) nonces: HashMap<String, u64>,
 }
 
+/// Discord's epoch, 2015-01-01, in unix milliseconds.
+const DISCORD_EPOCH_MS: u64 = 1_420_070_400_000;
+
 impl State {
+    /// A new id, as Discord makes them: its time of creation in its top bits (ms since
+    /// 2015), unique and increasing.
     pub(super) fn snowflake(&mut self) -> u64 {
-        self.next_id += 1;
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0));
+        let timed = ms.saturating_sub(DISCORD_EPOCH_MS) << 22;
+        self.next_id = (self.next_id + 1).max(timed);
         self.next_id
     }
 }
