@@ -244,11 +244,13 @@ async fn migrations_of(pool: &PgPool, url: &str) -> Result<(usize, Vec<i64>)> {
 
 /// PostgreSQL's codes for a write that may well succeed if tried again: a lock another
 /// transaction holds past `lock_timeout` (55P03), a serialization failure (40001), a
-/// deadlock (40P01).
+/// deadlock (40P01), and this host's own transaction ended by the server after
+/// `IDLE_IN_TRANSACTION` (25P03: the process was frozen in the middle of it; nothing of it
+/// was written, and the pool opens a new connection for the next try).
 pub(super) fn is_busy(e: &sqlx::Error) -> bool {
     e.as_database_error()
         .and_then(|d| d.try_downcast_ref::<sqlx::postgres::PgDatabaseError>())
-        .is_some_and(|d| matches!(d.code(), "55P03" | "40001" | "40P01"))
+        .is_some_and(|d| matches!(d.code(), "55P03" | "40001" | "40P01" | "25P03"))
 }
 
 /// The constraint a unique violation names, if `e` is one.
