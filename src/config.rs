@@ -338,6 +338,10 @@ pub struct SisterConfig {
     pub pause_default: Option<Dur>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Dur>,
+    /// `[agent.darang.reviewers.NAME]`: reviewers of one round that run in parallel, each
+    /// over `[agent.darang]` (`SPEC.md` §10). Only darang has them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reviewers: BTreeMap<String, SisterConfig>,
 }
 
 /// JSON Pointers into a CLI's stdout envelope to what the run cost, as the CLI counted it
@@ -382,6 +386,8 @@ pub struct SisterSpec {
     pub pause_on: Vec<PauseRule>,
     pub pause_default: Duration,
     pub timeout: Duration,
+    /// The reviewer this is (`HANARANG_REVIEWER`, `{reviewer}`), when darang has several.
+    pub reviewer: Option<String>,
 }
 
 impl AgentConfig {
@@ -405,35 +411,77 @@ impl AgentConfig {
 
     /// The spawn settings of one sister: its table over `[agent]` over the defaults.
     pub fn spec(&self, actor: Actor) -> SisterSpec {
-        let own = self.sister(actor);
+        self.layered(actor, &[self.sister(actor)], None)
+    }
+
+    /// darang's reviewers by name, in name order (none: darang reviews alone).
+    pub fn reviewers(&self) -> Vec<&str> {
+        self.darang.reviewers.keys().map(String::as_str).collect()
+    }
+
+    /// One reviewer's spawn settings: its table over `[agent.darang]` over `[agent]`.
+    /// `None` when darang has no reviewer of that name.
+    pub fn reviewer_spec(&self, name: &str) -> Option<SisterSpec> {
+        let own = self.darang.reviewers.get(name)?;
+        Some(self.layered(Actor::Darang, &[&self.darang, own], Some(name)))
+    }
+
+    /// `[agent]` with each of `layers` over it in turn.
+    fn layered(
+        &self,
+        actor: Actor,
+        layers: &[&SisterConfig],
+        reviewer: Option<&str>,
+    ) -> SisterSpec {
+        // The last layer that sets a key wins.
+        let last = |set: fn(&SisterConfig) -> bool| layers.iter().rev().copied().find(|l| set(l));
         let mut env = self.env.clone();
-        env.extend(own.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        for layer in layers {
+            env.extend(layer.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         SisterSpec {
             actor,
-            program: own.program.clone().unwrap_or_else(|| self.program.clone()),
-            args: own.args.clone().unwrap_or_else(|| self.args.clone()),
-            output_pointer: own
-                .output_pointer
-                .clone()
+            program: last(|l| l.program.is_some())
+                .and_then(|l| l.program.clone())
+                .unwrap_or_else(|| self.program.clone()),
+            args: last(|l| l.args.is_some())
+                .and_then(|l| l.args.clone())
+                .unwrap_or_else(|| self.args.clone()),
+            output_pointer: last(|l| l.output_pointer.is_some())
+                .and_then(|l| l.output_pointer.clone())
                 .unwrap_or_else(|| self.output_pointer.clone()),
             max_output_bytes: usize::try_from(
-                own.max_output_bytes.unwrap_or(self.max_output_bytes),
+                last(|l| l.max_output_bytes.is_some())
+                    .and_then(|l| l.max_output_bytes)
+                    .unwrap_or(self.max_output_bytes),
             )
             .unwrap_or(usize::MAX),
-            kill_grace: own.kill_grace.unwrap_or(self.kill_grace).0,
-            stall_timeout: own.stall_timeout.or(self.stall_timeout).map(|d| d.0),
+            kill_grace: last(|l| l.kill_grace.is_some())
+                .and_then(|l| l.kill_grace)
+                .unwrap_or(self.kill_grace)
+                .0,
+            stall_timeout: last(|l| l.stall_timeout.is_some())
+                .and_then(|l| l.stall_timeout)
+                .or(self.stall_timeout)
+                .map(|d| d.0),
             env,
-            usage: own.usage.clone().unwrap_or_else(|| self.usage.clone()),
-            fallback_pointer: own
-                .fallback_pointer
-                .clone()
+            usage: last(|l| l.usage.is_some())
+                .and_then(|l| l.usage.clone())
+                .unwrap_or_else(|| self.usage.clone()),
+            fallback_pointer: last(|l| l.fallback_pointer.is_some())
+                .and_then(|l| l.fallback_pointer.clone())
                 .or_else(|| self.fallback_pointer.clone()),
-            pause_on: own
-                .pause_on
-                .clone()
+            pause_on: last(|l| l.pause_on.is_some())
+                .and_then(|l| l.pause_on.clone())
                 .unwrap_or_else(|| self.pause_on.clone()),
-            pause_default: own.pause_default.unwrap_or(self.pause_default).0,
-            timeout: own.timeout.map_or_else(|| default_timeout(actor), |d| d.0),
+            pause_default: last(|l| l.pause_default.is_some())
+                .and_then(|l| l.pause_default)
+                .unwrap_or(self.pause_default)
+                .0,
+            timeout: last(|l| l.timeout.is_some())
+                .and_then(|l| l.timeout)
+                .map_or_else(|| default_timeout(actor), |d| d.0),
+            reviewer: reviewer.map(str::to_string),
         }
     }
 }
@@ -817,21 +865,38 @@ impl Config {
         );
         for actor in Actor::ALL {
             let s = a.sister(actor);
+            if actor != Actor::Darang && !s.reviewers.is_empty() {
+                problem(
+                    &format!("agent.{actor}.reviewers"),
+                    "only darang (the reviewer) has reviewers".into(),
+                );
+            }
+            let reviewers = if actor == Actor::Darang {
+                s.reviewers.iter().collect()
+            } else {
+                Vec::new()
+            };
+            for (name, r) in reviewers {
+                let table = format!("agent.darang.reviewers.{name}");
+                if !is_reviewer_name(name) {
+                    problem(
+                        &table,
+                        format!(
+                            "{name:?} is not a reviewer name: 1 to 32 lower-case letters, digits, '-' or '_'"
+                        ),
+                    );
+                }
+                if !r.reviewers.is_empty() {
+                    problem(
+                        &format!("{table}.reviewers"),
+                        "a reviewer has no reviewers of its own".into(),
+                    );
+                }
+                check_agent_fields(&table, &AgentFields::of(r), token_env, &mut problem);
+            }
             check_agent_fields(
                 &format!("agent.{actor}"),
-                &AgentFields {
-                    program: s.program.as_deref(),
-                    args: s.args.as_deref(),
-                    output_pointer: s.output_pointer.as_deref(),
-                    max_output_bytes: s.max_output_bytes,
-                    kill_grace: s.kill_grace,
-                    stall_timeout: s.stall_timeout,
-                    env: &s.env,
-                    usage: s.usage.as_ref(),
-                    fallback_pointer: s.fallback_pointer.as_deref(),
-                    pause_on: s.pause_on.as_deref(),
-                    timeout: s.timeout,
-                },
+                &AgentFields::of(s),
                 token_env,
                 &mut problem,
             );
@@ -1046,6 +1111,32 @@ struct AgentFields<'a> {
     fallback_pointer: Option<&'a str>,
     pause_on: Option<&'a [PauseRule]>,
     timeout: Option<Dur>,
+}
+
+impl<'a> AgentFields<'a> {
+    fn of(s: &'a SisterConfig) -> AgentFields<'a> {
+        AgentFields {
+            program: s.program.as_deref(),
+            args: s.args.as_deref(),
+            output_pointer: s.output_pointer.as_deref(),
+            max_output_bytes: s.max_output_bytes,
+            kill_grace: s.kill_grace,
+            stall_timeout: s.stall_timeout,
+            env: &s.env,
+            usage: s.usage.as_ref(),
+            fallback_pointer: s.fallback_pointer.as_deref(),
+            pause_on: s.pause_on.as_deref(),
+            timeout: s.timeout,
+        }
+    }
+}
+
+/// A reviewer's name goes into run ids, an environment variable and Discord lines.
+fn is_reviewer_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
 }
 
 fn check_agent_fields(

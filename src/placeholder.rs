@@ -18,6 +18,7 @@ pub const SPAWN: &[&str] = &[
     "schema",
     "schema_file",
     "openai_schema_file",
+    "reviewer",
 ];
 
 /// Placeholders the branch template may use.

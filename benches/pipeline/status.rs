@@ -280,6 +280,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                                 focus: r.focus.as_deref(),
                                 git_head: r.git_head.as_deref(),
                                 started_at: now,
+                                reviewer: None,
                             },
                             0,
                         )

@@ -74,14 +74,28 @@ pub(super) fn config_check(path: Option<&std::path::Path>) -> Exit {
                 outln!(
                     "\n# How each sister is spawned (its table over [agent] over the defaults):"
                 );
-                for actor in Actor::ALL {
-                    let spec = config.agent.spec(actor);
+                let reviewers = config.agent.reviewers();
+                let specs = Actor::ALL
+                    .into_iter()
+                    .map(|actor| (actor.to_string(), config.agent.spec(actor)))
+                    .chain(reviewers.iter().filter_map(|name| {
+                        let spec = config.agent.reviewer_spec(name)?;
+                        Some((format!("darang reviewer {name}"), spec))
+                    }));
+                for (who, spec) in specs {
                     outln!(
-                        "#   {actor}: {} {} (timeout {}, output_pointer {:?})",
+                        "#   {who}: {} {} (timeout {}, output_pointer {:?})",
                         spec.program,
                         spec.args.join(" "),
                         humantime::format_duration(spec.timeout),
                         spec.output_pointer
+                    );
+                }
+                if !reviewers.is_empty() {
+                    outln!(
+                        "# darang reviews with {} reviewers in parallel: {}",
+                        reviewers.len(),
+                        reviewers.join(", ")
                     );
                 }
                 Exit::Success

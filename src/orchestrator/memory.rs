@@ -79,13 +79,7 @@ impl Memory {
     /// to stop and every copy of it is dropped. Its run's report still comes; what it
     /// tries to write is refused.
     pub fn lose(&mut self, sprint_id: &str) {
-        for running in self.running.values_mut() {
-            if running.sprint.id == sprint_id
-                && let Some(tx) = running.stop.take()
-            {
-                let _ = tx.send(Stop::Shutdown);
-            }
-        }
+        self.stop_sprint(sprint_id, Stop::Shutdown);
         self.parked.remove(sprint_id);
         self.entered_stage.retain(|(s, _)| s.id != sprint_id);
     }
@@ -99,15 +93,37 @@ impl Memory {
         }
     }
 
-    /// A commit wrote `sprint`: kept where the loop looks for it next (its running run,
-    /// the stages to spawn from, or the resting sprints).
-    pub fn keep(&mut self, sprint: Sprint, runs: Option<Vec<Run>>) {
-        if let Some(running) = self.running_of(&sprint.id) {
-            running.sprint = sprint;
-        } else if sprint.state.stage().is_some() {
+    /// A commit wrote `sprint`: kept where the loop looks for it next (its running runs,
+    /// the stages to spawn from, or the resting sprints). A stage of several runs at once
+    /// (`fans_out`: darang's reviewers) is looked at again while some of them run.
+    pub fn keep(&mut self, sprint: Sprint, runs: Option<Vec<Run>>, fans_out: bool) {
+        let mut running = false;
+        for r in self
+            .running
+            .values_mut()
+            .filter(|r| r.sprint.id == sprint.id)
+        {
+            r.sprint = sprint.clone();
+            running = true;
+        }
+        if running && !fans_out {
+            return;
+        }
+        if sprint.state.stage().is_some() {
             self.entered_stage.push((sprint, runs));
         } else {
             self.park(sprint, runs);
+        }
+    }
+
+    /// Tells every running sister of the sprint to stop.
+    pub fn stop_sprint(&mut self, sprint_id: &str, stop: Stop) {
+        for running in self.running.values_mut() {
+            if running.sprint.id == sprint_id
+                && let Some(tx) = running.stop.take()
+            {
+                let _ = tx.send(stop);
+            }
         }
     }
 

@@ -8,6 +8,7 @@ pub mod client;
 mod lease;
 mod memory;
 mod recovery;
+mod review;
 mod spawn;
 
 use std::sync::Arc;
@@ -352,7 +353,9 @@ impl Orchestrator {
         let now = now_ms();
         let mut next_due = IDLE;
         for (sprint, runs) in in_stages {
-            if !self.wants(&sprint) || self.memory.runs_sister(&sprint.id) {
+            // A stage of several reviewers is looked at while some of them run.
+            let fans_out = self.fans_out(&sprint);
+            if !self.wants(&sprint) || (self.memory.runs_sister(&sprint.id) && !fans_out) {
                 continue;
             }
             if self.at_cap() {
@@ -374,6 +377,7 @@ impl Orchestrator {
                             self.transition(&sprint, event, None, None, Some(runs))
                                 .await?;
                         }
+                        None if fans_out => self.review(&sprint).await?,
                         None => self.spawn(&sprint, runs).await?,
                     }
                 }
@@ -470,9 +474,11 @@ impl Orchestrator {
                 after.budget_usd = Some(spent + limit);
             }
         }
+        // Several reviewers are started by the pass (`review`), not with the commit.
         let starts_now = after.state.stage().is_some()
             && after.next_run_at.is_none()
             && !sister_running
+            && !self.fans_out(&after)
             && !self.hold_spawns
             && !self.at_cap()
             && self.wants(&after);
@@ -526,11 +532,17 @@ impl Orchestrator {
         }
         // After the commit, never before: a subscriber only ever hears of what is durable.
         let _ = self.handle.events.send(record.clone());
+        // Left a stage of several reviewers (escalated, aborted): the ones still running
+        // stop, their runs `cancelled`.
+        if self.fans_out(sprint) && after.state != State::Reviewing {
+            self.memory.stop_sprint(&sprint.id, Stop::Abort);
+        }
         if let Some(composed) = launch {
             let prepared = composed.prepare();
             self.launch(after, composed, prepared);
         } else {
-            self.memory.keep(after, runs);
+            let fans_out = self.fans_out(&after);
+            self.memory.keep(after, runs, fans_out);
         }
         Ok(Some(record))
     }
@@ -602,6 +614,20 @@ impl Orchestrator {
                 return Ok(());
             };
             let event = command.event();
+            let fans_out = self.fans_out(&sprint);
+            if fans_out
+                && matches!(event, Event::Handoff { .. })
+                && self.memory.runs_sister(&sprint.id)
+            {
+                let reason = format!(
+                    "{} is being reviewed by several reviewers at once: a handoff takes one running sister (abort, or wait for their verdicts)",
+                    sprint.id
+                );
+                self.store
+                    .resolve_command(command.id, CommandStatus::Refused, &reason, now_ms())
+                    .await?;
+                return Ok(());
+            }
             if let Some(running) = self.memory.running_of(&sprint.id) {
                 if running.waiting.is_some() {
                     // Another command is being carried out; this one waits its turn.
@@ -633,6 +659,10 @@ impl Orchestrator {
                         let _ = tx.send(stop);
                     }
                     running.waiting = Some(command);
+                    if fans_out {
+                        // Every reviewer stops; the command is applied when the first has.
+                        self.memory.stop_sprint(&sprint.id, stop);
+                    }
                     return Ok(());
                 }
             }
@@ -683,34 +713,61 @@ impl Orchestrator {
                     if let Some(ended) = self.memory.end(&done.run_id)
                         && ended.sprint.state.stage().is_some()
                     {
-                        self.memory.keep(ended.sprint, Some(with_end(runs, &end)));
+                        let fans_out = self.fans_out(&ended.sprint);
+                        self.memory
+                            .keep(ended.sprint, Some(with_end(runs, &end)), fans_out);
                     }
                     return Ok(());
                 }
                 None => {}
             }
             self.memory.end(&done.run_id);
-            let event = match (&report.outcome, &report.message) {
-                (RunOutcome::Handoff, Some(valid)) => Event::Reported {
-                    actor: valid.message.actor(),
-                    verdict: valid.message.verdict(),
-                    sprint_id: valid.message.claimed_sprint_id().map(str::to_string),
-                    reason: valid.message.reason(),
-                },
-                // A usage limit: the stage waits for its reset, using no attempt.
-                (RunOutcome::Paused, _) => {
-                    let now = now_ms();
-                    let resume_at_ms = report.resume_at_ms.unwrap_or(now).max(now);
-                    Event::Paused {
-                        resume_at_ms,
-                        delay_ms: u64::try_from(resume_at_ms - now).unwrap_or(0),
-                        detail: report.detail.clone(),
+            let reviewer = runs
+                .iter()
+                .find(|r| r.run_id == done.run_id)
+                .and_then(|r| r.reviewer.clone().map(|name| (name, r.attempt)));
+            let event = match (&report.outcome, &report.message, reviewer) {
+                // One of several reviewers: its answer, or its failure, is its own.
+                (RunOutcome::Handoff, Some(valid), Some((reviewer, _)))
+                    if let Some(verdict) =
+                        crate::pipeline::review::ReviewVerdict::of(valid.message.verdict()) =>
+                {
+                    Event::Reviewed { reviewer, verdict }
+                }
+                (outcome, _, Some((reviewer, attempt)))
+                    if !matches!(outcome, RunOutcome::Handoff | RunOutcome::Paused) =>
+                {
+                    Event::ReviewerFailed {
+                        reviewer,
+                        attempt,
+                        failure: Failure {
+                            kind: outcome.failure_kind().unwrap_or(FailureKind::Interrupted),
+                            detail: report.detail.clone(),
+                        },
                     }
                 }
-                (outcome, _) => Event::Failed {
-                    failure: Failure {
-                        kind: outcome.failure_kind().unwrap_or(FailureKind::Interrupted),
-                        detail: report.detail.clone(),
+                (outcome, message, _) => match (outcome, message) {
+                    (RunOutcome::Handoff, Some(valid)) => Event::Reported {
+                        actor: valid.message.actor(),
+                        verdict: valid.message.verdict(),
+                        sprint_id: valid.message.claimed_sprint_id().map(str::to_string),
+                        reason: valid.message.reason(),
+                    },
+                    // A usage limit: the stage waits for its reset, using no attempt.
+                    (RunOutcome::Paused, _) => {
+                        let now = now_ms();
+                        let resume_at_ms = report.resume_at_ms.unwrap_or(now).max(now);
+                        Event::Paused {
+                            resume_at_ms,
+                            delay_ms: u64::try_from(resume_at_ms - now).unwrap_or(0),
+                            detail: report.detail.clone(),
+                        }
+                    }
+                    (outcome, _) => Event::Failed {
+                        failure: Failure {
+                            kind: outcome.failure_kind().unwrap_or(FailureKind::Interrupted),
+                            detail: report.detail.clone(),
+                        },
                     },
                 },
             };

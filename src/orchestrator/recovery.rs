@@ -71,11 +71,18 @@ impl Orchestrator {
                 self.store.end_run(&end).await?;
                 continue;
             };
-            let event = Event::Failed {
-                failure: Failure {
-                    kind: FailureKind::Interrupted,
-                    detail: INTERRUPTED.into(),
+            let failure = Failure {
+                kind: FailureKind::Interrupted,
+                detail: INTERRUPTED.into(),
+            };
+            // One of several reviewers retries alone.
+            let event = match &run.reviewer {
+                Some(reviewer) => Event::ReviewerFailed {
+                    reviewer: reviewer.clone(),
+                    attempt: run.attempt,
+                    failure,
                 },
+                None => Event::Failed { failure },
             };
             // Refused only when the sprint already left the stage (the run was cancelled
             // but the crash came first); then the run is simply closed.

@@ -27,6 +27,8 @@ pub(super) struct Composed {
     started_at: i64,
     /// The sprint's runs, this one included (as it starts).
     runs: Vec<Run>,
+    /// Which of darang's reviewers it is, when it has several.
+    reviewer: Option<String>,
 }
 
 impl Composed {
@@ -45,6 +47,7 @@ impl Composed {
             focus: c.focus.as_deref(),
             git_head: self.git_head.as_deref(),
             started_at: self.started_at,
+            reviewer: self.reviewer.as_deref(),
         }
     }
 
@@ -95,7 +98,28 @@ impl Orchestrator {
 
     /// The next run of the sprint's stage (`None` when it is in no stage): the chain of
     /// documents, the reviewer's issues, the reason of the last rejection, the focus.
-    pub(super) async fn compose(&self, sprint: &Sprint, mut runs: Vec<Run>) -> Option<Composed> {
+    pub(super) async fn compose(&self, sprint: &Sprint, runs: Vec<Run>) -> Option<Composed> {
+        self.compose_as(sprint, runs, None).await
+    }
+
+    /// The next run of one of darang's reviewers, its `attempt`-th of the round.
+    pub(super) async fn compose_reviewer(
+        &self,
+        sprint: &Sprint,
+        runs: Vec<Run>,
+        reviewer: &str,
+        attempt: u32,
+    ) -> Option<Composed> {
+        self.compose_as(sprint, runs, Some((reviewer, attempt)))
+            .await
+    }
+
+    async fn compose_as(
+        &self,
+        sprint: &Sprint,
+        mut runs: Vec<Run>,
+        reviewer: Option<(&str, u32)>,
+    ) -> Option<Composed> {
         let stage = sprint.state.stage()?;
         let actor = stage.actor();
         let project_workdir = self
@@ -107,16 +131,29 @@ impl Orchestrator {
         // The chain of documents: this run's parent is the last run that handed off a
         // valid message, or that a user handed off to a fresh session; its document (or
         // one composed from what it did) is this run's.
-        let parent = runs
-            .iter()
-            .rev()
-            .find(|r| matches!(r.outcome, Some(RunOutcome::Handoff | RunOutcome::HandedOff)));
-        let previous_message: Option<HandoffMessage> = runs
-            .iter()
-            .rev()
-            .find(|r| r.outcome == Some(RunOutcome::Handoff))
-            .and_then(|r| r.message.clone())
-            .and_then(|m| serde_json::from_value(m).ok());
+        // After a round of several reviewers: the one that finished last, and what they all
+        // found. A reviewer's parent is the implementer's run, never another reviewer's.
+        let findings = (stage == crate::pipeline::Stage::Implementing)
+            .then(|| super::review::round_findings(&runs))
+            .flatten();
+        let handed = |r: &&Run| {
+            matches!(r.outcome, Some(RunOutcome::Handoff | RunOutcome::HandedOff))
+                && (reviewer.is_none() || r.actor == crate::domain::Actor::Narang)
+        };
+        let parent = match &findings {
+            Some(f) => Some(&f.parent),
+            None => runs.iter().rev().find(handed),
+        };
+        let previous_message: Option<HandoffMessage> = match &findings {
+            Some(f) => f.parent.message.clone(),
+            None => runs
+                .iter()
+                .rev()
+                .filter(|r| reviewer.is_none() || r.actor == crate::domain::Actor::Narang)
+                .find(|r| r.outcome == Some(RunOutcome::Handoff))
+                .and_then(|r| r.message.clone()),
+        }
+        .and_then(|m| serde_json::from_value(m).ok());
         let known = Known {
             goal: &sprint.goal,
             branch: &sprint.branch,
@@ -129,18 +166,34 @@ impl Orchestrator {
                 let sister = format!("{} ({})", actor.korean_name(), actor);
                 (after_handoff(&stopped.handoff, &sister, &observed), true)
             }
-            _ => match previous_message
+            _ => match findings
                 .as_ref()
-                .and_then(|m| m.common().handoff.clone())
-            {
+                .and_then(|f| f.handoff.clone())
+                .or_else(|| {
+                    previous_message
+                        .as_ref()
+                        .and_then(|m| m.common().handoff.clone())
+                }) {
                 Some(doc) => (doc, false),
                 None => (synthesize(known, previous_message.as_ref(), stage), true),
             },
         };
         let parent_run_id = parent.map(|r| r.run_id.clone());
-        let previous_rejection = previous_rejection(&runs, sprint);
-        let review_issues = match (&previous_message, stage) {
-            (Some(HandoffMessage::Darang(m)), crate::pipeline::Stage::Implementing) => {
+        let attempt = reviewer.map_or(sprint.attempt, |(_, attempt)| attempt);
+        let previous_rejection = match reviewer {
+            Some((name, _)) => {
+                let mine: Vec<Run> = runs
+                    .iter()
+                    .filter(|r| r.reviewer.as_deref() == Some(name))
+                    .cloned()
+                    .collect();
+                previous_rejection(&mine, sprint, attempt)
+            }
+            None => previous_rejection(&runs, sprint, attempt),
+        };
+        let review_issues = match (&findings, &previous_message, stage) {
+            (Some(f), _, _) => f.issues.clone(),
+            (None, Some(HandoffMessage::Darang(m)), crate::pipeline::Stage::Implementing) => {
                 review_issues(m)
             }
             _ => Vec::new(),
@@ -155,7 +208,7 @@ impl Orchestrator {
             project: sprint.project.clone(),
             role: actor,
             round: sprint.round,
-            attempt: sprint.attempt,
+            attempt,
             branch: sprint.branch.clone(),
             contract_id: sprint.contract_id.clone(),
             run_id: run_id(&sprint.id, number),
@@ -168,8 +221,12 @@ impl Orchestrator {
             previous_rejection,
             schema: schema::schema(Some(actor), Dialect::Draft07).unwrap_or_default(),
         };
+        let spec = match reviewer {
+            Some((name, _)) => self.config.agent.reviewer_spec(name)?,
+            None => self.config.agent.spec(actor),
+        };
         let request = RunRequest {
-            spec: self.config.agent.spec(actor),
+            spec,
             contract,
             contract_path: self.store.contract_path(&sprint.id),
             workdir,
@@ -183,6 +240,7 @@ impl Orchestrator {
             missing_project: project_workdir.is_none().then(|| sprint.project.clone()),
             started_at: now_ms(),
             runs: Vec::new(),
+            reviewer: reviewer.map(|(name, _)| name.to_string()),
         };
         runs.push(Run::started(&composed.record()));
         composed.runs = runs;
@@ -198,11 +256,22 @@ impl Orchestrator {
         composed: Composed,
         prepared: Result<sister::Prepared, Box<sister::RunReport>>,
     ) {
-        let Composed { request, runs, .. } = composed;
+        let Composed {
+            request,
+            runs,
+            reviewer: composed_reviewer,
+            ..
+        } = composed;
         let run_id = request.contract.run_id.clone();
         let actor = request.contract.role;
         let span = tracing::info_span!("run", sprint = %sprint.id, run = %run_id, actor = %actor);
-        tracing::info!(parent: &span, round = sprint.round, attempt = sprint.attempt, "spawning sister");
+        let attempt = request.contract.attempt;
+        match &composed_reviewer {
+            Some(reviewer) => {
+                tracing::info!(parent: &span, round = sprint.round, attempt, %reviewer, "spawning reviewer")
+            }
+            None => tracing::info!(parent: &span, round = sprint.round, attempt, "spawning sister"),
+        }
         let (stop_tx, stop) = oneshot::channel();
         let sprint_id = sprint.id.clone();
         self.memory.launch(
@@ -252,11 +321,11 @@ async fn observe(stopped: &Run, workdir: &std::path::Path) -> Observed {
 }
 
 /// After a bad output of this stage's sister, the next attempt is told exactly why.
-fn previous_rejection(runs: &[Run], sprint: &Sprint) -> Option<String> {
+fn previous_rejection(runs: &[Run], sprint: &Sprint, attempt: u32) -> Option<String> {
     let last = runs.last()?;
     let same_stage = sprint.state.stage().map(|s| s.actor()) == Some(last.actor)
         && last.round == sprint.round
-        && sprint.attempt > last.attempt;
+        && attempt > last.attempt;
     (same_stage && last.outcome == Some(RunOutcome::BadOutput)).then(|| {
         last.rejection
             .clone()

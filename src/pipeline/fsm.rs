@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::policy::Policy;
+use super::review::{Review, ReviewVerdict, merge};
 use crate::domain::FailureKind;
 use crate::domain::{Actor, Verdict};
 
@@ -208,6 +209,24 @@ pub enum Event {
     Failed {
         failure: Failure,
     },
+    /// One of darang's reviewers answered, while several review the round in parallel
+    /// (`SPEC.md` §10): the sprint stays in review until every one has.
+    Reviewed {
+        reviewer: String,
+        verdict: ReviewVerdict,
+    },
+    /// One reviewer's run (its `attempt`-th for the round) ended without a valid message:
+    /// it runs again alone, or the stage escalates.
+    ReviewerFailed {
+        reviewer: String,
+        attempt: u32,
+        failure: Failure,
+    },
+    /// Every reviewer of the round has answered (or one aborted): their verdicts, merged
+    /// by `review::merge` into darang's.
+    ReviewMerged {
+        verdicts: std::collections::BTreeMap<String, ReviewVerdict>,
+    },
     Approve {
         by: String,
     },
@@ -252,6 +271,15 @@ impl Event {
             Event::LockAcquired => "lock_acquired".into(),
             Event::Reported { actor, verdict, .. } => format!("{actor}:{verdict}"),
             Event::Failed { failure } => format!("failed:{}", failure.kind.as_str()),
+            Event::Reviewed { reviewer, verdict } => {
+                format!("darang/{reviewer}:{}", verdict.verdict())
+            }
+            Event::ReviewerFailed {
+                reviewer, failure, ..
+            } => format!("failed/{reviewer}:{}", failure.kind.as_str()),
+            Event::ReviewMerged { verdicts } => {
+                format!("darang:{}", merged_verdict(verdicts).verdict().verdict())
+            }
             Event::Approve { .. } => "approve".into(),
             Event::RequestChanges { .. } => "request_changes".into(),
             Event::Resume { .. } => "resume".into(),
@@ -476,6 +504,61 @@ pub fn apply(
             }
         }
 
+        Event::Reviewed { reviewer, .. } => match at.state {
+            State::Reviewing => to(at, None),
+            other => refuse(format!(
+                "{id} is {other}, not reviewing: reviewer {reviewer}'s verdict comes too late"
+            )),
+        },
+
+        Event::ReviewerFailed {
+            reviewer,
+            attempt,
+            failure,
+        } => match at.state {
+            State::Reviewing => fail(
+                Position {
+                    attempt: *attempt,
+                    ..at
+                },
+                Stage::Reviewing,
+                failure.clone(),
+                policy,
+            )
+            .map(|t| Transition {
+                // The sprint's own attempt is the stage's: each reviewer counts its own.
+                from: at,
+                to: Position {
+                    attempt: if t.to.state == State::Reviewing {
+                        at.attempt
+                    } else {
+                        t.to.attempt
+                    },
+                    ..t.to
+                },
+                note: t.note,
+            }),
+            other => refuse(format!(
+                "{id} is {other}, not reviewing: reviewer {reviewer}'s failure no longer matters"
+            )),
+        },
+
+        Event::ReviewMerged { verdicts } => match at.state {
+            State::Reviewing => {
+                let verdict = merged_verdict(verdicts).verdict().verdict();
+                let reported = Event::Reported {
+                    actor: Actor::Darang,
+                    verdict,
+                    sprint_id: None,
+                    reason: None,
+                };
+                apply(at, &reported, facts, policy)
+            }
+            other => refuse(format!(
+                "{id} is {other}, not reviewing: there is no review round to close"
+            )),
+        },
+
         Event::Failed { failure } => {
             let Some(stage) = at.state.stage() else {
                 return refuse(format!(
@@ -619,6 +702,22 @@ fn fail(
         to,
         note: Some(note),
     })
+}
+
+/// The round's verdict from its reviewers' (the merge rule, on verdicts alone).
+fn merged_verdict(
+    verdicts: &std::collections::BTreeMap<String, ReviewVerdict>,
+) -> super::review::Merged<(), ()> {
+    let reviews: Vec<Review<(), ()>> = verdicts
+        .iter()
+        .map(|(reviewer, verdict)| Review {
+            reviewer: reviewer.clone(),
+            verdict: *verdict,
+            issues: Vec::new(),
+            failed: Vec::new(),
+        })
+        .collect();
+    merge(&reviews)
 }
 
 fn escalate(at: Position, stage: Stage, round: u32) -> Position {

@@ -183,6 +183,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, Box<RunReport>> {
         ("schema", schemas.inline.as_str()),
         ("schema_file", schemas.file.as_str()),
         ("openai_schema_file", schemas.openai_file.as_str()),
+        ("reviewer", spec.reviewer.as_deref().unwrap_or("")),
     ];
     let args: Vec<String> = spec
         .args
@@ -214,7 +215,11 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, Box<RunReport>> {
         .env("HANARANG_RUN_ID", &c.run_id)
         .env("HANARANG_CONTRACT_FILE", &contract_file)
         .env("HANARANG_ROUND", &round)
-        .env("HANARANG_ATTEMPT", &attempt)
+        .env("HANARANG_ATTEMPT", &attempt);
+    if let Some(reviewer) = &spec.reviewer {
+        command.env("HANARANG_REVIEWER", reviewer);
+    }
+    command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

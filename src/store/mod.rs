@@ -298,6 +298,8 @@ pub struct NewRun<'a> {
     /// The workdir's git HEAD when it started, in a git workdir.
     pub git_head: Option<&'a str>,
     pub started_at: i64,
+    /// Which of darang's reviewers this run is, when it has several.
+    pub reviewer: Option<&'a str>,
 }
 
 /// Where a database stands against the migrations this binary carries.

@@ -563,7 +563,8 @@ macro_rules! portable_calls {
                 .bind(i64::from(new.synthesized))
                 .bind(new.focus)
                 .bind(new.git_head)
-                .bind(new.started_at))
+                .bind(new.started_at)
+                .bind(new.reviewer))
         }
 
         /// Binds a run's end, in `END_RUN`'s order, after those already bound.

@@ -203,6 +203,9 @@ pub struct Run {
     #[serde(skip)]
     pub number: i64,
     pub actor: Actor,
+    /// Which of darang's reviewers it is, when it has several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reviewer: Option<String>,
     pub round: u32,
     pub attempt: u32,
     pub parent_run_id: Option<String>,
@@ -267,6 +270,7 @@ pub(super) struct RunRaw {
     input_tokens: Option<i64>,
     output_tokens: Option<i64>,
     cost_usd: Option<f64>,
+    reviewer: Option<String>,
 }
 
 impl Run {
@@ -278,6 +282,7 @@ impl Run {
             sprint_id: new.sprint_id.to_string(),
             number: new.number,
             actor: new.actor,
+            reviewer: new.reviewer.map(str::to_string),
             round: new.round,
             attempt: new.attempt,
             parent_run_id: new.parent_run_id.map(str::to_string),
@@ -336,6 +341,7 @@ impl TryFrom<RunRaw> for Run {
             sprint_id: r.sprint_id,
             number: r.number,
             actor: r.actor.parse().map_err(|e: String| bad(&e))?,
+            reviewer: r.reviewer,
             round: u32::try_from(r.round).map_err(|_| bad("round"))?,
             attempt: u32::try_from(r.attempt).map_err(|_| bad("attempt"))?,
             parent_run_id: r.parent_run_id,

@@ -21,6 +21,8 @@ mod hosts;
 mod orchestrator;
 mod presets;
 mod real_clis;
+mod review_merge;
+mod reviewers;
 mod run_command;
 mod runner;
 mod steering;

@@ -18,8 +18,8 @@ use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, StoreError, Tr
 const LOG_LOCK: i64 = 0x6861_6e61_726c_6f67; // "hanarlog"
 
 /// A run's start (`Store::start_run`); bound by `bind_new_run`.
-const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
 
 /// How a run ended; bound by `bind_run_end`. Its spend is rolled up on the sprint by the
 /// caller, in the same transaction.

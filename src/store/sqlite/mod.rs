@@ -394,6 +394,7 @@ mod tests {
             focus: None,
             git_head: None,
             started_at: 2,
+            reviewer: None,
         };
         store.start_run(&new).await.unwrap();
         let level = || async {

@@ -13,8 +13,8 @@ use crate::domain::{Actor, run_id};
 use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, StoreError, TransitionRecord};
 
 /// A run's start (`Store::start_run`).
-const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// How a run ended; its parameters are bound by `bind_run_end`. Its spend is rolled up
 /// on the sprint by the caller, in the same transaction.

@@ -259,6 +259,7 @@ pub fn planner_run<'a>(sprint_id: &'a str, handoff: &'a HandoffDocument) -> NewR
         focus: None,
         git_head: None,
         started_at: 3,
+        reviewer: None,
     }
 }
 

@@ -1,0 +1,336 @@
+//! Parallel reviewers (`SPEC.md` §10): with `[agent.darang.reviewers.NAME]` tables, the
+//! `reviewing` stage is one run per reviewer, started together. Each answer is a
+//! transition of its own (`Event::Reviewed`), a failing reviewer retries alone
+//! (`Event::ReviewerFailed`), and when every reviewer of the round has answered, or one
+//! aborted, the verdicts are merged (`review::merge`) into darang's (`ReviewMerged`).
+//!
+//! What a round stands at is read from its runs, never kept apart: a reviewer's run after
+//! the implementer's last one, with a valid message, is its verdict. So a resume, a crash
+//! or a takeover re-runs exactly the reviewers without one.
+
+use std::collections::BTreeMap;
+
+use super::{Orchestrator, OrchestratorError};
+use crate::handoff::HandoffDocument;
+use crate::handoff::message::{
+    ChecklistResult, DarangMessage, HandoffMessage, ReviewIssue, Severity,
+};
+use crate::pipeline::review::{Merged, Review, ReviewVerdict, merge};
+use crate::pipeline::{Event, State};
+use crate::sister::{RunOutcome, Stop};
+use crate::store::{Run, Sprint, StoreError};
+
+/// Where one reviewer of the round stands.
+#[derive(Debug, Clone, PartialEq)]
+enum Standing {
+    /// Its run for the round is in flight.
+    Running,
+    /// It answered: its run's message.
+    Answered(Box<DarangMessage>),
+    /// It has no verdict and no run in flight: its next run is this attempt.
+    Due { attempt: u32 },
+}
+
+/// The round's reviewer runs: those after the implementer's last run.
+fn round_runs(runs: &[Run]) -> &[Run] {
+    let since = runs
+        .iter()
+        .rposition(|r| r.actor == crate::domain::Actor::Narang)
+        .map_or(0, |i| i + 1);
+    &runs[since..]
+}
+
+/// Each configured reviewer's standing in the round the runs tell of.
+fn standings(reviewers: &[&str], runs: &[Run], max_attempts: u32) -> Vec<(String, Standing)> {
+    let round = round_runs(runs);
+    reviewers
+        .iter()
+        .map(|name| {
+            let mine: Vec<&Run> = round
+                .iter()
+                .filter(|r| r.reviewer.as_deref() == Some(name))
+                .collect();
+            let answered = mine
+                .iter()
+                .rev()
+                .find_map(|r| match (&r.outcome, &r.message) {
+                    (Some(RunOutcome::Handoff), Some(m)) => {
+                        match serde_json::from_value::<HandoffMessage>(m.clone()) {
+                            Ok(HandoffMessage::Darang(m)) => Some(m),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                });
+            let standing = match (answered, mine.last()) {
+                (Some(m), _) => Standing::Answered(Box::new(m)),
+                (None, Some(last)) if last.outcome.is_none() => Standing::Running,
+                // Stopped because the stage ended otherwise (another reviewer's failure
+                // escalated it): not a try of its own.
+                (None, Some(last)) if last.outcome == Some(RunOutcome::Cancelled) => {
+                    Standing::Due {
+                        attempt: last.attempt,
+                    }
+                }
+                // A run that failed at the last attempt escalated the stage: a run after
+                // it follows a human's resume, with every attempt again.
+                (None, Some(last)) if last.attempt < max_attempts => Standing::Due {
+                    attempt: last.attempt + 1,
+                },
+                (None, _) => Standing::Due { attempt: 1 },
+            };
+            (name.to_string(), standing)
+        })
+        .collect()
+}
+
+fn review_of(reviewer: &str, m: &DarangMessage) -> Review<ReviewIssue, ChecklistResult> {
+    Review {
+        reviewer: reviewer.to_string(),
+        verdict: match m.verdict {
+            crate::handoff::message::DarangVerdict::Approve => ReviewVerdict::Approve,
+            crate::handoff::message::DarangVerdict::RequestChanges => ReviewVerdict::RequestChanges,
+            crate::handoff::message::DarangVerdict::Abort => ReviewVerdict::Abort,
+        },
+        issues: m.payload.issues.clone(),
+        failed: m
+            .payload
+            .checklist_results
+            .iter()
+            .filter(|c| !c.passed)
+            .cloned()
+            .collect(),
+    }
+}
+
+/// What the round's reviewers said, for the implementer that comes after it: every issue
+/// and failed checklist item with its reviewer's name, their documents merged, and the
+/// reviewer run that finished last (its parent). `None` when the runs end with no
+/// reviewer's answer (darang reviewed alone).
+pub(super) struct RoundFindings {
+    pub issues: Vec<ReviewIssue>,
+    pub handoff: Option<HandoffDocument>,
+    pub parent: Run,
+}
+
+pub(super) fn round_findings(runs: &[Run]) -> Option<RoundFindings> {
+    let answered: Vec<(&Run, DarangMessage)> = round_runs(runs)
+        .iter()
+        .filter(|r| r.reviewer.is_some() && r.outcome == Some(RunOutcome::Handoff))
+        .filter_map(|r| {
+            let m = serde_json::from_value::<HandoffMessage>(r.message.clone()?).ok()?;
+            match m {
+                HandoffMessage::Darang(m) => Some((r, m)),
+                _ => None,
+            }
+        })
+        .collect();
+    let parent = answered
+        .iter()
+        .max_by_key(|(r, _)| (r.ended_at, r.number))
+        .map(|(r, _)| (*r).clone())?;
+    let reviews: Vec<_> = answered
+        .iter()
+        .map(|(r, m)| review_of(r.reviewer.as_deref().unwrap_or_default(), m))
+        .collect();
+    let issues = match merge(&reviews) {
+        Merged::RequestChanges { issues, failed, .. } => {
+            let mut all: Vec<ReviewIssue> = issues
+                .into_iter()
+                .map(|t| ReviewIssue {
+                    message: format!("[{}] {}", t.reviewer, t.item.message),
+                    ..t.item
+                })
+                .collect();
+            all.extend(failed.into_iter().map(|t| ReviewIssue {
+                id: Some(t.item.id.clone()),
+                severity: Severity::Major,
+                file: None,
+                line: None,
+                message: match &t.item.note {
+                    Some(note) => format!(
+                        "[{}] checklist item {:?} failed: {note}",
+                        t.reviewer, t.item.id
+                    ),
+                    None => format!("[{}] checklist item {:?} failed", t.reviewer, t.item.id),
+                },
+            }));
+            all
+        }
+        _ => Vec::new(),
+    };
+    // Their documents, one after the other in reviewer order, each line with its name.
+    let mut docs: Vec<(&str, HandoffDocument)> = answered
+        .iter()
+        .filter_map(|(r, m)| Some((r.reviewer.as_deref()?, m.common.handoff.clone()?)))
+        .collect();
+    docs.sort_by(|a, b| a.0.cmp(b.0));
+    let handoff = docs.first().map(|(_, first)| {
+        let mut merged = HandoffDocument {
+            goal: first.goal.clone(),
+            ..HandoffDocument::default()
+        };
+        for (name, doc) in &docs {
+            let tag = |lines: &[String]| -> Vec<String> {
+                lines.iter().map(|l| format!("[{name}] {l}")).collect()
+            };
+            merged.constraints.extend(tag(&doc.constraints));
+            merged.progress.extend(tag(&doc.progress));
+            merged.key_decisions.extend(tag(&doc.key_decisions));
+            merged.critical_context.extend(tag(&doc.critical_context));
+            merged.next_steps.extend(tag(&doc.next_steps));
+        }
+        merged
+    });
+    Some(RoundFindings {
+        issues,
+        handoff,
+        parent,
+    })
+}
+
+impl Orchestrator {
+    /// Whether the sprint's stage is darang's with several reviewers.
+    pub(super) fn fans_out(&self, sprint: &Sprint) -> bool {
+        sprint.state == State::Reviewing && !self.config.agent.darang.reviewers.is_empty()
+    }
+
+    /// The review round of a sprint in `reviewing` with several reviewers, as its runs
+    /// stand: merged once every reviewer answered or one aborted (the others are told to
+    /// stop), else each reviewer without a verdict or a run in flight is started.
+    pub(super) async fn review(&mut self, sprint: &Sprint) -> Result<(), OrchestratorError> {
+        let runs = self.store.runs(&sprint.id).await?;
+        let reviewers = self.config.agent.reviewers();
+        let standings = standings(&reviewers, &runs, self.policy.max_attempts);
+        let verdicts: BTreeMap<String, ReviewVerdict> = standings
+            .iter()
+            .filter_map(|(name, s)| match s {
+                Standing::Answered(m) => Some((name.clone(), review_of(name, m).verdict)),
+                _ => None,
+            })
+            .collect();
+        let aborted = verdicts.values().any(|v| *v == ReviewVerdict::Abort);
+        if aborted || verdicts.len() == reviewers.len() {
+            let event = Event::ReviewMerged { verdicts };
+            let record = self
+                .transition(sprint, event, None, None, Some(runs))
+                .await?;
+            if aborted && record.is_some() {
+                // An ABORT stops the others at once: their runs end `cancelled`.
+                self.memory.stop_sprint(&sprint.id, Stop::Abort);
+            }
+            return Ok(());
+        }
+        for (name, standing) in standings {
+            let Standing::Due { attempt } = standing else {
+                continue;
+            };
+            if self.at_cap() {
+                break;
+            }
+            // The runs as they are now: the reviewers started before this one included.
+            let known = self.store.runs(&sprint.id).await?;
+            let Some(composed) = self.compose_reviewer(sprint, known, &name, attempt).await else {
+                continue;
+            };
+            let (recorded, prepared) = tokio::join!(
+                self.store.start_run(composed.record(), sprint.epoch),
+                async { composed.prepare() }
+            );
+            match recorded {
+                Ok(_) => {}
+                Err(StoreError::Fenced(id)) => {
+                    self.lost(&id, "its next reviewer was not started");
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            }
+            let sprint = Sprint {
+                focus: None,
+                ..sprint.clone()
+            };
+            self.launch(sprint, composed, prepared);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Actor;
+
+    fn run(
+        number: i64,
+        actor: Actor,
+        reviewer: Option<&str>,
+        outcome: Option<RunOutcome>,
+        attempt: u32,
+    ) -> Run {
+        let handoff = HandoffDocument::default();
+        let new = crate::store::NewRun {
+            sprint_id: "SPRINT-001",
+            number,
+            actor,
+            round: 1,
+            attempt,
+            parent_run_id: None,
+            handoff: &handoff,
+            synthesized: true,
+            focus: None,
+            git_head: None,
+            started_at: number,
+            reviewer,
+        };
+        let mut run = Run::started(&new);
+        run.outcome = outcome;
+        run.ended_at = outcome.map(|_| number);
+        if outcome == Some(RunOutcome::Handoff) {
+            run.message = Some(serde_json::json!({
+                "actor": "darang", "verdict": "APPROVE",
+                "payload": {"checklistResults": [], "issues": [], "artifactPath": "r.md"}
+            }));
+        }
+        run
+    }
+
+    #[test]
+    fn a_reviewer_stands_where_its_runs_after_the_implementer_say() {
+        let runs = vec![
+            run(1, Actor::Narang, None, Some(RunOutcome::Handoff), 1),
+            // An answer from before the implementer's last run is not this round's.
+            run(2, Actor::Darang, Some("lint"), Some(RunOutcome::Handoff), 1),
+            run(3, Actor::Narang, None, Some(RunOutcome::Handoff), 1),
+            run(
+                4,
+                Actor::Darang,
+                Some("static"),
+                Some(RunOutcome::Handoff),
+                1,
+            ),
+            run(
+                5,
+                Actor::Darang,
+                Some("runtime"),
+                Some(RunOutcome::Timeout),
+                1,
+            ),
+            run(6, Actor::Darang, Some("slow"), None, 1),
+            run(
+                7,
+                Actor::Darang,
+                Some("flaky"),
+                Some(RunOutcome::BadOutput),
+                3,
+            ),
+        ];
+        let s = standings(&["flaky", "lint", "runtime", "slow", "static"], &runs, 3);
+        let by: BTreeMap<_, _> = s.into_iter().collect();
+        assert_eq!(by["lint"], Standing::Due { attempt: 1 });
+        assert_eq!(by["runtime"], Standing::Due { attempt: 2 });
+        assert_eq!(by["slow"], Standing::Running);
+        assert!(matches!(by["static"], Standing::Answered(_)));
+        // Failed at its last attempt: the stage escalated, and a resume starts it over.
+        assert_eq!(by["flaky"], Standing::Due { attempt: 1 });
+    }
+}
