@@ -221,10 +221,15 @@ fn print_run(r: &Run) {
     } else {
         "from sister"
     };
+    // One of several reviewers of a round: darang/NAME.
+    let who = match &r.reviewer {
+        Some(name) => format!("{}/{name}", r.actor.as_str()),
+        None => r.actor.as_str().to_string(),
+    };
     outln!(
         "  {:<16} {:<7} round {} attempt {}  {:<18} {:<8} {parent} (document {document})",
         r.run_id,
-        r.actor.as_str(),
+        who,
         r.round,
         r.attempt,
         outcome,

@@ -723,6 +723,10 @@ impl Bridge {
             self.config.pipeline.max_attempts,
             crate::clock::now_ms(),
         );
+        if let Some(reviewers) = super::render::reviewers_line(&runs, self.config.pipeline.locale) {
+            text.push('\n');
+            text.push_str(&reviewers);
+        }
         if let Some(skipped) = self.skipped.get(&sprint.id) {
             let (n, why, id) = (skipped.lines, one_line(&skipped.last_error), &sprint.id);
             text.push_str(&match self.config.pipeline.locale {

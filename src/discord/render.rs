@@ -152,3 +152,40 @@ mod tests {
         );
     }
 }
+
+/// The board's line of darang's reviewers, when it has several: where each stands in the
+/// round under way (or its verdict). `None` without reviewers' runs in the round.
+pub fn reviewers_line(runs: &[crate::store::Run], locale: Locale) -> Option<String> {
+    let mut latest: std::collections::BTreeMap<&str, &crate::store::Run> =
+        std::collections::BTreeMap::new();
+    for run in crate::store::review_round(runs) {
+        if let Some(name) = run.reviewer.as_deref() {
+            latest.insert(name, run);
+        }
+    }
+    if latest.is_empty() {
+        return None;
+    }
+    let standing: Vec<String> = latest
+        .iter()
+        .map(|(name, run)| {
+            let verdict = run
+                .message
+                .as_ref()
+                .and_then(|m| m.get("verdict")?.as_str().map(str::to_string));
+            let what = match (run.outcome, verdict) {
+                (None, _) => match locale {
+                    Locale::Ko => "⏳ 리뷰 중".to_string(),
+                    Locale::En => "⏳ reviewing".to_string(),
+                },
+                (Some(crate::sister::RunOutcome::Handoff), Some(v)) => format!("✔️ {v}"),
+                (Some(outcome), _) => format!("⚠️ {outcome}"),
+            };
+            format!("{name} {what}")
+        })
+        .collect();
+    Some(match locale {
+        Locale::Ko => format!("리뷰어: {}", standing.join(" · ")),
+        Locale::En => format!("Reviewers: {}", standing.join(" · ")),
+    })
+}

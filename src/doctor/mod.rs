@@ -186,11 +186,17 @@ fn writable(dir: &Path) -> std::io::Result<()> {
 }
 
 fn programs(config: &Config) -> Vec<Check> {
-    Actor::ALL
+    // Each of darang's reviewers is checked as a sister of its own.
+    let reviewers = config.agent.reviewers();
+    let specs = Actor::ALL
         .iter()
-        .map(|&actor| {
-            let spec = config.agent.spec(actor);
-            let name = format!("agent {actor}");
+        .map(|&actor| (format!("agent {actor}"), actor, config.agent.spec(actor)))
+        .chain(reviewers.iter().filter_map(|name| {
+            let spec = config.agent.reviewer_spec(name)?;
+            Some((format!("agent darang reviewer {name}"), Actor::Darang, spec))
+        }));
+    specs
+        .map(|(name, actor, spec)| {
             if let Some(old) = openclaw_without_node_24(&spec) {
                 return Check::fail(
                     name,

@@ -120,8 +120,13 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
     }
     if let Some(Note::Retry { failure, delay_ms }) = &t.note {
         let stage = t.to.stage().unwrap_or(Stage::Planning);
-        let who = sister(stage.actor(), l);
-        let previous = t.attempt.saturating_sub(1);
+        // One of several reviewers retries alone, on its own count.
+        let (who, previous) = match &t.detail {
+            Event::ReviewerFailed {
+                reviewer, attempt, ..
+            } => (reviewer_name(reviewer, l), *attempt),
+            _ => (sister(stage.actor(), l), t.attempt.saturating_sub(1)),
+        };
         let wait = short_duration(Duration::from_millis(*delay_ms));
         let reason = one_line(&failure.detail);
         return plain(match l {
@@ -219,6 +224,33 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
     }
 
     match (&t.detail, t.from, t.to) {
+        (Event::Reviewed { reviewer, verdict }, _, _) => {
+            let who = reviewer_name(reviewer, l);
+            let verdict = verdict.verdict();
+            plain(match l {
+                Locale::Ko => format!("🔍 {who} 판정: {verdict} (라운드 {})", t.round),
+                Locale::En => format!("🔍 {who}'s verdict: {verdict} (round {})", t.round),
+            })
+        }
+        (Event::ReviewMerged { verdicts }, State::Reviewing, State::Implementing) => {
+            let asked: Vec<&str> = verdicts
+                .iter()
+                .filter(|(_, v)| **v == crate::pipeline::review::ReviewVerdict::RequestChanges)
+                .map(|(name, _)| name.as_str())
+                .collect();
+            plain(match l {
+                Locale::Ko => format!(
+                    "🔁 리뷰 종합: 변경 요청 ({}) — 나랑이가 라운드 {} 구현",
+                    asked.join(", "),
+                    t.round
+                ),
+                Locale::En => format!(
+                    "🔁 Reviews merged: changes requested ({}) — Narang implements round {}",
+                    asked.join(", "),
+                    t.round
+                ),
+            })
+        }
         (Event::Handoff { by, .. }, _, to) => {
             let who = to.stage().map(|s| sister(s.actor(), l)).unwrap_or_default();
             plain(match l {
@@ -304,6 +336,17 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                         Locale::En => format!("{who} called it off — {reason}"),
                     }
                 }
+                Event::ReviewMerged { verdicts } => {
+                    let by: Vec<&str> = verdicts
+                        .iter()
+                        .filter(|(_, v)| **v == crate::pipeline::review::ReviewVerdict::Abort)
+                        .map(|(name, _)| name.as_str())
+                        .collect();
+                    match l {
+                        Locale::Ko => format!("다랑이 리뷰어 {}가 중단 판정", by.join(", ")),
+                        Locale::En => format!("Darang's reviewer {} called it off", by.join(", ")),
+                    }
+                }
                 _ => from.to_string(),
             };
             plain(match l {
@@ -312,6 +355,14 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
             })
         }
         (_, from, to) => plain(format!("{id}: {from} → {to}")),
+    }
+}
+
+/// One of darang's reviewers, as the lines name it.
+fn reviewer_name(reviewer: &str, locale: Locale) -> String {
+    match locale {
+        Locale::Ko => format!("다랑이 리뷰어 {reviewer}"),
+        Locale::En => format!("Darang's reviewer {reviewer}"),
     }
 }
 

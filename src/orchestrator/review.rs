@@ -18,7 +18,7 @@ use crate::handoff::message::{
 use crate::pipeline::review::{Merged, Review, ReviewVerdict, merge};
 use crate::pipeline::{Event, State};
 use crate::sister::{RunOutcome, Stop};
-use crate::store::{Run, Sprint, StoreError};
+use crate::store::{Run, Sprint, StoreError, review_round};
 
 /// Where one reviewer of the round stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,18 +31,9 @@ enum Standing {
     Due { attempt: u32 },
 }
 
-/// The round's reviewer runs: those after the implementer's last run.
-fn round_runs(runs: &[Run]) -> &[Run] {
-    let since = runs
-        .iter()
-        .rposition(|r| r.actor == crate::domain::Actor::Narang)
-        .map_or(0, |i| i + 1);
-    &runs[since..]
-}
-
 /// Each configured reviewer's standing in the round the runs tell of.
 fn standings(reviewers: &[&str], runs: &[Run], max_attempts: u32) -> Vec<(String, Standing)> {
-    let round = round_runs(runs);
+    let round = review_round(runs);
     reviewers
         .iter()
         .map(|name| {
@@ -114,7 +105,7 @@ pub(super) struct RoundFindings {
 }
 
 pub(super) fn round_findings(runs: &[Run]) -> Option<RoundFindings> {
-    let answered: Vec<(&Run, DarangMessage)> = round_runs(runs)
+    let answered: Vec<(&Run, DarangMessage)> = review_round(runs)
         .iter()
         .filter(|r| r.reviewer.is_some() && r.outcome == Some(RunOutcome::Handoff))
         .filter_map(|r| {

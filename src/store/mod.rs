@@ -23,7 +23,7 @@ use std::time::Duration;
 
 pub use rows::{
     Command, CommandKind, CommandStatus, ForumPost, HostRecord, Lease, Run, Spend, Sprint,
-    SprintStatus, TransitionRecord, Usage,
+    SprintStatus, TransitionRecord, Usage, review_round,
 };
 
 use crate::domain::Actor;

@@ -325,6 +325,16 @@ impl Run {
     }
 }
 
+/// The runs of the review round now (or last) under way: those after the implementer's
+/// last run. With several reviewers, each one's latest run there is where it stands.
+pub fn review_round(runs: &[Run]) -> &[Run] {
+    let since = runs
+        .iter()
+        .rposition(|r| r.actor == Actor::Narang)
+        .map_or(0, |i| i + 1);
+    &runs[since..]
+}
+
 impl TryFrom<RunRaw> for Run {
     type Error = StoreError;
 

@@ -94,6 +94,64 @@ fn a_sisters_table_overrides_agent_and_merges_env() {
 }
 
 #[test]
+fn darangs_reviewers_each_layer_over_darang_and_bad_ones_are_named() {
+    let c = Config::parse(
+        r#"
+        [agent]
+        program = "claude"
+        env = { A = "1" }
+        [agent.darang]
+        timeout = "20m"
+        env = { B = "darang" }
+        [agent.darang.reviewers.static]
+        args = ["--static", "{reviewer}"]
+        [agent.darang.reviewers.runtime]
+        program = "codex"
+        env = { B = "runtime" }
+        "#,
+        Path::new("."),
+    )
+    .unwrap();
+    assert_eq!(c.agent.reviewers(), ["runtime", "static"]);
+    let runtime = c.agent.reviewer_spec("runtime").unwrap();
+    assert_eq!(runtime.program, "codex");
+    assert_eq!(
+        runtime.timeout,
+        Duration::from_secs(20 * 60),
+        "darang's timeout"
+    );
+    assert_eq!(runtime.env.get("A").map(String::as_str), Some("1"));
+    assert_eq!(runtime.env.get("B").map(String::as_str), Some("runtime"));
+    assert_eq!(runtime.reviewer.as_deref(), Some("runtime"));
+    let static_ = c.agent.reviewer_spec("static").unwrap();
+    assert_eq!(static_.program, "claude");
+    assert_eq!(static_.args, ["--static", "{reviewer}"]);
+    assert_eq!(static_.env.get("B").map(String::as_str), Some("darang"));
+    assert!(c.agent.reviewer_spec("lint").is_none());
+
+    let all = problem_keys(
+        r#"
+        [agent.harang.reviewers.x]
+        program = "claude"
+        [agent.darang.reviewers."Static Review"]
+        program = "claude"
+        [agent.darang.reviewers.ok]
+        args = ["{reviewr}"]
+        [agent.darang.reviewers.ok.reviewers.deeper]
+        program = "claude"
+        "#,
+    );
+    for key in [
+        "agent.harang.reviewers",
+        "agent.darang.reviewers.Static Review",
+        "agent.darang.reviewers.ok.args[0]",
+        "agent.darang.reviewers.ok.reviewers",
+    ] {
+        assert!(all.iter().any(|k| k == key), "{key} in {all:?}");
+    }
+}
+
+#[test]
 fn every_problem_is_reported_at_once_with_its_key() {
     let dir = TempDir::new("config");
     let text = format!(

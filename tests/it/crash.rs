@@ -299,3 +299,66 @@ async fn a_sister_is_found_by_its_environment_and_another_databases_is_not() {
     assert_eq!(runs[0].outcome, Some(RunOutcome::Interrupted));
     drop(orchestrator);
 }
+
+on_each_engine! {
+async fn a_crash_with_two_reviewers_reruns_only_the_one_without_a_verdict(engine) {
+    let files = Files::new(&Setup {
+        extra: crate::reviewers::two_reviewers("hang-first 1", "ok"),
+        engine,
+        ..Setup::default()
+    });
+    let serve = Serve::start(&files, "serve-1.log");
+    let store = Store::open(&files.config().database.url).await.unwrap();
+    let id = cli(&files, &["sprint", "start", "Add a login page"]);
+    // Both reviewers started: one has answered, the other hangs.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let pid = loop {
+        let runs = store.runs(&id).await.unwrap();
+        let of = |name: &str| -> Vec<Option<RunOutcome>> {
+            runs.iter()
+                .filter(|r| r.reviewer.as_deref() == Some(name))
+                .map(|r| r.outcome)
+                .collect()
+        };
+        if of("runtime") == [Some(RunOutcome::Handoff)]
+            && of("static") == [None]
+            && let Some(pid) = files.hanging_pid(Actor::Darang)
+        {
+            break pid;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the reviewers never stood so: {runs:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    serve.kill_9();
+    let serve = Serve::start(&files, "serve-2.log");
+    wait_for(&store, &id, |s| s.state == State::Done, "done").await;
+    assert_eq!(alive(&[pid]), Vec::<u32>::new(), "the hanging reviewer was killed");
+    let runs = store.runs(&id).await.unwrap();
+    let of = |name: &str| -> Vec<(u32, Option<RunOutcome>)> {
+        runs.iter()
+            .filter(|r| r.reviewer.as_deref() == Some(name))
+            .map(|r| (r.attempt, r.outcome))
+            .collect()
+    };
+    assert_eq!(
+        of("static"),
+        [(1, Some(RunOutcome::Interrupted)), (2, Some(RunOutcome::Handoff))],
+        "the reviewer without a verdict ran again"
+    );
+    assert_eq!(
+        of("runtime"),
+        [(1, Some(RunOutcome::Handoff))],
+        "the one that had answered did not"
+    );
+    let log = store.transitions(&id).await.unwrap();
+    assert_log_is_whole(&log);
+    assert!(
+        log.iter().any(|t| t.event == "failed/static:interrupted"),
+        "{log:#?}"
+    );
+    assert_eq!(serve.stop(), Some(0));
+}
+}

@@ -674,6 +674,58 @@ async fn a_deleted_post_is_recreated_and_says_so() {
     p.stop().await;
 }
 
+/// Two reviewers of one round: a line for each one's verdict and one for the merge, the
+/// board showing each, and still one ping (done).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_two_reviewer_round_posts_each_verdict_and_the_merge() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let p = pipeline(
+        Setup {
+            extra: crate::reviewers::two_reviewers("meet 2 changes-until 2", "meet 2 ok"),
+            ..Setup::default()
+        },
+        &fake,
+    )
+    .await;
+    let bot = Bot::start(&p, &fake).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    let mut lines = wait_for_lines(&fake, 10).await;
+    // The two reviewers of a round answer in either order.
+    lines[3..5].sort();
+    lines[7..9].sort();
+    assert_eq!(
+        lines,
+        [
+            "🦊 하랑이가 SPRINT-001 기획 시작",
+            "⚙️ 나랑이가 구현 시작 (feature/sprint-001)",
+            "🔍 다랑이가 리뷰 시작 (라운드 1)",
+            "🔍 다랑이 리뷰어 runtime 판정: APPROVE (라운드 1)",
+            "🔍 다랑이 리뷰어 static 판정: REQUEST_CHANGES (라운드 1)",
+            "🔁 리뷰 종합: 변경 요청 (static) — 나랑이가 라운드 2 구현",
+            "🔍 다랑이가 리뷰 시작 (라운드 2)",
+            "🔍 다랑이 리뷰어 runtime 판정: APPROVE (라운드 2)",
+            "🔍 다랑이 리뷰어 static 판정: APPROVE (라운드 2)",
+            "<@500> ✅ SPRINT-001 완료. 배포 승인해주세요",
+        ]
+    );
+    let posted = fake.post_lines();
+    for line in &posted[..9] {
+        assert_eq!(line.allowed_mentions, no_mentions(), "{}", line.content);
+    }
+    let thread = fake.threads()[0].id;
+    assert!(
+        fake.wait_until(PATIENCE, |f| f.message(thread).is_some_and(|m| m
+            .content
+            .contains("리뷰어: runtime ✔️ APPROVE · static ✔️ APPROVE")))
+            .await,
+        "the board shows each reviewer: {:?}",
+        fake.message(thread).map(|m| m.content)
+    );
+    bot.stop().await;
+    p.stop().await;
+}
+
 /// Discord made the sprint's post, but its answer never reached the bot (a timeout, a
 /// dropped connection; or the bot stopped right then, and another took over): the bot
 /// finds that post and continues it, rather than leaving it beside a second one with only

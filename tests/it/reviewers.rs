@@ -12,7 +12,7 @@ use hanarang::store::Run;
 use crate::support::pipeline::{Pipeline, Setup, assert_log_is_whole, path};
 
 /// `[agent.darang.reviewers.*]` for two reviewers, each with its scripted mode.
-fn two_reviewers(static_mode: &str, runtime_mode: &str) -> &'static str {
+pub(crate) fn two_reviewers(static_mode: &str, runtime_mode: &str) -> &'static str {
     let args = |mode: &str| {
         let words: Vec<String> = mode.split(' ').map(|w| format!("{w:?}")).collect();
         format!("[{}]", words.join(", "))
@@ -133,6 +133,43 @@ async fn two_reviewers_run_at_once_and_their_findings_go_back_together() {
         .max_by_key(|r| r.ended_at)
         .expect("round 1's reviewers");
     assert_eq!(second.parent_run_id.as_ref(), Some(&last.run_id));
+
+    // `sprint log` shows the fan-out and the merge, as text and as JSON.
+    let out = p.files.hanarang(&["sprint", "log", &s.id]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for shown in [
+        "다랑이 리뷰어 static 판정: REQUEST_CHANGES (라운드 1)",
+        "다랑이 리뷰어 runtime 판정: APPROVE (라운드 1)",
+        "리뷰 종합: 변경 요청 (static)",
+        "darang/static",
+        "darang/runtime",
+    ] {
+        assert!(text.contains(shown), "{shown:?} in:\n{text}");
+    }
+    let out = p.files.hanarang(&["sprint", "log", &s.id, "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("log --json");
+    let reviewers: Vec<&str> = json["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter_map(|r| r["reviewer"].as_str())
+        .collect();
+    assert_eq!(reviewers.len(), 4, "{json:#}");
+    let merged = json["transitions"]
+        .as_array()
+        .expect("transitions")
+        .iter()
+        .find(|t| t["detail"]["type"] == "review_merged")
+        .unwrap_or_else(|| panic!("no merge in {json:#}"));
+    assert_eq!(
+        merged["detail"]["verdicts"]["static"], "REQUEST_CHANGES",
+        "{merged:#}"
+    );
+    assert_eq!(
+        merged["detail"]["verdicts"]["runtime"], "APPROVE",
+        "{merged:#}"
+    );
     p.stop().await;
 }
 
