@@ -126,33 +126,6 @@ pub fn board(
     cut(&text, MAX_CONTENT)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cuts_on_a_character_boundary_within_the_limit() {
-        let goal = "가".repeat(150);
-        let title = thread_title("SPRINT-001", &goal);
-        assert!(title.encode_utf16().count() <= MAX_THREAD_NAME);
-        assert!(title.starts_with("SPRINT-001 · 가가"));
-        assert!(title.ends_with('…'));
-        let emoji = "🚀".repeat(1500);
-        let cut_text = cut(&emoji, MAX_CONTENT);
-        assert!(cut_text.encode_utf16().count() <= MAX_CONTENT);
-        assert!(cut_text.chars().rev().skip(1).all(|c| c == '🚀'));
-        assert_eq!(cut("short", 10), "short");
-    }
-
-    #[test]
-    fn a_title_is_one_line() {
-        assert_eq!(
-            thread_title("SPRINT-002", "fix\nthe   login"),
-            "SPRINT-002 · fix the login"
-        );
-    }
-}
-
 /// The board's line of darang's reviewers, when it has several: where each stands in the
 /// round under way (or its verdict). `None` without reviewers' runs in the round.
 pub fn reviewers_line(runs: &[crate::store::Run], locale: Locale) -> Option<String> {
@@ -188,4 +161,31 @@ pub fn reviewers_line(runs: &[crate::store::Run], locale: Locale) -> Option<Stri
         Locale::Ko => format!("리뷰어: {}", standing.join(" · ")),
         Locale::En => format!("Reviewers: {}", standing.join(" · ")),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_on_a_character_boundary_within_the_limit() {
+        let goal = "가".repeat(150);
+        let title = thread_title("SPRINT-001", &goal);
+        assert!(title.encode_utf16().count() <= MAX_THREAD_NAME);
+        assert!(title.starts_with("SPRINT-001 · 가가"));
+        assert!(title.ends_with('…'));
+        let emoji = "🚀".repeat(1500);
+        let cut_text = cut(&emoji, MAX_CONTENT);
+        assert!(cut_text.encode_utf16().count() <= MAX_CONTENT);
+        assert!(cut_text.chars().rev().skip(1).all(|c| c == '🚀'));
+        assert_eq!(cut("short", 10), "short");
+    }
+
+    #[test]
+    fn a_title_is_one_line() {
+        assert_eq!(
+            thread_title("SPRINT-002", "fix\nthe   login"),
+            "SPRINT-002 · fix the login"
+        );
+    }
 }
