@@ -1,6 +1,7 @@
 //! `hanarang demo`: a whole sprint on a fresh machine, with no config and no token. The
 //! sisters are this same binary (`hanarang simulate-sister`), answering as a planner, an
-//! implementer, a reviewer who asks for one round of changes, and a deployer would.
+//! implementer, two reviewers reviewing at once (a static review that asks for one round
+//! of changes, a runtime review that approves), and a deployer would.
 
 use crate::{errln, outln};
 use std::io::Read;
@@ -28,6 +29,14 @@ pub fn config(dir: &Path) -> std::io::Result<Config> {
     config
         .projects
         .insert(PROJECT.into(), ProjectConfig { workdir });
+    // The design's parallel reviewers (`SPEC.md` §10).
+    for reviewer in ["static", "runtime"] {
+        config
+            .agent
+            .darang
+            .reviewers
+            .insert(reviewer.into(), crate::config::SisterConfig::default());
+    }
     Ok(config)
 }
 
@@ -38,6 +47,7 @@ pub fn simulate_sister() -> i32 {
     let _ = std::io::stdin().read_to_string(&mut prompt);
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     let role = var("HANARANG_ROLE");
+    let reviewer = var("HANARANG_REVIEWER");
     let sprint = var("HANARANG_SPRINT_ID");
     let round: u32 = var("HANARANG_ROUND").parse().unwrap_or(1);
     errln!("simulated {role}: working on {sprint} (round {round})");
@@ -68,6 +78,11 @@ pub fn simulate_sister() -> i32 {
             "payload": {"branch": format!("feature/{}", sprint.to_lowercase()), "commits": [], "workdir": ".", "selfTestReport": {"passed": 3}},
             "handoff": handoff(&format!("round {round} implemented"), "review the change"),
             "usage": {"inputTokens": 5000, "outputTokens": 2000, "costUsd": 0.05},
+        }),
+        "darang" if reviewer == "runtime" => json!({
+            "actor": "darang",
+            "verdict": "APPROVE",
+            "payload": {"checklistResults": [{"id": "starts", "passed": true}, {"id": "healthcheck", "passed": true}], "issues": [], "artifactPath": format!("runtime-review-{round}.md")},
         }),
         "darang" if round < 2 => json!({
             "actor": "darang",

@@ -185,7 +185,11 @@ fn the_demo_runs_a_whole_sprint_with_no_config() {
     );
     for line in [
         "🦊 하랑이가 SPRINT-001 기획 시작",
-        "🔁 다랑이 re-review 요청 (라운드 2)",
+        // Two reviewers review each round at once (issue 17).
+        "🔍 다랑이 리뷰어 static 판정: REQUEST_CHANGES (라운드 1)",
+        "🔍 다랑이 리뷰어 runtime 판정: APPROVE (라운드 1)",
+        "🔁 리뷰 종합: 변경 요청 (static) — 나랑이가 라운드 2 구현",
+        "🔍 다랑이 리뷰어 static 판정: APPROVE (라운드 2)",
         "✅ SPRINT-001 완료. 배포 승인해주세요",
         "🎉 SPRINT-001 배포 완료",
         "demo finished",
