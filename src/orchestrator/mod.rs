@@ -562,8 +562,10 @@ impl Orchestrator {
         after.resume = t.to.resume;
         // A pause waits for the reset it was given, to the millisecond; a retry for its
         // backoff from now.
-        after.next_run_at = match &t.note {
-            Some(Note::Paused { resume_at_ms, .. }) => Some(*resume_at_ms),
+        after.next_run_at = match (&t.note, event) {
+            (Some(Note::Paused { resume_at_ms, .. }), _) => Some(*resume_at_ms),
+            // One reviewer's verdict leaves another's retry waiting on its backoff.
+            (None, Event::Reviewed { .. }) => before.next_run_at,
             _ => t
                 .retry_delay()
                 .map(|d| now_ms().saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))),
