@@ -31,9 +31,9 @@ async fn review_round(setup: Setup) -> Duration {
     })
     .await;
     let mut samples = Vec::new();
-    for n in 0..SPRINTS {
+    for (n, project) in PROJECTS.iter().enumerate() {
         let s = p
-            .start_sprint(PROJECTS[n], &format!("bench sprint {n}"), None)
+            .start_sprint(project, &format!("bench sprint {n}"), None)
             .await;
         p.wait_for(&s.id, State::Done).await;
         let log = p.transitions(&s.id).await;
