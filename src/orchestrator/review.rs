@@ -18,7 +18,7 @@ use crate::handoff::message::{
 use crate::pipeline::review::{Merged, Review, ReviewVerdict, merge};
 use crate::pipeline::{Event, State};
 use crate::sister::{RunOutcome, Stop};
-use crate::store::{Run, Sprint, StoreError, review_round};
+use crate::store::{Run, Sprint, review_round};
 
 /// Where one reviewer of the round stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -224,23 +224,9 @@ impl Orchestrator {
             let Some(composed) = self.compose_reviewer(sprint, known, &name, attempt).await else {
                 continue;
             };
-            let (recorded, prepared) = tokio::join!(
-                self.store.start_run(composed.record(), sprint.epoch),
-                async { composed.prepare() }
-            );
-            match recorded {
-                Ok(_) => {}
-                Err(StoreError::Fenced(id)) => {
-                    self.lost(&id, "its next reviewer was not started");
-                    return Ok(());
-                }
-                Err(e) => return Err(e.into()),
+            if !self.start_run(sprint, composed).await? {
+                return Ok(());
             }
-            let sprint = Sprint {
-                focus: None,
-                ..sprint.clone()
-            };
-            self.launch(sprint, composed, prepared);
         }
         Ok(())
     }

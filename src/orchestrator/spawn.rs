@@ -73,6 +73,16 @@ impl Orchestrator {
         let Some(composed) = self.compose(sprint, runs).await else {
             return Ok(());
         };
+        self.start_run(sprint, composed).await.map(|_| ())
+    }
+
+    /// Records a composed run and launches it; `false` when the sprint was taken over
+    /// meanwhile (nothing is started).
+    pub(super) async fn start_run(
+        &mut self,
+        sprint: &Sprint,
+        composed: Composed,
+    ) -> Result<bool, OrchestratorError> {
         // The run is on record before its sister starts; its files are written while the
         // record is.
         let (recorded, prepared) = tokio::join!(
@@ -83,7 +93,7 @@ impl Orchestrator {
             Ok(_) => {}
             Err(StoreError::Fenced(id)) => {
                 self.lost(&id, "its next run was not started");
-                return Ok(());
+                return Ok(false);
             }
             Err(e) => return Err(e.into()),
         }
@@ -93,7 +103,7 @@ impl Orchestrator {
             ..sprint.clone()
         };
         self.launch(sprint, composed, prepared);
-        Ok(())
+        Ok(true)
     }
 
     /// The next run of the sprint's stage (`None` when it is in no stage): the chain of

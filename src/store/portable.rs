@@ -360,15 +360,11 @@ macro_rules! portable_calls {
             }
 
             pub async fn save_forum_post(&self, post: &crate::store::ForumPost) -> crate::store::Result<()> {
-                sqlx::query(
+                bind_forum_post(sqlx::query(
                     "INSERT INTO discord_threads (sprint_id, thread_id, board_message_id, done_message_id) VALUES ($1, $2, $3, $4)
                      ON CONFLICT (sprint_id) DO UPDATE SET thread_id = excluded.thread_id,
                          board_message_id = excluded.board_message_id, done_message_id = excluded.done_message_id",
-                )
-                .bind(&post.sprint_id)
-                .bind(post.thread_id)
-                .bind(post.board_message_id)
-                .bind(post.done_message_id)
+                ), post)
                 .execute(&self.pool)
                 .await?;
                 Ok(())
@@ -380,26 +376,18 @@ macro_rules! portable_calls {
                 replacing: Option<i64>,
             ) -> crate::store::Result<crate::store::ForumPost> {
                 if let Some(old) = replacing {
-                    sqlx::query(
+                    bind_forum_post(sqlx::query(
                         "UPDATE discord_threads SET thread_id = $2, board_message_id = $3, done_message_id = $4
                          WHERE sprint_id = $1 AND thread_id = $5",
-                    )
-                    .bind(&post.sprint_id)
-                    .bind(post.thread_id)
-                    .bind(post.board_message_id)
-                    .bind(post.done_message_id)
+                    ), post)
                     .bind(old)
                     .execute(&self.pool)
                     .await?;
                 }
-                sqlx::query(
+                bind_forum_post(sqlx::query(
                     "INSERT INTO discord_threads (sprint_id, thread_id, board_message_id, done_message_id) VALUES ($1, $2, $3, $4)
                      ON CONFLICT (sprint_id) DO NOTHING",
-                )
-                .bind(&post.sprint_id)
-                .bind(post.thread_id)
-                .bind(post.board_message_id)
-                .bind(post.done_message_id)
+                ), post)
                 .execute(&self.pool)
                 .await?;
                 let recorded = self.forum_post(&post.sprint_id).await?;
@@ -542,6 +530,18 @@ macro_rules! portable_calls {
                 .bind(c.run.map(|r| r.run_id.as_str()))
                 .bind(&c.after.branch)
                 .bind(c.at)
+        }
+
+        /// Binds a forum post's columns, in the table's order.
+        fn bind_forum_post<'q>(
+            query: sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments>,
+            post: &'q crate::store::ForumPost,
+        ) -> sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments> {
+            query
+                .bind(&post.sprint_id)
+                .bind(post.thread_id)
+                .bind(post.board_message_id)
+                .bind(post.done_message_id)
         }
 
         /// Binds a new run's parameters, in `INSERT_RUN`'s order, after those already bound.

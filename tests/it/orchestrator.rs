@@ -12,7 +12,7 @@ use hanarang::store::CommandKind;
 use crate::support;
 use crate::support::alive;
 use crate::support::db::{Engine, on_each_engine};
-use crate::support::pipeline::{Files, Pipeline, Setup, assert_log_is_whole, path};
+use crate::support::pipeline::{Files, Pipeline, Setup, TWO_ROUNDS, assert_log_is_whole, path};
 
 fn outcomes(runs: &[hanarang::store::Run]) -> Vec<String> {
     runs.iter()
@@ -97,15 +97,7 @@ async fn request_changes_then_approve_sends_the_issues_to_the_implementer(engine
     let log = p.transitions(&s.id).await;
     assert_eq!(
         path(&log),
-        [
-            "queued",
-            "planning",
-            "implementing",
-            "reviewing",
-            "implementing",
-            "reviewing",
-            "done"
-        ]
+        TWO_ROUNDS
     );
     // Round 2's implementer got the reviewer's issues and the failed checklist item.
     let runs = p.runs(&s.id).await;

@@ -9,7 +9,7 @@ use hanarang::pipeline::State;
 use hanarang::sister::RunOutcome;
 use hanarang::store::Run;
 
-use crate::support::pipeline::{Pipeline, Setup, assert_log_is_whole, path};
+use crate::support::pipeline::{Pipeline, Setup, TWO_ROUNDS, assert_log_is_whole, path};
 
 /// `[agent.darang.reviewers.*]` for two reviewers, each with its scripted mode.
 pub(crate) fn two_reviewers(static_mode: &str, runtime_mode: &str) -> &'static str {
@@ -72,15 +72,7 @@ async fn two_reviewers_run_at_once_and_their_findings_go_back_together() {
                 }
                 v
             }),
-        [
-            "queued",
-            "planning",
-            "implementing",
-            "reviewing",
-            "implementing",
-            "reviewing",
-            "done"
-        ]
+        TWO_ROUNDS
     );
 
     let runs = p.runs(&s.id).await;

@@ -55,6 +55,17 @@ impl Default for Setup {
     }
 }
 
+/// The states of a sprint whose reviewer asked for changes once, up to `done`.
+pub const TWO_ROUNDS: [&str; 7] = [
+    "queued",
+    "planning",
+    "implementing",
+    "reviewing",
+    "implementing",
+    "reviewing",
+    "done",
+];
+
 /// The files of a pipeline: config, database, project workdirs, the sisters' state.
 pub struct Files {
     pub dir: TempDir,
