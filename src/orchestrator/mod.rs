@@ -728,6 +728,12 @@ impl Orchestrator {
                 .iter()
                 .find(|r| r.run_id == done.run_id)
                 .and_then(|r| r.reviewer.clone().map(|name| (name, r.attempt)));
+            // A reviewer this loop stopped (a user's abort, another reviewer's ABORT, the
+            // stage escalated): its end is recorded, and it is no failure of its own.
+            if reviewer.is_some() && report.outcome == RunOutcome::Cancelled {
+                self.store.end_run(&end).await?;
+                return Ok(());
+            }
             let event = match (&report.outcome, &report.message, reviewer) {
                 // One of several reviewers: its answer, or its failure, is its own.
                 (RunOutcome::Handoff, Some(valid), Some((reviewer, _)))

@@ -36,7 +36,7 @@ fn reviewer_runs<'a>(runs: &'a [Run], name: &str) -> Vec<&'a Run> {
 #[tokio::test(flavor = "multi_thread")]
 async fn two_reviewers_run_at_once_and_their_findings_go_back_together() {
     let p = Pipeline::start(Setup {
-        extra: two_reviewers("meet 2 changes-until 2", "meet 2 ok"),
+        extra: two_reviewers("meet 2 changes-until 2 {reviewer}", "meet 2 ok {reviewer}"),
         ..Setup::default()
     })
     .await;
@@ -89,6 +89,14 @@ async fn two_reviewers_run_at_once_and_their_findings_go_back_together() {
             assert_eq!(parent.actor, Actor::Narang, "{}", r.run_id);
             assert_eq!(parent.round, r.round);
         }
+    }
+    // Each was given its name: `{reviewer}` in its arguments (the scripted sister echoes
+    // them on stderr) and HANARANG_REVIEWER (it counts its runs under it).
+    for r in runs.iter().filter(|r| r.reviewer.is_some()) {
+        let name = r.reviewer.as_deref().unwrap_or_default();
+        let stderr = r.stderr_tail.as_deref().unwrap_or_default();
+        assert!(stderr.contains(&format!("darang-{name} run")), "{stderr}");
+        assert!(stderr.trim_end().ends_with(&format!(" {name}")), "{stderr}");
     }
     // Round 2's implementer got every reviewer's findings, each with its name, and its
     // parent is the reviewer run that finished last.
@@ -271,6 +279,66 @@ async fn one_reviewer_failing_every_attempt_escalates_and_a_resume_runs_only_it(
         static_runs.last(),
         Some(&(1, Some(RunOutcome::Handoff))),
         "after the resume it has every attempt again: {static_runs:?}"
+    );
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_users_abort_stops_every_reviewer_at_once() {
+    let p = Pipeline::start(Setup {
+        extra: two_reviewers("hang", "hang"),
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Reviewing).await;
+    let deadline = tokio::time::Instant::now() + crate::support::pipeline::PATIENCE;
+    while p
+        .runs(&s.id)
+        .await
+        .iter()
+        .filter(|r| r.reviewer.is_some() && r.outcome.is_none())
+        .count()
+        < 2
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "both reviewers never ran"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let answer = p
+        .command(
+            &s.id,
+            hanarang::store::CommandKind::Abort,
+            Some("wrong approach"),
+        )
+        .await;
+    assert_eq!(
+        answer,
+        hanarang::orchestrator::client::Answer::Applied("SPRINT-001: reviewing → aborted".into())
+    );
+    let runs = loop {
+        let runs = p.runs(&s.id).await;
+        if runs.iter().all(|r| r.outcome.is_some()) {
+            break runs;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    for name in ["static", "runtime"] {
+        let mine = reviewer_runs(&runs, name);
+        assert_eq!(mine.len(), 1, "{name} ran once: {mine:#?}");
+        assert_eq!(mine[0].outcome, Some(RunOutcome::Cancelled), "{name}");
+    }
+    let events: Vec<String> = p
+        .transitions(&s.id)
+        .await
+        .into_iter()
+        .map(|t| t.event)
+        .collect();
+    assert!(
+        !events.iter().any(|e| e.starts_with("failed")),
+        "a reviewer stopped by the abort is no failure: {events:?}"
     );
     p.stop().await;
 }
