@@ -190,13 +190,17 @@ fn programs(config: &Config) -> Vec<Check> {
     let reviewers = config.agent.reviewers();
     let specs = Actor::ALL
         .iter()
-        .map(|&actor| (format!("agent {actor}"), actor, config.agent.spec(actor)))
+        .map(|&actor| {
+            let table = format!("agent.{actor}");
+            (format!("agent {actor}"), table, config.agent.spec(actor))
+        })
         .chain(reviewers.iter().filter_map(|name| {
             let spec = config.agent.reviewer_spec(name)?;
-            Some((format!("agent darang reviewer {name}"), Actor::Darang, spec))
+            let table = format!("agent.darang.reviewers.{name}");
+            Some((format!("agent darang reviewer {name}"), table, spec))
         }));
     specs
-        .map(|(name, actor, spec)| {
+        .map(|(name, table, spec)| {
             if let Some(old) = openclaw_without_node_24(&spec) {
                 return Check::fail(
                     name,
@@ -216,9 +220,7 @@ fn programs(config: &Config) -> Vec<Check> {
                 Err(why) => Check::fail(
                     name,
                     format!("{} {why}", spec.program),
-                    format!(
-                        "install it, or set agent.program / agent.{actor}.program to its full path"
-                    ),
+                    format!("install it, or set agent.program / {table}.program to its full path"),
                 ),
             }
         })

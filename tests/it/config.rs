@@ -385,6 +385,32 @@ fn config_check_prints_the_resolved_config_or_every_problem_and_exits_2() {
 }
 
 #[test]
+fn config_check_shows_each_of_darangs_reviewers() {
+    let dir = TempDir::new("config");
+    std::fs::create_dir(dir.path().join("repo")).unwrap();
+    std::fs::write(
+        dir.path().join("config.toml"),
+        "[projects.app]\nworkdir = \"repo\"\n[agent.darang.reviewers.static]\nargs = [\"--static\"]\n[agent.darang.reviewers.runtime]\nprogram = \"codex\"\n",
+    )
+    .unwrap();
+    let out = hanarang(dir.path(), &["config", "check"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("#   darang reviewer runtime: codex "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("#   darang reviewer static: openclaw --static"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("# darang reviews with 2 reviewers in parallel: runtime, static"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn config_check_without_a_config_says_where_it_looked() {
     let dir = TempDir::new("config");
     let out = hanarang(dir.path(), &["config", "check"]);

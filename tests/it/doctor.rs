@@ -79,6 +79,10 @@ async fn each_failure_names_its_fix_and_the_exit_code_is_1() {
         );
     std::fs::write(&files.config_path, config).unwrap();
     files.append_config(&discord(&fake, 424242));
+    // One of darang's reviewers is checked as a sister of its own.
+    files.append_config(
+        "[agent.darang.reviewers.runtime]\nprogram = \"hanarang-no-such-reviewer\"\n",
+    );
     let (code, out) = tokio::task::spawn_blocking(move || {
         doctor(&files, Some(support::fake_discord::FAKE_TOKEN))
     })
@@ -87,6 +91,10 @@ async fn each_failure_names_its_fix_and_the_exit_code_is_1() {
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("FAIL agent erang: hanarang-no-such-deployer is not on PATH\n     fix: install it, or set agent.program / agent.erang.program to its full path"),
+        "{out}"
+    );
+    assert!(
+        out.contains("FAIL agent darang reviewer runtime: hanarang-no-such-reviewer is not on PATH\n     fix: install it, or set agent.program / agent.darang.reviewers.runtime.program to its full path"),
         "{out}"
     );
     assert!(out.contains("FAIL discord forum: "), "{out}");
