@@ -14,7 +14,7 @@ mod common;
 #[path = "../tests/it/support/mod.rs"]
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hanarang::pipeline::State;
@@ -30,24 +30,11 @@ const MAX_SISTERS: u32 = 4;
 const SPRINTS_PER_HOST: usize = 30;
 const LEASE_TTL: Duration = Duration::from_secs(10);
 
-fn hanarang_binary() -> PathBuf {
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_hanarang"));
-    if built.is_file() {
-        return built;
-    }
-    let exe = std::env::current_exe().expect("this benchmark's executable");
-    exe.parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("hanarang"))
-        .filter(|p| p.is_file())
-        .unwrap_or_else(|| panic!("no hanarang binary at {}", built.display()))
-}
-
 fn start(dir: &Path, url: &str, name: &str) -> Host {
     let projects: Vec<String> = (0..PROJECTS).map(|p| format!("p{p}")).collect();
     let ttl = format!("{}s", LEASE_TTL.as_secs());
     Host::start(
-        &hanarang_binary(),
+        &common::hanarang_binary(),
         dir,
         url,
         &HostSetup {

@@ -17,6 +17,7 @@
 //!    `--memory-case <case>`), which prints its own `VmHWM` once the run is over, so the
 //!    peak is the runner's alone. Target < 2 × `max_output_bytes` + 20 MB.
 
+#[allow(dead_code)] // what the other benchmarks share beside the machine line
 mod common;
 #[allow(dead_code)] // the benchmark uses a part of the tests' support
 #[path = "../tests/it/support/mod.rs"]

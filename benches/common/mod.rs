@@ -55,3 +55,19 @@ pub fn us(d: Duration) -> String {
 pub fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / MIB)
 }
+
+/// The release `hanarang` that `cargo bench` builds beside the benchmark.
+pub fn hanarang_binary() -> std::path::PathBuf {
+    let built = std::path::PathBuf::from(env!("CARGO_BIN_EXE_hanarang"));
+    if built.is_file() {
+        return built;
+    }
+    // target/release/deps/<bench>-<hash> → target/release/hanarang
+    let exe = std::env::current_exe().expect("this benchmark's executable");
+    let beside = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .map(|d| d.join("hanarang"))
+        .filter(|p| p.is_file());
+    beside.unwrap_or_else(|| panic!("no hanarang binary at {}", built.display()))
+}

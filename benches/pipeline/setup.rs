@@ -12,21 +12,7 @@ use crate::support::TempDir;
 
 pub const PROJECT: &str = "app";
 
-/// The release `hanarang` that `cargo bench` builds beside this benchmark.
-pub fn hanarang_binary() -> PathBuf {
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_hanarang"));
-    if built.is_file() {
-        return built;
-    }
-    // target/release/deps/pipeline-<hash> → target/release/hanarang
-    let exe = std::env::current_exe().expect("this benchmark's executable");
-    let beside = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("hanarang"))
-        .filter(|p| p.is_file());
-    beside.unwrap_or_else(|| panic!("no hanarang binary at {}", built.display()))
-}
+pub use crate::common::hanarang_binary;
 
 /// A config as an operator would write it: one project, the simulated sister for every
 /// role, a short backoff.

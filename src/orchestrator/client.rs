@@ -82,6 +82,9 @@ pub async fn submit(
         return Ok(Answer::Queued(id));
     }
     let deadline = tokio::time::Instant::now() + wait;
+    // The orchestrator answers within milliseconds when it is awake: look soon, then
+    // less and less often.
+    let mut every = Duration::from_millis(1);
     loop {
         if let Some(c) = store.command(id).await? {
             match c.status {
@@ -97,6 +100,7 @@ pub async fn submit(
         if tokio::time::Instant::now() >= deadline {
             return Ok(Answer::Unanswered(id));
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(every).await;
+        every = (every * 2).min(Duration::from_millis(50));
     }
 }

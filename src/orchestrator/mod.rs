@@ -34,9 +34,11 @@ use crate::store::{
 /// How often the database is looked at for commands from another process (the CLI).
 const COMMAND_POLL: Duration = Duration::from_millis(50);
 
-/// The same where the database wakes the loop itself (PostgreSQL's LISTEN/NOTIFY): a
-/// safety net only.
+/// The same where other processes wake the loop themselves (PostgreSQL's LISTEN/NOTIFY,
+/// a datagram on the socket beside a SQLite database): a safety sweep only. Several hosts
+/// on PostgreSQL sweep more often: another host's lost lease is found by the sweep.
 const COMMAND_POLL_LISTENING: Duration = Duration::from_secs(1);
+const COMMAND_POLL_WOKEN: Duration = Duration::from_secs(5);
 
 /// How long the loop sleeps when nothing is due (commands still wake it).
 const IDLE: Duration = Duration::from_secs(3600);
@@ -244,7 +246,8 @@ impl Orchestrator {
         });
         let mut renewed = tokio::time::Instant::now();
         let poll = match self.store.listen(self.handle.wake.clone()).await {
-            Ok(true) => COMMAND_POLL_LISTENING,
+            Ok(true) if self.store.scope().is_some() => COMMAND_POLL_LISTENING,
+            Ok(true) => COMMAND_POLL_WOKEN,
             Ok(false) => COMMAND_POLL,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot listen for the database's wake-ups: polling");
@@ -289,7 +292,9 @@ impl Orchestrator {
                     if let Err(e) = self.take_over().await {
                         break Err(e);
                     }
-                    look_for_commands = true;
+                    // Among several hosts, what was taken over is looked at now; alone,
+                    // the sweep and the wake-ups suffice.
+                    look_for_commands = self.store.scope().is_some();
                 }
             }
         };

@@ -442,10 +442,12 @@ impl Store {
         branch_template: &str,
         at: i64,
     ) -> Result<Sprint> {
-        retry_locked("queue a sprint", || async {
+        let queued = retry_locked("queue a sprint", || async {
             on_engine!(self, db => db.create_sprint(project, goal, focus, branch_template, at).await)
         })
-        .await
+        .await?;
+        self.nudge();
+        Ok(queued)
     }
 
     pub async fn sprint(&self, id: &str) -> Result<Option<Sprint>> {
@@ -597,10 +599,12 @@ impl Store {
         by: &str,
         at: i64,
     ) -> Result<i64> {
-        retry_locked("record a command", || async {
+        let id = retry_locked("record a command", || async {
             on_engine!(self, db => db.submit_command(sprint_id, kind, text, by, at).await)
         })
-        .await
+        .await?;
+        self.nudge();
+        Ok(id)
     }
 
     /// Commands not answered yet, in the order they were given.
@@ -704,7 +708,15 @@ impl Store {
     pub async fn listen(&self, wake: std::sync::Arc<tokio::sync::Notify>) -> Result<bool> {
         match &self.engine {
             Engine::Postgres(db) => db.listen(wake).await.map(|()| true),
-            Engine::Sqlite(_) => Ok(false),
+            Engine::Sqlite(db) => db.listen(wake).await,
+        }
+    }
+
+    /// After a write another process's orchestrator acts on (a sprint queued, a command):
+    /// wakes it. PostgreSQL's triggers notify by themselves.
+    fn nudge(&self) {
+        if let Engine::Sqlite(db) = &self.engine {
+            db.nudge();
         }
     }
 

@@ -16,7 +16,9 @@ pub async fn submit_commands_together(
     sprint_id: &str,
     kinds: &[CommandKind],
 ) -> Result<()> {
-    on_engine!(store, db => db.submit_commands_together(sprint_id, kinds).await)
+    on_engine!(store, db => db.submit_commands_together(sprint_id, kinds).await)?;
+    store.nudge();
+    Ok(())
 }
 
 /// Records a migration this binary does not have, as a newer hanarang's sqlx would.

@@ -69,6 +69,55 @@ pub(super) struct Db {
 }
 
 impl Db {
+    /// The datagram socket beside the database file through which a `serve` (or `run`)
+    /// hears of what another process wrote for it (`listen`, `nudge`): `<database>-wake`.
+    /// `None` for an in-memory database.
+    fn wake_path(&self) -> Option<PathBuf> {
+        self.file.as_ref().map(|(path, _)| {
+            let mut p = path.clone().into_os_string();
+            p.push("-wake");
+            PathBuf::from(p)
+        })
+    }
+
+    /// Binds the wake-up socket (the orchestrator is the only one on its database: its
+    /// lease says so, so a socket left by an earlier one is replaced) and notifies `wake`
+    /// at each datagram. `false` when it cannot be bound (an in-memory database, a path
+    /// longer than a socket's): the loop then polls.
+    pub async fn listen(&self, wake: std::sync::Arc<tokio::sync::Notify>) -> Result<bool> {
+        let Some(path) = self.wake_path() else {
+            return Ok(false);
+        };
+        let _ = std::fs::remove_file(&path);
+        let socket = match tokio::net::UnixDatagram::bind(&path) {
+            Ok(socket) => socket,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot listen for other processes' commands beside the database: polling");
+                return Ok(false);
+            }
+        };
+        tokio::spawn(async move {
+            let mut buf = [0u8; 16];
+            while socket.recv(&mut buf).await.is_ok() {
+                wake.notify_one();
+            }
+        });
+        Ok(true)
+    }
+
+    /// Tells the orchestrator listening beside the database that something was written
+    /// for it. Never waits and never fails: with nobody listening, the datagram goes
+    /// nowhere, and the orchestrator's sweep finds the write all the same.
+    pub fn nudge(&self) {
+        let Some(path) = self.wake_path() else {
+            return;
+        };
+        if let Ok(socket) = std::os::unix::net::UnixDatagram::unbound() {
+            let _ = socket.set_nonblocking(true);
+            let _ = socket.send_to(b"!", &path);
+        }
+    }
+
     /// Opens (creating if missing) the database, in WAL mode with a busy timeout, and
     /// applies the embedded migrations (after a backup, on an upgrade). Returns it with the
     /// folder for run contract files: beside the database file.
