@@ -357,6 +357,13 @@ impl Orchestrator {
         };
         let now = now_ms();
         let mut next_due = IDLE;
+        // A sprint kept twice since the last pass (two reviewers' verdicts) is looked at
+        // once, in its latest copy.
+        let mut in_stages = in_stages;
+        in_stages.reverse();
+        let mut seen = std::collections::HashSet::new();
+        in_stages.retain(|(s, _)| seen.insert(s.id.clone()));
+        in_stages.reverse();
         for (sprint, runs) in in_stages {
             // A stage of several reviewers is looked at while some of them run.
             let fans_out = self.fans_out(&sprint);
