@@ -10,7 +10,7 @@ use crate::domain::parse_run_id;
 use crate::notify::messages::{Context, one_line, render};
 use crate::output::escape_controls;
 use crate::output::{Exit, print_json};
-use crate::store::{Run, Spend, Sprint, SprintStatus, Store};
+use crate::store::{Run, Spend, Sprint, SprintStatus, StatusRow, Store};
 use crate::{errln, out, outln};
 
 /// How many of a failed run's last stderr lines `sprint log` shows under it.
@@ -33,6 +33,12 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
                 outln!("{json}");
                 Exit::Success
             }
+            Err(e) => failed(&e),
+        };
+    }
+    if id.is_none() && !as_json {
+        return match store.status_rows().await {
+            Ok(rows) => table(rows.into_iter()),
             Err(e) => failed(&e),
         };
     }
@@ -64,54 +70,76 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
             _ => print_json(&rows),
         };
     }
-    if sprints.is_empty() {
-        outln!("no sprints yet: start one with `hanarang sprint start \"<goal>\"`");
-        return Exit::Success;
-    }
+    table(sprints.iter().map(|s| StatusRow {
+        id: s.id.clone(),
+        state: s.state.to_string(),
+        project: s.project.clone(),
+        round: i64::from(s.round),
+        attempt: i64::from(s.attempt),
+        cost_usd: spend_of(s).cost_usd,
+        next_run_at: s.next_run_at,
+        goal: s.goal.clone(),
+    }))
+}
+
+/// The `sprint status` table, written at once.
+fn table(rows: impl Iterator<Item = StatusRow>) -> Exit {
     let now = crate::clock::now_ms();
-    let rows: Vec<[String; 7]> = sprints
-        .iter()
+    let mut goals = Vec::new();
+    let cells: Vec<[String; 7]> = rows
         .map(|s| {
+            let waiting = s
+                .state
+                .parse::<crate::pipeline::State>()
+                .is_ok_and(|st| st.stage().is_some());
+            goals.push(escape_controls(&one_line(&s.goal)).into_owned());
             [
-                s.id.clone(),
-                s.state.to_string(),
-                s.project.clone(),
+                s.id,
+                s.state,
+                s.project,
                 s.round.to_string(),
                 s.attempt.to_string(),
-                format!("${:.2}", spend_of(s).cost_usd),
-                next_run(s, now),
+                format!("${:.2}", s.cost_usd),
+                next_run(s.next_run_at.filter(|_| waiting), now),
             ]
         })
         .collect();
+    if cells.is_empty() {
+        outln!("no sprints yet: start one with `hanarang sprint start \"<goal>\"`");
+        return Exit::Success;
+    }
     let header = [
         "ID", "STATE", "PROJECT", "ROUND", "ATTEMPT", "COST", "NEXT RUN",
     ]
     .map(String::from);
     let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
+    for row in &cells {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
-    let line = |cells: &[String; 7], goal: &str| {
-        let mut text = String::new();
+    let mut text = String::with_capacity(cells.len() * 96);
+    let mut line = |cells: &[String; 7], goal: &str| {
         for (cell, width) in cells.iter().zip(widths) {
-            text.push_str(&format!("{cell:<width$}  "));
+            let pad = width.saturating_sub(cell.chars().count()) + 2;
+            text.push_str(cell);
+            text.extend(std::iter::repeat_n(' ', pad));
         }
         text.push_str(goal);
-        text
+        text.push('\n');
     };
-    outln!("{}", line(&header, "GOAL"));
-    for (row, s) in rows.iter().zip(&sprints) {
-        outln!("{}", line(row, &escape_controls(&one_line(&s.goal))));
+    line(&header, "GOAL");
+    for (row, goal) in cells.iter().zip(&goals) {
+        line(row, goal);
     }
+    out!("{text}");
     Exit::Success
 }
 
 /// When a waiting stage's sister starts again: a retry's due time, or `-`.
-fn next_run(s: &Sprint, now: i64) -> String {
-    match s.next_run_at {
-        Some(at) if s.state.stage().is_some() => {
+fn next_run(next_run_at: Option<i64>, now: i64) -> String {
+    match next_run_at {
+        Some(at) => {
             let wait = Duration::from_secs(u64::try_from((at - now).max(0)).unwrap_or(0) / 1000);
             if wait.is_zero() {
                 format!("{} (due now)", time(at))

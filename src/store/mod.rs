@@ -23,7 +23,7 @@ use std::time::Duration;
 
 pub use rows::{
     Command, CommandKind, CommandStatus, ForumPost, HostRecord, Lease, Run, Spend, Sprint,
-    SprintStatus, TransitionRecord, Usage, review_round,
+    SprintStatus, StatusRow, TransitionRecord, Usage, review_round,
 };
 
 use crate::domain::Actor;
@@ -581,6 +581,11 @@ impl Store {
     /// two equal), built by the database.
     pub async fn status_json(&self) -> Result<String> {
         on_engine!(self, db => db.status_json().await)
+    }
+
+    /// Every sprint's row of the `sprint status` table, oldest first.
+    pub async fn status_rows(&self) -> Result<Vec<StatusRow>> {
+        on_engine!(self, db => db.status_rows().await)
     }
 
     /// Every sprint's total spend, in one query (for `sprint status`).
