@@ -125,14 +125,6 @@ macro_rules! portable_calls {
                 .await
             }
 
-            pub async fn status_rows(&self) -> crate::store::Result<Vec<crate::store::StatusRow>> {
-                Ok(sqlx::query_as(
-                    "SELECT id, state, project, round, attempt, cost_usd, next_run_at, goal FROM sprints ORDER BY number",
-                )
-                .fetch_all(&self.pool)
-                .await?)
-            }
-
             pub async fn spend_by_sprint(
                 &self,
             ) -> crate::store::Result<std::collections::HashMap<String, crate::store::Spend>> {

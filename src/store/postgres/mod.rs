@@ -166,6 +166,15 @@ impl Db {
         crate::store::SprintStatus::list_json(&sprints)
     }
 
+    /// Every sprint's row of the `sprint status` table, oldest first: its columns only.
+    pub async fn status_rows(&self) -> Result<Vec<crate::store::StatusRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, state, project, round, attempt, cost_usd, next_run_at, goal FROM sprints ORDER BY number",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// Wakes `wake` whenever another writer notifies the hosts (migration 0003: a
     /// command, a queued sprint, a freed pipeline lock, a host gone), from a task on the
     /// caller's runtime that lives as long as it does. A lost connection is made again;
