@@ -262,6 +262,18 @@ async fn bot_when_leading(
 /// `discord::run` on a thread with a runtime of its own, until `until` resolves. The
 /// runtime is shut down with it: serenity leaves its shard runners behind when the client
 /// is dropped, and a bot that stops must leave no connection to Discord behind.
+/// The database as `store` is, through a pool of its own.
+async fn own_store(
+    config: &Config,
+    store: &crate::store::Store,
+) -> Result<crate::store::Store, crate::store::StoreError> {
+    let own = crate::store::Store::open(&config.database.url).await?;
+    Ok(match store.scope() {
+        Some(scope) => own.shared_by(scope.clone()),
+        None => own,
+    })
+}
+
 async fn bot_on_own_runtime(
     config: Arc<Config>,
     discord: crate::config::DiscordConfig,
@@ -280,14 +292,29 @@ async fn bot_on_own_runtime(
                 .build()
             {
                 Ok(rt) => {
-                    let r = rt.block_on(crate::discord::run_leading(
-                        config,
-                        discord,
-                        handle,
-                        token,
-                        Some(lead),
-                        until,
-                    ));
+                    let r = rt.block_on(async {
+                        // Connections of its own, opened on its runtime: a PostgreSQL
+                        // connection belongs to the runtime that opened it, and the
+                        // orchestrator's pool would keep the ones that die with this
+                        // runtime when the bot stops (its next statement on one failed).
+                        let handle = match own_store(&config, &handle.store).await {
+                            Ok(store) => handle.with_store(store),
+                            Err(e) => {
+                                return Err(crate::discord::StartError::Client(format!(
+                                    "cannot open the database for the bot: {e}"
+                                )));
+                            }
+                        };
+                        crate::discord::run_leading(
+                            config,
+                            discord,
+                            handle,
+                            token,
+                            Some(lead),
+                            until,
+                        )
+                        .await
+                    });
                     rt.shutdown_background();
                     r
                 }

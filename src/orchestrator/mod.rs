@@ -71,6 +71,12 @@ pub struct Handle {
 }
 
 impl Handle {
+    /// The same handle, reading and writing through `store` (the same database through
+    /// another pool: the Discord bot's, on its own runtime).
+    pub fn with_store(self, store: Store) -> Handle {
+        Handle { store, ..self }
+    }
+
     /// Tells the orchestrator a command was written, so it need not wait for its poll.
     pub fn wake(&self) {
         self.wake.notify_one();

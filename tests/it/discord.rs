@@ -958,10 +958,38 @@ async fn with_several_hosts_one_bot_runs_and_a_standby_takes_it_over() {
     assert_eq!(lines[5], HAPPY_LINES[5]);
     assert_eq!(lines.len(), 6, "no line posted twice: {lines:#?}");
     assert_eq!(fake.threads().len(), 1, "the same forum post");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(b.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    assert_eq!(b.wait().unwrap().code(), Some(0));
+
+    // b is frozen past its lease: c's bot takes over, and b, resumed, loses the bot but
+    // goes on as a host (its bot's database connections were its bot's own).
+    let (mut c, c_log) = host("c");
+    let signal = |child: &std::process::Child, sig| {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+    };
+    signal(&b, nix::sys::signal::Signal::SIGSTOP);
+    assert!(
+        fake.wait_until(PATIENCE, |f| f.ready_count() == 3).await,
+        "c's bot connects: {}",
+        std::fs::read_to_string(&c_log).unwrap()
+    );
+    signal(&b, nix::sys::signal::Signal::SIGCONT);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !std::fs::read_to_string(&b_log)
+        .unwrap()
+        .contains("lost the Discord bot's lease")
+    {
+        assert!(tokio::time::Instant::now() < deadline, "b never noticed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let start = files.hanarang(&["sprint", "start", "After the freeze"]);
+    assert_eq!(String::from_utf8_lossy(&start.stdout).trim(), "SPRINT-002");
+    support::pipeline::wait_for(&store, "SPRINT-002", |s| s.state == State::Done, "done").await;
+    assert!(
+        b.try_wait().unwrap().is_none(),
+        "b still runs after losing the bot: {}",
+        std::fs::read_to_string(&b_log).unwrap()
+    );
+    for child in [&mut b, &mut c] {
+        signal(child, nix::sys::signal::Signal::SIGTERM);
+        assert_eq!(child.wait().unwrap().code(), Some(0));
+    }
 }
