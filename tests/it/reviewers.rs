@@ -7,7 +7,7 @@
 use hanarang::handoff::message::Actor;
 use hanarang::pipeline::State;
 use hanarang::sister::RunOutcome;
-use hanarang::store::Run;
+use hanarang::store::{Run, Sprint};
 
 use crate::support::pipeline::{Pipeline, Setup, TWO_ROUNDS, assert_log_is_whole, path};
 
@@ -27,6 +27,17 @@ pub(crate) fn two_reviewers(static_mode: &str, runtime_mode: &str) -> &'static s
     )
 }
 
+/// A pipeline whose darang reviews with two reviewers, and a sprint started on it.
+async fn with_two_reviewers(static_mode: &str, runtime_mode: &str) -> (Pipeline, Sprint) {
+    let p = Pipeline::start(Setup {
+        extra: two_reviewers(static_mode, runtime_mode),
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    (p, s)
+}
+
 fn reviewer_runs<'a>(runs: &'a [Run], name: &str) -> Vec<&'a Run> {
     runs.iter()
         .filter(|r| r.reviewer.as_deref() == Some(name))
@@ -35,12 +46,8 @@ fn reviewer_runs<'a>(runs: &'a [Run], name: &str) -> Vec<&'a Run> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_reviewers_run_at_once_and_their_findings_go_back_together() {
-    let p = Pipeline::start(Setup {
-        extra: two_reviewers("meet 2 changes-until 2 {reviewer}", "meet 2 ok {reviewer}"),
-        ..Setup::default()
-    })
-    .await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
+    let (p, s) =
+        with_two_reviewers("meet 2 changes-until 2 {reviewer}", "meet 2 ok {reviewer}").await;
     let done = p.wait_for(&s.id, State::Done).await;
     assert_eq!(done.round, 2, "one reviewer's request made a second round");
     let log = p.transitions(&s.id).await;
@@ -175,12 +182,7 @@ async fn two_reviewers_run_at_once_and_their_findings_go_back_together() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reviewers_abort_stops_the_other_and_ends_the_sprint() {
-    let p = Pipeline::start(Setup {
-        extra: two_reviewers("meet 2 abort", "meet 2 hang"),
-        ..Setup::default()
-    })
-    .await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
+    let (p, s) = with_two_reviewers("meet 2 abort", "meet 2 hang").await;
     p.wait_for(&s.id, State::Aborted).await;
     let runs = p.runs(&s.id).await;
     let outcome = |name| {
@@ -215,12 +217,7 @@ async fn a_reviewers_abort_stops_the_other_and_ends_the_sprint() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_reviewer_runs_again_alone() {
-    let p = Pipeline::start(Setup {
-        extra: two_reviewers("fail-first 2", "ok"),
-        ..Setup::default()
-    })
-    .await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
+    let (p, s) = with_two_reviewers("fail-first 2", "ok").await;
     let done = p.wait_for(&s.id, State::Done).await;
     assert_eq!(done.round, 1);
     let runs = p.runs(&s.id).await;
@@ -244,12 +241,7 @@ async fn a_failing_reviewer_runs_again_alone() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_reviewer_failing_every_attempt_escalates_and_a_resume_runs_only_it() {
-    let p = Pipeline::start(Setup {
-        extra: two_reviewers("fail-first 3", "ok"),
-        ..Setup::default()
-    })
-    .await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
+    let (p, s) = with_two_reviewers("fail-first 3", "ok").await;
     let escalated = p.wait_for(&s.id, State::Escalated).await;
     assert_eq!(
         escalated.resume.map(|r| r.stage),
@@ -285,12 +277,7 @@ async fn one_reviewer_failing_every_attempt_escalates_and_a_resume_runs_only_it(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_users_abort_stops_every_reviewer_at_once() {
-    let p = Pipeline::start(Setup {
-        extra: two_reviewers("hang", "hang"),
-        ..Setup::default()
-    })
-    .await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
+    let (p, s) = with_two_reviewers("hang", "hang").await;
     p.wait_for(&s.id, State::Reviewing).await;
     let deadline = tokio::time::Instant::now() + crate::support::pipeline::PATIENCE;
     while p
