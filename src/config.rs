@@ -411,7 +411,7 @@ impl AgentConfig {
 
     /// The spawn settings of one sister: its table over `[agent]` over the defaults.
     pub fn spec(&self, actor: Actor) -> SisterSpec {
-        self.layered(actor, &[self.sister(actor)], None)
+        self.spec_of(actor, self.sister(actor), None)
     }
 
     /// darang's reviewers by name, in name order (none: darang reviews alone).
@@ -422,66 +422,71 @@ impl AgentConfig {
     /// One reviewer's spawn settings: its table over `[agent.darang]` over `[agent]`.
     /// `None` when darang has no reviewer of that name.
     pub fn reviewer_spec(&self, name: &str) -> Option<SisterSpec> {
-        let own = self.darang.reviewers.get(name)?;
-        Some(self.layered(Actor::Darang, &[&self.darang, own], Some(name)))
+        let own = self.darang.reviewers.get(name)?.over(&self.darang);
+        Some(self.spec_of(Actor::Darang, &own, Some(name)))
     }
 
-    /// `[agent]` with each of `layers` over it in turn.
-    fn layered(
-        &self,
-        actor: Actor,
-        layers: &[&SisterConfig],
-        reviewer: Option<&str>,
-    ) -> SisterSpec {
-        // The last layer that sets a key wins.
-        let last = |set: fn(&SisterConfig) -> bool| layers.iter().rev().copied().find(|l| set(l));
+    /// `own` over `[agent]` over the defaults.
+    fn spec_of(&self, actor: Actor, own: &SisterConfig, reviewer: Option<&str>) -> SisterSpec {
         let mut env = self.env.clone();
-        for layer in layers {
-            env.extend(layer.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
+        env.extend(own.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         SisterSpec {
             actor,
-            program: last(|l| l.program.is_some())
-                .and_then(|l| l.program.clone())
-                .unwrap_or_else(|| self.program.clone()),
-            args: last(|l| l.args.is_some())
-                .and_then(|l| l.args.clone())
-                .unwrap_or_else(|| self.args.clone()),
-            output_pointer: last(|l| l.output_pointer.is_some())
-                .and_then(|l| l.output_pointer.clone())
+            program: own.program.clone().unwrap_or_else(|| self.program.clone()),
+            args: own.args.clone().unwrap_or_else(|| self.args.clone()),
+            output_pointer: own
+                .output_pointer
+                .clone()
                 .unwrap_or_else(|| self.output_pointer.clone()),
             max_output_bytes: usize::try_from(
-                last(|l| l.max_output_bytes.is_some())
-                    .and_then(|l| l.max_output_bytes)
-                    .unwrap_or(self.max_output_bytes),
+                own.max_output_bytes.unwrap_or(self.max_output_bytes),
             )
             .unwrap_or(usize::MAX),
-            kill_grace: last(|l| l.kill_grace.is_some())
-                .and_then(|l| l.kill_grace)
-                .unwrap_or(self.kill_grace)
-                .0,
-            stall_timeout: last(|l| l.stall_timeout.is_some())
-                .and_then(|l| l.stall_timeout)
-                .or(self.stall_timeout)
-                .map(|d| d.0),
+            kill_grace: own.kill_grace.unwrap_or(self.kill_grace).0,
+            stall_timeout: own.stall_timeout.or(self.stall_timeout).map(|d| d.0),
             env,
-            usage: last(|l| l.usage.is_some())
-                .and_then(|l| l.usage.clone())
-                .unwrap_or_else(|| self.usage.clone()),
-            fallback_pointer: last(|l| l.fallback_pointer.is_some())
-                .and_then(|l| l.fallback_pointer.clone())
+            usage: own.usage.clone().unwrap_or_else(|| self.usage.clone()),
+            fallback_pointer: own
+                .fallback_pointer
+                .clone()
                 .or_else(|| self.fallback_pointer.clone()),
-            pause_on: last(|l| l.pause_on.is_some())
-                .and_then(|l| l.pause_on.clone())
+            pause_on: own
+                .pause_on
+                .clone()
                 .unwrap_or_else(|| self.pause_on.clone()),
-            pause_default: last(|l| l.pause_default.is_some())
-                .and_then(|l| l.pause_default)
-                .unwrap_or(self.pause_default)
-                .0,
-            timeout: last(|l| l.timeout.is_some())
-                .and_then(|l| l.timeout)
-                .map_or_else(|| default_timeout(actor), |d| d.0),
+            pause_default: own.pause_default.unwrap_or(self.pause_default).0,
+            timeout: own.timeout.map_or_else(|| default_timeout(actor), |d| d.0),
             reviewer: reviewer.map(str::to_string),
+        }
+    }
+}
+
+impl SisterConfig {
+    /// This table's keys over `under`'s (a reviewer's over darang's); its env merged over
+    /// theirs.
+    fn over(&self, under: &SisterConfig) -> SisterConfig {
+        let mut env = under.env.clone();
+        env.extend(self.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        SisterConfig {
+            program: self.program.clone().or_else(|| under.program.clone()),
+            args: self.args.clone().or_else(|| under.args.clone()),
+            output_pointer: self
+                .output_pointer
+                .clone()
+                .or_else(|| under.output_pointer.clone()),
+            max_output_bytes: self.max_output_bytes.or(under.max_output_bytes),
+            kill_grace: self.kill_grace.or(under.kill_grace),
+            stall_timeout: self.stall_timeout.or(under.stall_timeout),
+            env,
+            usage: self.usage.clone().or_else(|| under.usage.clone()),
+            fallback_pointer: self
+                .fallback_pointer
+                .clone()
+                .or_else(|| under.fallback_pointer.clone()),
+            pause_on: self.pause_on.clone().or_else(|| under.pause_on.clone()),
+            pause_default: self.pause_default.or(under.pause_default),
+            timeout: self.timeout.or(under.timeout),
+            reviewers: BTreeMap::new(),
         }
     }
 }

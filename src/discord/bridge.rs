@@ -175,11 +175,16 @@ fn backoff(failures: u32) -> Duration {
 /// Discord's may differ).
 const UNRECORDED_SLACK_MS: i64 = 5 * 60 * 1000;
 
-/// When Discord made something, in unix milliseconds, from its id (a snowflake carries
-/// its time since 2015 in its top bits).
-fn created_at_ms(id: ChannelId) -> i64 {
-    const DISCORD_EPOCH_MS: i64 = 1_420_070_400_000;
-    i64::try_from(id.get() >> 22).unwrap_or(0) + DISCORD_EPOCH_MS
+/// A sprint's post as recorded for its thread: the starter message (the board) has the
+/// thread's id.
+fn post_of(sprint_id: &str, thread: ChannelId) -> ForumPost {
+    let id = i64::try_from(thread.get()).unwrap_or_default();
+    ForumPost {
+        sprint_id: sprint_id.to_string(),
+        thread_id: id,
+        board_message_id: id,
+        done_message_id: None,
+    }
 }
 
 /// The database cursor of one sprint's lines, beside the shared `CURSOR`.
@@ -512,13 +517,7 @@ impl Bridge {
         }
         if let Some(thread) = self.unrecorded_post(sprint).await? {
             tracing::info!(thread = %thread, "continuing the sprint's forum post an earlier bot created but did not record");
-            let id = i64::try_from(thread.get()).unwrap_or_default();
-            let post = ForumPost {
-                sprint_id: sprint.id.clone(),
-                thread_id: id,
-                board_message_id: id,
-                done_message_id: None,
-            };
+            let post = post_of(&sprint.id, thread);
             return Ok(self.store.record_new_forum_post(&post, None).await?);
         }
         self.new_post(sprint, None).await
@@ -558,7 +557,8 @@ impl Bridge {
         };
         // Made for this sprint, not for an earlier one of the same number and goal (a
         // database started afresh beside the same forum): not long before the sprint.
-        let made_at = created_at_ms(thread);
+        // (A snowflake carries the time it was made.)
+        let made_at = thread.created_at().unix_timestamp().saturating_mul(1000);
         Ok((made_at >= sprint.created_at - UNRECORDED_SLACK_MS).then_some(thread))
     }
 
@@ -586,14 +586,8 @@ impl Bridge {
                 return Err(e);
             }
         };
-        // A forum post's starter message has the thread's id.
-        let id = i64::try_from(thread.id.get()).unwrap_or_default();
-        let post = ForumPost {
-            sprint_id: sprint.id.clone(),
-            thread_id: id,
-            board_message_id: id,
-            done_message_id: None,
-        };
+        let post = post_of(&sprint.id, thread.id);
+        let id = post.thread_id;
         let recorded = self.store.record_new_forum_post(&post, replacing).await?;
         if recorded.thread_id != id {
             // Deleting it would take Manage Threads: it says where the sprint goes on.

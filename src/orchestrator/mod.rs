@@ -675,14 +675,10 @@ impl Orchestrator {
                             .await?;
                         return Ok(());
                     }
-                    if let Some(tx) = running.stop.take() {
-                        let _ = tx.send(stop);
-                    }
+                    // Every sister of the sprint stops (several reviewers: all of them); the
+                    // command is applied when the first has.
                     running.waiting = Some(command);
-                    if fans_out {
-                        // Every reviewer stops; the command is applied when the first has.
-                        self.memory.stop_sprint(&sprint.id, stop);
-                    }
+                    self.memory.stop_sprint(&sprint.id, stop);
                     return Ok(());
                 }
             }
@@ -752,6 +748,10 @@ impl Orchestrator {
                 self.store.end_run(&end).await?;
                 return Ok(());
             }
+            let failure = |outcome: &RunOutcome| Failure {
+                kind: outcome.failure_kind().unwrap_or(FailureKind::Interrupted),
+                detail: report.detail.clone(),
+            };
             let event = match (&report.outcome, &report.message, reviewer) {
                 // One of several reviewers: its answer, or its failure, is its own.
                 (RunOutcome::Handoff, Some(valid), Some((reviewer, _)))
@@ -766,35 +766,27 @@ impl Orchestrator {
                     Event::ReviewerFailed {
                         reviewer,
                         attempt,
-                        failure: Failure {
-                            kind: outcome.failure_kind().unwrap_or(FailureKind::Interrupted),
-                            detail: report.detail.clone(),
-                        },
+                        failure: failure(outcome),
                     }
                 }
-                (outcome, message, _) => match (outcome, message) {
-                    (RunOutcome::Handoff, Some(valid)) => Event::Reported {
-                        actor: valid.message.actor(),
-                        verdict: valid.message.verdict(),
-                        sprint_id: valid.message.claimed_sprint_id().map(str::to_string),
-                        reason: valid.message.reason(),
-                    },
-                    // A usage limit: the stage waits for its reset, using no attempt.
-                    (RunOutcome::Paused, _) => {
-                        let now = now_ms();
-                        let resume_at_ms = report.resume_at_ms.unwrap_or(now).max(now);
-                        Event::Paused {
-                            resume_at_ms,
-                            delay_ms: u64::try_from(resume_at_ms - now).unwrap_or(0),
-                            detail: report.detail.clone(),
-                        }
+                (RunOutcome::Handoff, Some(valid), _) => Event::Reported {
+                    actor: valid.message.actor(),
+                    verdict: valid.message.verdict(),
+                    sprint_id: valid.message.claimed_sprint_id().map(str::to_string),
+                    reason: valid.message.reason(),
+                },
+                // A usage limit: the stage waits for its reset, using no attempt.
+                (RunOutcome::Paused, _, _) => {
+                    let now = now_ms();
+                    let resume_at_ms = report.resume_at_ms.unwrap_or(now).max(now);
+                    Event::Paused {
+                        resume_at_ms,
+                        delay_ms: u64::try_from(resume_at_ms - now).unwrap_or(0),
+                        detail: report.detail.clone(),
                     }
-                    (outcome, _) => Event::Failed {
-                        failure: Failure {
-                            kind: outcome.failure_kind().unwrap_or(FailureKind::Interrupted),
-                            detail: report.detail.clone(),
-                        },
-                    },
+                }
+                (outcome, _, _) => Event::Failed {
+                    failure: failure(outcome),
                 },
             };
             let facts = Facts {

@@ -12,12 +12,10 @@ use std::collections::BTreeMap;
 
 use super::{Orchestrator, OrchestratorError};
 use crate::handoff::HandoffDocument;
-use crate::handoff::message::{
-    ChecklistResult, DarangMessage, HandoffMessage, ReviewIssue, Severity,
-};
+use crate::handoff::message::{ChecklistResult, DarangMessage, HandoffMessage, ReviewIssue};
 use crate::pipeline::review::{Merged, Review, ReviewVerdict, merge};
 use crate::pipeline::{Event, State};
-use crate::sister::{RunOutcome, Stop};
+use crate::sister::RunOutcome;
 use crate::store::{Run, Sprint, review_round};
 
 /// Where one reviewer of the round stands.
@@ -78,11 +76,7 @@ fn standings(reviewers: &[&str], runs: &[Run], max_attempts: u32) -> Vec<(String
 fn review_of(reviewer: &str, m: &DarangMessage) -> Review<ReviewIssue, ChecklistResult> {
     Review {
         reviewer: reviewer.to_string(),
-        verdict: match m.verdict {
-            crate::handoff::message::DarangVerdict::Approve => ReviewVerdict::Approve,
-            crate::handoff::message::DarangVerdict::RequestChanges => ReviewVerdict::RequestChanges,
-            crate::handoff::message::DarangVerdict::Abort => ReviewVerdict::Abort,
-        },
+        verdict: m.verdict.into(),
         issues: m.payload.issues.clone(),
         failed: m
             .payload
@@ -126,27 +120,19 @@ pub(super) fn round_findings(runs: &[Run]) -> Option<RoundFindings> {
         .collect();
     let issues = match merge(&reviews) {
         Merged::RequestChanges { issues, failed, .. } => {
-            let mut all: Vec<ReviewIssue> = issues
+            // Each with its reviewer's name first.
+            let tagged = |reviewer: &str, issue: ReviewIssue| ReviewIssue {
+                message: format!("[{reviewer}] {}", issue.message),
+                ..issue
+            };
+            let failed = failed
                 .into_iter()
-                .map(|t| ReviewIssue {
-                    message: format!("[{}] {}", t.reviewer, t.item.message),
-                    ..t.item
-                })
-                .collect();
-            all.extend(failed.into_iter().map(|t| ReviewIssue {
-                id: Some(t.item.id.clone()),
-                severity: Severity::Major,
-                file: None,
-                line: None,
-                message: match &t.item.note {
-                    Some(note) => format!(
-                        "[{}] checklist item {:?} failed: {note}",
-                        t.reviewer, t.item.id
-                    ),
-                    None => format!("[{}] checklist item {:?} failed", t.reviewer, t.item.id),
-                },
-            }));
-            all
+                .map(|t| tagged(&t.reviewer, super::spawn::failed_item(&t.item)));
+            issues
+                .into_iter()
+                .map(|t| tagged(&t.reviewer, t.item))
+                .chain(failed)
+                .collect()
         }
         _ => Vec::new(),
     };
@@ -202,14 +188,11 @@ impl Orchestrator {
             .collect();
         let aborted = verdicts.values().any(|v| *v == ReviewVerdict::Abort);
         if aborted || verdicts.len() == reviewers.len() {
+            // An ABORT stops the others at once: the move out of `reviewing` stops what
+            // still runs (`transition`), their runs end `cancelled`.
             let event = Event::ReviewMerged { verdicts };
-            let record = self
-                .transition(sprint, event, None, None, Some(runs))
+            self.transition(sprint, event, None, None, Some(runs))
                 .await?;
-            if aborted && record.is_some() {
-                // An ABORT stops the others at once: their runs end `cancelled`.
-                self.memory.stop_sprint(&sprint.id, Stop::Abort);
-            }
             return Ok(());
         }
         for (name, standing) in standings {

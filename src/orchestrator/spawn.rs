@@ -347,17 +347,26 @@ fn previous_rejection(runs: &[Run], sprint: &Sprint, attempt: u32) -> Option<Str
 /// What the reviewer wants fixed: its issues, plus each failed checklist item.
 fn review_issues(m: &crate::handoff::message::DarangMessage) -> Vec<ReviewIssue> {
     let mut issues = m.payload.issues.clone();
-    for item in m.payload.checklist_results.iter().filter(|c| !c.passed) {
-        issues.push(ReviewIssue {
-            id: Some(item.id.clone()),
-            severity: Severity::Major,
-            file: None,
-            line: None,
-            message: match &item.note {
-                Some(note) => format!("checklist item {:?} failed: {note}", item.id),
-                None => format!("checklist item {:?} failed", item.id),
-            },
-        });
-    }
+    issues.extend(
+        m.payload
+            .checklist_results
+            .iter()
+            .filter(|c| !c.passed)
+            .map(failed_item),
+    );
     issues
+}
+
+/// A failed checklist item, as an issue for the implementer.
+pub(super) fn failed_item(item: &crate::handoff::message::ChecklistResult) -> ReviewIssue {
+    ReviewIssue {
+        id: Some(item.id.clone()),
+        severity: Severity::Major,
+        file: None,
+        line: None,
+        message: match &item.note {
+            Some(note) => format!("checklist item {:?} failed: {note}", item.id),
+            None => format!("checklist item {:?} failed", item.id),
+        },
+    }
 }
