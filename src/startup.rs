@@ -65,7 +65,7 @@ pub async fn serve(config: Arc<Config>) -> Exit {
     let Ok(store) = open_store(&config).await else {
         return Exit::Failure;
     };
-    let orchestrator = match start_orchestrator(config.clone(), store).await {
+    let orchestrator = match start_orchestrator(config.clone(), store.clone()).await {
         Ok(o) => o,
         Err(exit) => return exit,
     };
@@ -139,6 +139,7 @@ pub async fn serve(config: Arc<Config>) -> Exit {
             exit = Exit::Failure;
         }
     }
+    store.close().await;
     match driver_result {
         Ok(()) => exit,
         Err(e) => {

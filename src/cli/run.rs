@@ -65,6 +65,21 @@ pub(super) async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode
     let Ok(store) = open_store(&config).await else {
         return Exit::Failure;
     };
+    let exit = drive(config, args, mode, &store, project).await;
+    // Every connection closed before the process ends: SQLite then folds its log into the
+    // database, and the next command does not replay it (`Store::close`).
+    store.close().await;
+    exit
+}
+
+/// `run_sprint` once the database is open.
+async fn drive(
+    config: Arc<Config>,
+    args: RunArgs,
+    mode: RunMode,
+    store: &crate::store::Store,
+    project: String,
+) -> Exit {
     let orchestrator = match start_orchestrator(config.clone(), store.clone()).await {
         Ok(o) => o,
         Err(exit) => return exit,

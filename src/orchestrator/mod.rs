@@ -245,11 +245,13 @@ impl Orchestrator {
         // renewal later than its life means the lease ran out meanwhile (the process was
         // frozen, the database unreachable): the other hosts may have taken its sprints.
         let ttl = self.config.host.lease_ttl.0;
-        let mut heartbeat = tokio::time::interval(if self.store.scope().is_some() {
-            ttl / 3
-        } else {
-            lease::HEARTBEAT
-        });
+        let shared = self.store.scope().is_some();
+        let every = if shared { ttl / 3 } else { lease::HEARTBEAT };
+        // Among several hosts the first beat is at once: it takes over what hosts that
+        // went meanwhile left. Alone, `start` has just taken the lease: the first beat is
+        // one period on.
+        let first = tokio::time::Instant::now() + if shared { Duration::ZERO } else { every };
+        let mut heartbeat = tokio::time::interval_at(first, every);
         let mut renewed = tokio::time::Instant::now();
         let poll = match self.store.listen(self.handle.wake.clone()).await {
             Ok(true) if self.store.scope().is_some() => COMMAND_POLL_LISTENING,
@@ -306,6 +308,7 @@ impl Orchestrator {
         };
         let stopped = self.stop_all().await;
         self.lease.release(&self.store).await;
+        self.store.close_single_connection().await;
         result.and(stopped)
     }
 

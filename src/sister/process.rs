@@ -143,7 +143,7 @@ pub fn group_alive(pgid: u32) -> bool {
 /// The live members of a process group, read from /proc; `None` where there is no /proc.
 pub fn live_members(pgid: u32) -> Option<Vec<u32>> {
     Some(
-        live_processes()?
+        live_processes(None)?
             .into_iter()
             .filter(|&(_, pgrp)| pgrp == pgid)
             .map(|(pid, _)| pid)
@@ -151,20 +151,93 @@ pub fn live_members(pgid: u32) -> Option<Vec<u32>> {
     )
 }
 
-/// Every live (not zombie) process /proc shows, with its process group; `None` where
-/// there is no /proc.
-fn live_processes() -> Option<Vec<(u32, u32)>> {
+/// The pids a run's processes can have, so that finding what it left behind reads a
+/// few files of /proc rather than all of them: Linux hands pids out in turn, wrapping at
+/// `pid_max`, so every process made since the sister was spawned has a pid between the
+/// sister's and the last one handed out, as long as pids have not gone all the way round
+/// meanwhile. Whether they could have is told by the machine's count of processes made
+/// (`processes` in /proc/stat), taken before the spawn; when they could have, or when any
+/// of it cannot be read, every process is looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Since {
+    first: u32,
+    forks: u64,
+}
+
+/// Pids below this are never handed out again once pids have wrapped (the kernel's
+/// `RESERVED_PIDS`).
+const RESERVED_PIDS: u64 = 300;
+
+impl Since {
+    /// The machine's count of processes made so far, read right before a spawn.
+    pub fn forks_before_spawn() -> Option<u64> {
+        forks()
+    }
+
+    /// The window from a sister's pid on, given the count read before its spawn.
+    pub fn new(first: u32, forks_before: Option<u64>) -> Option<Since> {
+        Some(Since {
+            first,
+            forks: forks_before?,
+        })
+    }
+
+    /// Whether `pid` may have been handed out since the sister's spawn, judged after the
+    /// `listed` processes were listed; `None` when it cannot be told (look at all).
+    fn window(self, listed: usize) -> Option<impl Fn(u32) -> bool> {
+        let read =
+            |path: &str| -> Option<u64> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
+        // /proc of another pid namespace (a container's) numbers processes otherwise.
+        let own = std::fs::read_link("/proc/self").ok()?;
+        if own.to_str()?.parse::<u32>().ok()? != std::process::id() {
+            return None;
+        }
+        let last = read("/proc/sys/kernel/ns_last_pid")?;
+        let pid_max = read("/proc/sys/kernel/pid_max")?;
+        let made = forks()?.checked_sub(self.forks)?;
+        // Going round takes at least as many new processes as there are free pids.
+        let half = pid_max.checked_sub(RESERVED_PIDS)? / 2;
+        if made >= half || listed as u64 >= half {
+            return None;
+        }
+        let (first, last) = (u64::from(self.first), last);
+        Some(move |pid: u32| {
+            let pid = u64::from(pid);
+            if first <= last {
+                (first..=last).contains(&pid)
+            } else {
+                pid >= first || pid <= last
+            }
+        })
+    }
+}
+
+/// The machine's count of processes (and threads) made since boot.
+fn forks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    stat.lines()
+        .find_map(|l| l.strip_prefix("processes "))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Every live (not zombie) process /proc shows, with its process group; only those that
+/// may have been made `since` a spawn, where that can be told. `None` where there is no
+/// /proc.
+fn live_processes(since: Option<Since>) -> Option<Vec<(u32, u32)>> {
     let entries = std::fs::read_dir("/proc").ok()?;
+    let pids: Vec<u32> = entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .collect();
+    let window = since.and_then(|s| s.window(pids.len()));
     let mut live = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
+    for pid in pids {
+        if window.as_ref().is_some_and(|may_be| !may_be(pid)) {
             continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
         // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
@@ -203,7 +276,7 @@ impl Target {
     fn alive(self) -> bool {
         match self {
             Target::Group(g) => group_alive(g),
-            Target::Process(p) => live_processes()
+            Target::Process(p) => live_processes(None)
                 .unwrap_or_default()
                 .iter()
                 .any(|&(pid, _)| pid == p),
@@ -221,13 +294,13 @@ impl Target {
 /// Every live process whose environment holds all of `markers`, as what to signal: its
 /// group when the whole group is the run's, else the process alone. Never hanarang's own
 /// group, nor init's.
-fn carrying(markers: &[String]) -> Vec<Target> {
+fn carrying(markers: &[String], since: Option<Since>) -> Vec<Target> {
     if markers.is_empty() {
         // No marker would match every process on the machine.
         return Vec::new();
     }
     let ours = u32::try_from(nix::unistd::getpgrp().as_raw()).unwrap_or(0);
-    let live = live_processes().unwrap_or_default();
+    let live = live_processes(since).unwrap_or_default();
     let marked: Vec<(u32, u32)> = live
         .iter()
         .copied()
@@ -270,10 +343,17 @@ pub fn run_markers(run_id: &str, contract_file: &std::path::Path) -> [String; 2]
 /// are looked for again while they are given their grace, so one that leaves its group
 /// meanwhile (a cleanup daemon started on SIGTERM) goes too. A process that both left the
 /// group and cleared its environment cannot be told from any other, and is left alone.
-pub async fn kill_run(pgid: Option<u32>, markers: &[String], grace: Duration) {
+/// `since`: the run's sister was spawned in this process, so only the processes made since
+/// need be looked at (`Since`); `None` looks at every process (recovery after a crash).
+pub async fn kill_run(
+    pgid: Option<u32>,
+    markers: &[String],
+    grace: Duration,
+    since: Option<Since>,
+) {
     let mut targets: Vec<Target> = pgid.map(Target::Group).into_iter().collect();
     let look = |targets: &mut Vec<Target>, signal: Signal| {
-        for target in carrying(markers) {
+        for target in carrying(markers, since) {
             if !targets.contains(&target) {
                 tracing::warn!(?target, "killing a process the run left outside its group");
                 target.signal(signal);

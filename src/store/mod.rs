@@ -427,8 +427,19 @@ impl Store {
         self.runs_dir.join(format!("{sprint_id}.contract.json"))
     }
 
+    /// Closes every connection of the pool, and waits for it. SQLite moves its
+    /// write-ahead log into the database file as the last connection to it closes; a
+    /// process that exits with a connection still open leaves the log behind, and the next
+    /// process to open the database reads all of it again (up to its 4 MB limit) before its
+    /// first statement.
     pub async fn close(&self) {
         on_engine!(self, db => db.close().await)
+    }
+
+    /// Closes the loop's own connection made by `single_connection` (on PostgreSQL the
+    /// shared pool, which stays open), and waits for it.
+    pub async fn close_single_connection(&self) {
+        on_engine!(self, db => db.close_single_connection().await)
     }
 
     // --- sprints ---------------------------------------------------------------------

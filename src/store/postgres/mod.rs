@@ -130,6 +130,9 @@ impl Db {
         self.pool.close().await;
     }
 
+    /// Nothing to close: `single_connection` handed back the shared pool.
+    pub async fn close_single_connection(&self) {}
+
     /// A write transaction that takes `WRITE_LOCK` first (released at its end).
     async fn begin_write(&self) -> Result<Transaction<'static, Postgres>> {
         let mut tx = self.pool.begin().await?;

@@ -66,6 +66,9 @@ pub(super) struct Db {
     /// The database file and which file it was when opened (device, inode); `None` for an
     /// in-memory database.
     file: Option<(PathBuf, (u64, u64))>,
+    /// Whether `pool` is the loop's own connection (`single_connection`), not the shared
+    /// pool of the store it came from.
+    own: bool,
 }
 
 impl Db {
@@ -223,7 +226,15 @@ impl Db {
             let dir = PathBuf::from(dir);
             std::path::absolute(&dir).unwrap_or(dir)
         };
-        Ok((Db { pool, single, file }, runs_dir))
+        Ok((
+            Db {
+                pool,
+                single,
+                file,
+                own: false,
+            },
+            runs_dir,
+        ))
     }
     /// Whether the database file is still the one this store opened: removed (or replaced)
     /// under a running process, every write would go to a file nobody can open again.
@@ -263,12 +274,21 @@ impl Db {
                 .max_lifetime(None)
                 .test_before_acquire(false)
                 .connect_lazy_with(SqliteConnectOptions::clone(options)),
+            own: true,
             ..self.clone()
         }
     }
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+
+    /// Closes the connection `single_connection` opened; the shared pool it handed back
+    /// for an in-memory database stays open.
+    pub async fn close_single_connection(&self) {
+        if self.own {
+            self.pool.close().await;
+        }
     }
 
     /// A write transaction that takes SQLite's write lock at once (`BEGIN_WRITE`).
