@@ -233,7 +233,7 @@ pub fn run(cli: Cli) -> Exit {
             0 => Exit::Success,
             _ => Exit::Failure,
         },
-        Command::Demo => block_on(demo()),
+        Command::Demo => block_on_one_thread(demo()),
         Command::Doctor => block_on(async {
             let checks = crate::doctor::run(cli.config.as_deref()).await;
             for check in &checks {
@@ -250,7 +250,7 @@ pub fn run(cli: Cli) -> Exit {
         }),
         Command::Serve => with_config(cli.config.as_deref(), |c| block_on(serve(c))),
         Command::Run(args) => with_config(cli.config.as_deref(), |c| {
-            block_on(run_sprint(c, args, RunMode::Foreground))
+            block_on_one_thread(run_sprint(c, args, RunMode::Foreground))
         }),
         Command::Sprint(command) => {
             with_config(cli.config.as_deref(), |c| block_on(sprint(c, command)))
@@ -283,10 +283,20 @@ fn with_config(path: Option<&Path>, f: impl FnOnce(Arc<Config>) -> Exit) -> Exit
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 fn block_on(f: impl std::future::Future<Output = Exit>) -> Exit {
-    match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    finish_on(tokio::runtime::Builder::new_multi_thread(), f)
+}
+
+/// `block_on` on a runtime of the calling thread alone: for `run` and `demo`, whose loop
+/// runs beside the console on that thread (`Orchestrator::run_here`).
+fn block_on_one_thread(f: impl std::future::Future<Output = Exit>) -> Exit {
+    finish_on(tokio::runtime::Builder::new_current_thread(), f)
+}
+
+fn finish_on(
+    mut builder: tokio::runtime::Builder,
+    f: impl std::future::Future<Output = Exit>,
+) -> Exit {
+    match builder.enable_all().build() {
         Ok(rt) => {
             let exit = rt.block_on(f);
             // Nothing left running may hold the exit up: serenity 0.12 leaves a bot's shard

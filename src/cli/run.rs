@@ -109,7 +109,7 @@ async fn drive(
     let handle = orchestrator.handle();
     let mut events = handle.subscribe();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let mut driver = orchestrator.run_on_own_thread(async move {
+    let mut driver = orchestrator.run_here(async move {
         let _ = stop_rx.await;
     });
     let terminal = std::io::stdout().is_terminal();
@@ -142,7 +142,7 @@ async fn drive(
             }
         }
         let progress = tokio::select! {
-            p = console.next(&store, &mut events, &config) => p,
+            p = console.next(store, &mut events, &config) => p,
             () = &mut shutdown => {
                 interrupted = true;
                 crate::store::stopping();

@@ -240,6 +240,33 @@ impl Orchestrator {
         // runs the loop: its page cache stays warm, and no task of another runtime hands
         // it back (`Store::single_connection`). The handle's users read through the pool.
         self.store = self.store.single_connection();
+        let own = self.store.clone();
+        let result = self.drive(shutdown).await;
+        own.close_single_connection().await;
+        result
+    }
+
+    /// The loop as a task of the runtime it is called on, through the store's own pool:
+    /// what the foreground `hanarang run` does, whose process holds nothing else the loop
+    /// could wait behind (no Discord bot). One thread and one database connection then
+    /// serve the console and the loop: a short command pays for no second thread,
+    /// runtime or connection (docs/benchmarks.md).
+    pub fn run_here(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Driver {
+        let (done_tx, done) = oneshot::channel();
+        tokio::spawn(async move {
+            let _ = done_tx.send(self.drive(shutdown).await);
+        });
+        Driver(done)
+    }
+
+    /// The loop itself (`run`, `run_here`).
+    async fn drive(
+        mut self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<(), OrchestratorError> {
         tokio::pin!(shutdown);
         // Sharing the database, the host's lease is renewed every third of its life; a
         // renewal later than its life means the lease ran out meanwhile (the process was
@@ -308,7 +335,6 @@ impl Orchestrator {
         };
         let stopped = self.stop_all().await;
         self.lease.release(&self.store).await;
-        self.store.close_single_connection().await;
         result.and(stopped)
     }
 

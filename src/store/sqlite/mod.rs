@@ -141,7 +141,14 @@ impl Db {
         let in_memory = file_of(&options, url).is_none();
         let connect = || {
             SqlitePoolOptions::new()
-                .max_connections(4)
+                // One connection: SQLite writes one transaction at a time anyway, the
+                // pool hands a connection back in a task of its own (so a statement right
+                // after another would open a second connection, at a millisecond each),
+                // and every connection added re-reads the schema and prepares its
+                // statements again. The loop has its own (`single_connection`).
+                .max_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
                 // A local file: no connection goes stale, and the ping costs a round trip
                 // on every statement.
                 .test_before_acquire(false)
@@ -394,14 +401,17 @@ impl Db {
 /// database with a migration this binary does not know was made by a newer one: it is
 /// refused (`StoreError::TooNew`), never opened with a schema this code does not expect.
 async fn migrations_of(pool: &SqlitePool, url: &str) -> Result<(usize, Vec<i64>)> {
+    // One connection for both reads: the pool hands a connection back in a task of its
+    // own, so a second read right after the first would open another connection.
+    let mut conn = pool.acquire().await?;
     let has_table: Option<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
     )
-    .fetch_optional(pool)
+    .fetch_optional(&mut *conn)
     .await?;
     let applied: Vec<i64> = if has_table.is_some() {
         sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success = 1")
-            .fetch_all(pool)
+            .fetch_all(&mut *conn)
             .await?
     } else {
         Vec::new()
