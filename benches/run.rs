@@ -36,9 +36,10 @@ const FLOOR_CHILD: &str = "--floor-child";
 /// The prompt the floor writes to each sister: about the size the runner renders.
 const PROMPT_BYTES: usize = 4096;
 
-/// The instant sister: reads its prompt, prints its role's message (dash, one process).
-const SISTER: &str = r#"cat >/dev/null
-s=$HANARANG_SPRINT_ID
+/// The instant sister: prints its role's message (dash's own `printf`). The first kind
+/// reads its prompt first (`cat`, a second process), the second never reads it.
+const READS_PROMPT: &str = "cat >/dev/null\n";
+const ANSWERS: &str = r#"s=$HANARANG_SPRINT_ID
 case "$HANARANG_ROLE" in
 harang) printf '{"actor":"harang","verdict":"PLAN_READY","payload":{"planDir":"plans/%s","sprintId":"%s","contractId":"C-%s"}}\n' "$s" "$s" "$s" ;;
 narang) printf '{"actor":"narang","verdict":"IMPL_DONE","payload":{"branch":"feature/x","commits":[],"workdir":"."}}\n' ;;
@@ -48,16 +49,33 @@ esac"#;
 
 const ROLES: [&str; 4] = ["harang", "narang", "darang", "erang"];
 
+/// The sister's script: `reads` its prompt or not.
+fn sister(reads: bool) -> String {
+    format!("{}{ANSWERS}", if reads { READS_PROMPT } else { "" })
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == FLOOR_CHILD) {
         let db = PathBuf::from(&args[i + 1]);
         let workdir = PathBuf::from(&args[i + 2]);
         let sprint = &args[i + 3];
-        floor_child(&db, &workdir, sprint);
+        let reads = args[i + 4] == "reads";
+        floor_child(&db, &workdir, sprint, &sister(reads));
         return;
     }
-    let dir = std::env::temp_dir().join(format!("hanarang-bench-run-{}", std::process::id()));
+    println!("{}", common::machine());
+    for (reads, name) in [(true, "reads its prompt"), (false, "ignores its prompt")] {
+        println!("\nsister: {name}");
+        compare(reads);
+    }
+}
+
+/// The run against its floor, with one kind of sister.
+fn compare(reads: bool) {
+    let script = sister(reads);
+    let dir =
+        std::env::temp_dir().join(format!("hanarang-bench-run-{}-{reads}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let workdir = dir.join("app");
     std::fs::create_dir_all(&workdir).expect("the bench's folders");
@@ -78,7 +96,7 @@ args = ["-c", {script}]
 workdir = "{workdir}"
 "#,
             db = db.display(),
-            script = toml_string(SISTER),
+            script = toml_string(&script),
             workdir = workdir.display(),
         ),
     )
@@ -86,7 +104,6 @@ workdir = "{workdir}"
     prepare_floor(&floor_db);
     let bin = common::hanarang_binary();
     let me = std::env::current_exe().expect("this benchmark's executable");
-    println!("{}", common::machine());
     println!(
         "database and workdir under {} ({})",
         dir.display(),
@@ -115,6 +132,7 @@ workdir = "{workdir}"
             .arg(&floor_db)
             .arg(&workdir)
             .arg(format!("SPRINT-{n:03}"))
+            .arg(if reads { "reads" } else { "ignores" })
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .status()
@@ -228,7 +246,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// The floor's process: one connection, the four spawns and the seven commits, in the
 /// order the pipeline makes them.
-fn floor_child(db: &Path, workdir: &Path, sprint: &str) {
+fn floor_child(db: &Path, workdir: &Path, sprint: &str, script: &str) {
     let rt = runtime();
     rt.block_on(async {
         let mut conn = SqliteConnection::connect_with(&options(db))
@@ -252,7 +270,7 @@ fn floor_child(db: &Path, workdir: &Path, sprint: &str) {
                 commit("approve").await;
             }
             let mut child = Command::new("/bin/sh")
-                .args(["-c", SISTER])
+                .args(["-c", script])
                 .current_dir(workdir)
                 .env("HANARANG_ROLE", role)
                 .env("HANARANG_SPRINT_ID", sprint)

@@ -202,31 +202,38 @@ impl Since {
             .parse()
             .ok()?;
         let made = forks()?.checked_sub(self.forks)?;
-        // Going round takes at least as many new tasks as there are free pids.
-        let half = pid_max.checked_sub(RESERVED_PIDS)? / 2;
-        if made >= half || tasks >= half {
-            return None;
-        }
-        let first = u64::from(self.first);
-        let count = if first <= last {
-            last - first + 1
-        } else {
-            (pid_max - first) + (last + 1).saturating_sub(RESERVED_PIDS)
-        };
-        if count > tasks {
-            return None;
-        }
-        let pids = if first <= last {
-            (first..=last).collect::<Vec<_>>()
-        } else {
-            (first..pid_max).chain(RESERVED_PIDS..=last).collect()
-        };
-        Some(
-            pids.into_iter()
-                .filter_map(|p| u32::try_from(p).ok())
-                .collect(),
-        )
+        pid_window(u64::from(self.first), last, pid_max, made, tasks)
     }
+}
+
+/// The pids from `first` to `last` in the order Linux hands them out (wrapping at
+/// `pid_max` to `RESERVED_PIDS`), after `made` tasks were made with `tasks` existing;
+/// `None` when pids may have gone all the way round meanwhile, or when there are more
+/// of them than tasks.
+fn pid_window(first: u64, last: u64, pid_max: u64, made: u64, tasks: u64) -> Option<Vec<u32>> {
+    // Going round takes at least as many new tasks as there are free pids.
+    let half = pid_max.checked_sub(RESERVED_PIDS)? / 2;
+    if made >= half || tasks >= half || first >= pid_max || last >= pid_max {
+        return None;
+    }
+    let count = if first <= last {
+        last - first + 1
+    } else {
+        (pid_max - first) + (last + 1).saturating_sub(RESERVED_PIDS)
+    };
+    if count > tasks {
+        return None;
+    }
+    let pids: Vec<u64> = if first <= last {
+        (first..=last).collect()
+    } else {
+        (first..pid_max).chain(RESERVED_PIDS..=last).collect()
+    };
+    Some(
+        pids.into_iter()
+            .filter_map(|p| u32::try_from(p).ok())
+            .collect(),
+    )
 }
 
 /// The machine's count of processes (and threads) made since boot.
@@ -418,4 +425,31 @@ pub async fn kill_run(
 /// A signal's name for the user ("SIGKILL"), or its number.
 pub fn signal_name(signal: i32) -> String {
     Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pid_window;
+
+    #[test]
+    fn the_window_holds_the_pids_handed_out_since_the_spawn() {
+        assert_eq!(
+            pid_window(1000, 1003, 32768, 5, 200),
+            Some(vec![1000, 1001, 1002, 1003])
+        );
+        // Wrapped at pid_max: on from the reserved pids.
+        assert_eq!(
+            pid_window(32766, 301, 32768, 5, 200),
+            Some(vec![32766, 32767, 300, 301])
+        );
+    }
+
+    #[test]
+    fn pids_that_may_have_gone_round_mean_looking_at_every_process() {
+        // Half of the pids made since: they may have come round past the sister's.
+        assert_eq!(pid_window(1000, 1003, 32768, 16234, 200), None);
+        // More pids in the window than tasks on the machine: listing /proc is cheaper.
+        assert_eq!(pid_window(1000, 9000, 32768, 10, 200), None);
+        assert_eq!(pid_window(40000, 1003, 32768, 5, 200), None);
+    }
 }

@@ -18,15 +18,68 @@ const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round,
 
 /// How a run ended; its parameters are bound by `bind_run_end`. Its spend is rolled up
 /// on the sprint by the caller, in the same transaction.
-const END_RUN: &str = "
+macro_rules! end_run {
+    () => {
+        "
     UPDATE runs SET outcome = ?, detail = ?, rejection = ?, exit_code = ?, signal = ?, duration_ms = ?,
         stdout_tail = ?, stderr_tail = ?, message_json = ?, input_tokens = ?, output_tokens = ?,
         cost_usd = ?, ended_at = ?
-    WHERE id = ?;";
+    WHERE id = ?;"
+    };
+}
+const END_RUN: &str = end_run!();
 
 /// A command's answer: status, result, time, id.
-const RESOLVE_COMMAND_IN_BATCH: &str = "
-    UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending';";
+macro_rules! resolve_command {
+    () => {
+        "
+    UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending';"
+    };
+}
+
+/// A transition's commit, in one round trip to SQLite's thread: the sprint (the run's
+/// spend is rolled up here), the log entry, the run's end, the command's answer, the next
+/// run, then COMMIT. `?` parameters count on across statements. The log entry takes its
+/// `seq` from the sprint row only where the update matched the `last_seq` read before: a
+/// stale read makes it NULL (or a taken `seq`), and the insert fails before the COMMIT.
+///
+/// One text whatever goes with the transition: what does not is bound as NULL and touches
+/// no row (the run's end and the command's answer match no id, the next run's insert
+/// selects nothing). SQLite then prepares it once per connection; preparing it costs more
+/// than running it (the sprint's update compiles the status document's trigger), and a
+/// short `hanarang run` made four variants of it.
+const COMMIT_BATCH: &str = concat!(
+    "BEGIN IMMEDIATE;
+     UPDATE sprints SET state = ?, round = ?, attempt = ?, resume_stage = ?, resume_round = ?,
+         contract_id = ?, branch = ?, next_run_at = ?, focus = ?, budget_usd = ?, last_seq = ?, updated_at = ?,
+         input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, cost_usd = cost_usd + ?
+     WHERE id = ? AND last_seq = ?
+     RETURNING 'sprint' AS written, last_seq AS n;
+     INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
+     VALUES (?, (SELECT last_seq FROM sprints WHERE id = ? AND last_seq = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     RETURNING 'transition' AS written, global_seq AS n;",
+    end_run!(),
+    resolve_command!(),
+    "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer)
+     SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE ?;
+     COMMIT;"
+);
+
+/// How many parameters the run's end, the command's answer and the next run take.
+const END_RUN_PARAMETERS: usize = 14;
+const RESOLVE_COMMAND_PARAMETERS: usize = 4;
+const INSERT_RUN_PARAMETERS: usize = 13;
+
+/// Binds `n` NULLs: the parameters of a statement of the batch that is to touch nothing.
+fn bind_nulls<'q>(
+    mut query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+    n: usize,
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
+    for _ in 0..n {
+        query = query.bind(None::<i64>);
+    }
+    query
+}
 
 impl Db {
     pub async fn commit(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
@@ -38,48 +91,29 @@ impl Db {
         // takes its `seq` from the sprint row only where the update matched the `last_seq`
         // read before: a stale read makes it NULL (or a taken `seq`), and the insert fails
         // before the COMMIT.
-        let mut sql = format!(
-            "{BEGIN_WRITE};
-             UPDATE sprints SET state = ?, round = ?, attempt = ?, resume_stage = ?, resume_round = ?,
-                 contract_id = ?, branch = ?, next_run_at = ?, focus = ?, budget_usd = ?, last_seq = ?, updated_at = ?,
-                 input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, cost_usd = cost_usd + ?
-             WHERE id = ? AND last_seq = ?
-             RETURNING 'sprint' AS written, last_seq AS n;
-             INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
-             VALUES (?, (SELECT last_seq FROM sprints WHERE id = ? AND last_seq = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-             RETURNING 'transition' AS written, global_seq AS n;",
-        );
-        if c.run.is_some() {
-            sql.push_str(END_RUN);
-        }
-        if c.command.is_some() {
-            sql.push_str(RESOLVE_COMMAND_IN_BATCH);
-        }
-        if c.start.is_some() {
-            sql.push_str(INSERT_RUN);
-            sql.push(';');
-        }
-        sql.push_str(" COMMIT;");
-        let sprint = bind_sprint_after(sqlx::query(sqlx::AssertSqlSafe(sql)), c)
+        let sprint = bind_sprint_after(sqlx::query(COMMIT_BATCH), c)
             .bind(&c.before.id)
             .bind(c.before.last_seq)
             .bind(&c.before.id)
             .bind(&c.before.id)
             .bind(seq);
         let mut query = bind_log_entry(sprint, c, &event_json, note_json.as_deref());
-        if let Some(run) = c.run {
-            query = bind_run_end(query, run)?;
-        }
-        if let Some((id, result)) = c.command {
-            query = query
+        query = match c.run {
+            Some(run) => bind_run_end(query, run)?,
+            None => bind_nulls(query, END_RUN_PARAMETERS),
+        };
+        query = match c.command {
+            Some((id, result)) => query
                 .bind(CommandStatus::Applied.as_str())
                 .bind(result)
                 .bind(c.at)
-                .bind(id);
-        }
-        if let Some(new) = &c.start {
-            query = bind_new_run(query, new)?;
-        }
+                .bind(id),
+            None => bind_nulls(query, RESOLVE_COMMAND_PARAMETERS),
+        };
+        query = match &c.start {
+            Some(new) => bind_new_run(query, new)?.bind(true),
+            None => bind_nulls(query, INSERT_RUN_PARAMETERS).bind(false),
+        };
         let mut conn = self.pool.acquire().await?;
         let written = match query.fetch_all(&mut *conn).await {
             Ok(rows) => rows,
