@@ -18,6 +18,9 @@ pub struct Console {
     terminal: bool,
     /// A status line is drawn now (and must be cleared before the next line).
     live: bool,
+    /// The log was read after the broadcast's receiver was made and nothing new has come
+    /// on it since: the next line comes with an event, and only then is the log read.
+    caught_up: bool,
 }
 
 /// What `Console::next` saw.
@@ -36,6 +39,7 @@ impl Console {
             printed: 0,
             terminal,
             live: false,
+            caught_up: false,
         }
     }
 
@@ -49,20 +53,14 @@ impl Console {
         config: &Config,
     ) -> Result<Progress, StoreError> {
         loop {
-            // One snapshot: the lines printed are exactly those up to the state returned,
-            // so a transition that commits meanwhile is never printed while the state
-            // returned is still the one before it (the caller would wait for it forever).
-            let (sprint, records) = store
-                .sprint_since(&self.sprint_id, self.printed)
-                .await?
-                .ok_or_else(|| StoreError::NoSprint(self.sprint_id.clone()))?;
-            if sprint.last_seq > self.printed {
-                for record in &records {
-                    let line = render(record, &Context::new(config, &sprint));
-                    self.say(&escape_controls(&line.text));
-                    self.printed = record.seq;
+            if !self.caught_up {
+                let before = self.printed;
+                let sprint = self.read(store, config).await?;
+                // Every transition committed after this read is broadcast after it.
+                self.caught_up = true;
+                if sprint.last_seq > before {
+                    return Ok(Progress::Moved(Box::new(sprint)));
                 }
-                return Ok(Progress::Moved(Box::new(sprint)));
             }
             // The broadcast only wakes us; the log is the record (a lagged receiver just
             // reads it again).
@@ -70,12 +68,32 @@ impl Console {
                 Ok(record) if record.sprint_id != self.sprint_id => {
                     return Ok(Progress::Elsewhere);
                 }
-                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                // Committed before the last read: printed with it.
+                Ok(record) if record.seq <= self.printed => {}
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => self.caught_up = false,
                 Err(broadcast::error::RecvError::Closed) => {
+                    let sprint = self.read(store, config).await?;
                     return Ok(Progress::Moved(Box::new(sprint)));
                 }
             }
         }
+    }
+
+    /// Reads the sprint and the log lines after the last one printed, and prints them.
+    /// One snapshot: the lines printed are exactly those up to the state returned, so a
+    /// transition that commits meanwhile is never printed while the state returned is
+    /// still the one before it (the caller would wait for it forever).
+    async fn read(&mut self, store: &Store, config: &Config) -> Result<Sprint, StoreError> {
+        let (sprint, records) = store
+            .sprint_since(&self.sprint_id, self.printed)
+            .await?
+            .ok_or_else(|| StoreError::NoSprint(self.sprint_id.clone()))?;
+        for record in &records {
+            let line = render(record, &Context::new(config, &sprint));
+            self.say(&escape_controls(&line.text));
+            self.printed = record.seq;
+        }
+        Ok(sprint)
     }
 
     /// Prints one line (under a status line, which it replaces).
