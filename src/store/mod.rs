@@ -851,3 +851,22 @@ pub fn database_path(url: &str) -> Option<PathBuf> {
     }
     sqlite::database_path(url)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::pipeline::State;
+
+    #[test]
+    fn the_lock_holding_states_are_every_state_but_queued_and_the_ends() {
+        let named: Vec<&str> = super::portable::lock_holding_states!()
+            .split(", ")
+            .map(|s| s.trim_matches('\''))
+            .collect();
+        let expected: Vec<&str> = State::ALL
+            .iter()
+            .filter(|s| **s != State::Queued && !s.is_terminal())
+            .map(|s| s.as_str())
+            .collect();
+        assert_eq!(named, expected);
+    }
+}

@@ -12,7 +12,11 @@ const DB_NOW: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
 
 /// The states in which a sprint holds its project's pipeline lock (a queued sprint does
 /// once a host has claimed it).
-const HOLDS_LOCK: &str = "(b.state NOT IN ('queued', 'deployed', 'aborted') OR (b.state = 'queued' AND b.owner IS NOT NULL))";
+const HOLDS_LOCK: &str = concat!(
+    "(b.state IN (",
+    crate::store::portable::lock_holding_states!(),
+    ") OR (b.state = 'queued' AND b.owner IS NOT NULL))"
+);
 
 impl Db {
     /// Takes the host's name, unless a live process holds it (its lease not expired, and,
