@@ -111,45 +111,28 @@ workdir = "{workdir}"
     );
 
     let run = |n: usize| {
-        let started = Instant::now();
-        let status = Command::new(&bin)
-            .arg("--config")
-            .arg(&config)
-            .args(["run", &format!("bench sprint {n}"), "--auto-approve"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("start hanarang run");
-        let took = started.elapsed();
-        assert!(status.success(), "hanarang run failed: {status}");
-        took
+        let mut command = Command::new(&bin);
+        command.arg("--config").arg(&config).args([
+            "run",
+            &format!("bench sprint {n}"),
+            "--auto-approve",
+        ]);
+        timed(command, "hanarang run")
     };
     let floor = |n: usize| {
-        let started = Instant::now();
-        let status = Command::new(&me)
+        let mut command = Command::new(&me);
+        command
             .arg(FLOOR_CHILD)
             .arg(&floor_db)
             .arg(&workdir)
             .arg(format!("SPRINT-{n:03}"))
-            .arg(if reads { "reads" } else { "ignores" })
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .status()
-            .expect("start the floor's process");
-        let took = started.elapsed();
-        assert!(status.success(), "the floor's process failed: {status}");
-        took
+            .arg(if reads { "reads" } else { "ignores" });
+        timed(command, "the floor's process")
     };
     let version = || {
-        let started = Instant::now();
-        let status = Command::new(&bin)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .expect("start hanarang --version");
-        assert!(status.success());
-        started.elapsed()
+        let mut command = Command::new(&bin);
+        command.arg("--version");
+        timed(command, "hanarang --version")
     };
 
     for n in 0..WARMUP {
@@ -199,6 +182,20 @@ workdir = "{workdir}"
         if ratio <= TARGET { "PASS" } else { "FAIL" }
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// How long `command` takes from spawn to exit, its output thrown away; it must succeed.
+fn timed(mut command: Command, what: &str) -> Duration {
+    let started = Instant::now();
+    let status = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let took = started.elapsed();
+    assert!(status.success(), "{what} failed: {status}");
+    took
 }
 
 fn ms(d: Duration) -> String {

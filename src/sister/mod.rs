@@ -243,7 +243,7 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
         prompt,
     } = prepared;
     let spec = &req.spec;
-    let forks = process::Since::forks_before_spawn();
+    let forks = process::forks();
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => return RunReport::early(RunOutcome::SpawnFailed, spawn_error(&spec.program, &e)),

@@ -169,12 +169,7 @@ pub struct Since {
 const RESERVED_PIDS: u64 = 300;
 
 impl Since {
-    /// The machine's count of processes made so far, read right before a spawn.
-    pub fn forks_before_spawn() -> Option<u64> {
-        forks()
-    }
-
-    /// The window from a sister's pid on, given the count read before its spawn.
+    /// The window from a sister's pid on, given `forks()` read before its spawn.
     pub fn new(first: u32, forks_before: Option<u64>) -> Option<Since> {
         Some(Since {
             first,
@@ -224,20 +219,25 @@ fn pid_window(first: u64, last: u64, pid_max: u64, made: u64, tasks: u64) -> Opt
     if count > tasks {
         return None;
     }
-    let pids: Vec<u64> = if first <= last {
-        (first..=last).collect()
-    } else {
-        (first..pid_max).chain(RESERVED_PIDS..=last).collect()
+    // On from `first`; past `pid_max` the count goes on from `RESERVED_PIDS`.
+    let wrap = |p: u64| {
+        if p < pid_max {
+            p
+        } else {
+            p - pid_max + RESERVED_PIDS
+        }
     };
     Some(
-        pids.into_iter()
+        (first..first + count)
+            .map(wrap)
             .filter_map(|p| u32::try_from(p).ok())
             .collect(),
     )
 }
 
-/// The machine's count of processes (and threads) made since boot.
-fn forks() -> Option<u64> {
+/// The machine's count of processes (and threads) made since boot: read right before a
+/// spawn, for `Since::new`.
+pub fn forks() -> Option<u64> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     stat.lines()
         .find_map(|l| l.strip_prefix("processes "))?

@@ -4,7 +4,6 @@
 //! too. Only SQL both engines run alike goes here: the commit of a transition, a run's
 //! start and end, and opening are each engine's own.
 
-/// Expands the portable calls for the engine whose sqlx database type is `$db`.
 /// The states in which a sprint holds its project's pipeline lock, as SQL: every state
 /// but `queued` and the terminal ones (`store::tests` checks it against `State`).
 macro_rules! lock_holding_states {
@@ -14,6 +13,7 @@ macro_rules! lock_holding_states {
 }
 pub(super) use lock_holding_states;
 
+/// Expands the portable calls for the engine whose sqlx database type is `$db`.
 macro_rules! portable_calls {
     ($db:ty) => {
         /// The columns `SprintRaw` reads.

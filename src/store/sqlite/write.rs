@@ -12,9 +12,18 @@ use super::{
 use crate::domain::{Actor, run_id};
 use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, StoreError, TransitionRecord};
 
+/// The head of a run's insert; its 13 parameters are bound by `bind_new_run`.
+macro_rules! insert_run {
+    () => {
+        "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer)"
+    };
+}
+
 /// A run's start (`Store::start_run`).
-const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+const INSERT_RUN: &str = concat!(
+    insert_run!(),
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+);
 
 /// How a run ended; its parameters are bound by `bind_run_end`. Its spend is rolled up
 /// on the sprint by the caller, in the same transaction.
@@ -28,14 +37,6 @@ macro_rules! end_run {
     };
 }
 const END_RUN: &str = end_run!();
-
-/// A command's answer: status, result, time, id.
-macro_rules! resolve_command {
-    () => {
-        "
-    UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending';"
-    };
-}
 
 /// A transition's commit, in one round trip to SQLite's thread: the sprint (the run's
 /// spend is rolled up here), the log entry, the run's end, the command's answer, the next
@@ -59,9 +60,10 @@ const COMMIT_BATCH: &str = concat!(
      VALUES (?, (SELECT last_seq FROM sprints WHERE id = ? AND last_seq = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
      RETURNING 'transition' AS written, global_seq AS n;",
     end_run!(),
-    resolve_command!(),
-    "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer)
-     SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE ?;
+    // The command's answer: status, result, time, id.
+    "UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending';",
+    insert_run!(),
+    " SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE ?;
      COMMIT;"
 );
 
@@ -85,12 +87,6 @@ impl Db {
     pub async fn commit(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
         let (event_json, note_json) = c.encoded()?;
         let seq = c.seq();
-        // The whole transaction in one round trip to SQLite's thread: the sprint (the
-        // run's spend is rolled up here), the log entry, the run's end, the command's
-        // answer, then COMMIT. `?` parameters count on across statements. The log entry
-        // takes its `seq` from the sprint row only where the update matched the `last_seq`
-        // read before: a stale read makes it NULL (or a taken `seq`), and the insert fails
-        // before the COMMIT.
         let sprint = bind_sprint_after(sqlx::query(COMMIT_BATCH), c)
             .bind(&c.before.id)
             .bind(c.before.last_seq)
