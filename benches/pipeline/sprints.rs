@@ -89,11 +89,11 @@ async fn pipeline_in(setup: Setup, n: usize) -> PipelineRun {
                 problems.push("the orchestrator stopped".into());
                 break;
             }
-            Ok(Ok(record)) => match record.to {
+            Ok(Ok(committed)) => match committed.record.to {
                 State::Done => {
                     store
                         .submit_command(
-                            &record.sprint_id,
+                            &committed.record.sprint_id,
                             CommandKind::Approve,
                             None,
                             "bench",
@@ -105,6 +105,7 @@ async fn pipeline_in(setup: Setup, n: usize) -> PipelineRun {
                 }
                 State::Deployed => deployed += 1,
                 State::Escalated | State::Aborted => {
+                    let record = &committed.record;
                     problems.push(format!(
                         "{} went {} → {} on {}",
                         record.sprint_id, record.from, record.to, record.event

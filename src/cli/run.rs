@@ -66,9 +66,7 @@ pub(super) async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode
         return Exit::Failure;
     };
     let exit = drive(config, args, mode, &store, project).await;
-    // Every connection closed before the process ends: SQLite then folds its log into the
-    // database, and the next command does not replay it (`Store::close`).
-    store.close().await;
+    store.exit().await;
     exit
 }
 
@@ -113,7 +111,7 @@ async fn drive(
         let _ = stop_rx.await;
     });
     let terminal = std::io::stdout().is_terminal();
-    let mut console = Console::new(&sprint.id, terminal);
+    let mut console = Console::for_new(&sprint, terminal);
     let mut ticker = tokio::time::interval(STATUS_EVERY);
     // After a long wait (the deploy question) one redraw, not a burst of them.
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -216,7 +214,7 @@ async fn drive(
                     }
                 };
                 if let Err(e) = store
-                    .submit_command(&current.id, kind, text.as_deref(), by, now_ms())
+                    .submit_own_command(&current.id, kind, text.as_deref(), by, now_ms())
                     .await
                 {
                     errln!("hanarang run: {e}");

@@ -219,7 +219,7 @@ impl Bridge {
     /// token revoked while `serve` runs): that is not an outage to wait out.
     pub async fn run(
         mut self,
-        mut events: broadcast::Receiver<TransitionRecord>,
+        mut events: broadcast::Receiver<std::sync::Arc<crate::orchestrator::Committed>>,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), super::StartError> {
         tokio::pin!(shutdown);

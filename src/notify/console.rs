@@ -8,6 +8,7 @@ use tokio::sync::broadcast;
 
 use super::messages::{Context, render};
 use crate::config::Config;
+use crate::orchestrator::Committed;
 use crate::output::escape_controls;
 use crate::store::{Sprint, Store, StoreError, TransitionRecord};
 
@@ -33,13 +34,16 @@ pub enum Progress {
 }
 
 impl Console {
-    pub fn new(sprint_id: &str, terminal: bool) -> Console {
+    /// Follows a sprint this process has just queued, subscribed to its loop's broadcast
+    /// before the loop started: until then nothing can move the sprint (the loop's lease
+    /// says so), so its log is empty and every line of it comes with an event.
+    pub fn for_new(sprint: &Sprint, terminal: bool) -> Console {
         Console {
-            sprint_id: sprint_id.to_string(),
-            printed: 0,
+            sprint_id: sprint.id.clone(),
+            printed: sprint.last_seq,
             terminal,
             live: false,
-            caught_up: false,
+            caught_up: true,
         }
     }
 
@@ -49,7 +53,7 @@ impl Console {
     pub async fn next(
         &mut self,
         store: &Store,
-        events: &mut broadcast::Receiver<TransitionRecord>,
+        events: &mut broadcast::Receiver<std::sync::Arc<Committed>>,
         config: &Config,
     ) -> Result<Progress, StoreError> {
         loop {
@@ -62,14 +66,19 @@ impl Console {
                     return Ok(Progress::Moved(Box::new(sprint)));
                 }
             }
-            // The broadcast only wakes us; the log is the record (a lagged receiver just
-            // reads it again).
+            // The log is the record: a lagged receiver, or one that missed a line, reads it
+            // again.
             match events.recv().await {
-                Ok(record) if record.sprint_id != self.sprint_id => {
+                Ok(c) if c.record.sprint_id != self.sprint_id => {
                     return Ok(Progress::Elsewhere);
                 }
                 // Committed before the last read: printed with it.
-                Ok(record) if record.seq <= self.printed => {}
+                Ok(c) if c.record.seq <= self.printed => {}
+                // The next line, with the sprint as it now is: nothing to read.
+                Ok(c) if c.record.seq == self.printed + 1 => {
+                    self.print(std::slice::from_ref(&c.record), &c.sprint, config);
+                    return Ok(Progress::Moved(Box::new(c.sprint.clone())));
+                }
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => self.caught_up = false,
                 Err(broadcast::error::RecvError::Closed) => {
                     let sprint = self.read(store, config).await?;
@@ -88,12 +97,17 @@ impl Console {
             .sprint_since(&self.sprint_id, self.printed)
             .await?
             .ok_or_else(|| StoreError::NoSprint(self.sprint_id.clone()))?;
-        for record in &records {
-            let line = render(record, &Context::new(config, &sprint));
+        self.print(&records, &sprint, config);
+        Ok(sprint)
+    }
+
+    /// Prints the sprint's log lines `records`, which end where `sprint` stands.
+    fn print(&mut self, records: &[TransitionRecord], sprint: &Sprint, config: &Config) {
+        for record in records {
+            let line = render(record, &Context::new(config, sprint));
             self.say(&escape_controls(&line.text));
             self.printed = record.seq;
         }
-        Ok(sprint)
     }
 
     /// Prints one line (under a status line, which it replaces).

@@ -67,7 +67,16 @@ use crate::clock::now_ms;
 pub struct Handle {
     pub store: Store,
     wake: Arc<Notify>,
-    events: broadcast::Sender<TransitionRecord>,
+    events: broadcast::Sender<Arc<Committed>>,
+}
+
+/// A transition as broadcast after its commit: the log entry, and the sprint as the
+/// database holds it now (`Sprint::last_seq` is the entry's). Shared: each of the
+/// channel's slots is a pointer, not a copy.
+#[derive(Debug)]
+pub struct Committed {
+    pub record: TransitionRecord,
+    pub sprint: Sprint,
 }
 
 impl Handle {
@@ -82,9 +91,9 @@ impl Handle {
         self.wake.notify_one();
     }
 
-    /// Transition events, sent after each commit. A wake-up, not the record: a lagging
-    /// receiver catches up from the transitions log.
-    pub fn subscribe(&self) -> broadcast::Receiver<TransitionRecord> {
+    /// Transition events, sent after each commit. A lagging receiver catches up from the
+    /// transitions log.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Committed>> {
         self.events.subscribe()
     }
 }
@@ -578,7 +587,10 @@ impl Orchestrator {
             self.lock_freed = true;
         }
         // After the commit, never before: a subscriber only ever hears of what is durable.
-        let _ = self.handle.events.send(record.clone());
+        let _ = self.handle.events.send(Arc::new(Committed {
+            record: record.clone(),
+            sprint: after.clone(),
+        }));
         // Left a stage of several reviewers (escalated, aborted): the ones still running
         // stop, their runs `cancelled`.
         if self.fans_out(sprint) && after.state != State::Reviewing {

@@ -302,6 +302,17 @@ pub struct NewRun<'a> {
     pub reviewer: Option<&'a str>,
 }
 
+/// How a write reaches the disk. `Relaxed` is SQLite's `synchronous = NORMAL`: the write
+/// has no fsync of its own; it survives a crash of this process all the same (it is in
+/// SQLite's log), and the next `Full` commit makes it durable with its own (the log is
+/// written in order). Only for writes whose loss in a power cut loses no result and lets
+/// nothing happen without a human's word. PostgreSQL writes everything alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    Full,
+    Relaxed,
+}
+
 /// Where a database stands against the migrations this binary carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MigrationStatus {
@@ -427,13 +438,28 @@ impl Store {
         self.runs_dir.join(format!("{sprint_id}.contract.json"))
     }
 
-    /// Closes every connection of the pool, and waits for it. SQLite moves its
-    /// write-ahead log into the database file as the last connection to it closes; a
-    /// process that exits with a connection still open leaves the log behind, and the next
-    /// process to open the database reads all of it again (up to its 4 MB limit) before its
-    /// first statement.
+    /// Closes every connection of the pool, and waits for it: what `serve` does as it
+    /// stops. SQLite moves its write-ahead log into the database file as the last
+    /// connection to it closes (a checkpoint: two fsyncs); a process that exits with a
+    /// connection still open leaves the log behind, and the next process to open the
+    /// database reads all of it again before its first statement (SQLite's commits keep it
+    /// under `WAL_AUTOCHECKPOINT` pages).
     pub async fn close(&self) {
         on_engine!(self, db => db.close().await)
+    }
+
+    /// What a command that is about to exit does with its connections: PostgreSQL's are
+    /// closed (the server would log each as lost); SQLite's are left open until the
+    /// process ends, when the checkpoint of `close` would cost more than the next process
+    /// pays to read the short log. Dropped instead, the last handle would close them on
+    /// sqlx's worker thread while the process exits: a checkpoint cut short, or not, by
+    /// chance. Everything written is committed by then.
+    pub async fn exit(self) {
+        if let Engine::Postgres(db) = &self.engine {
+            db.close().await;
+        } else {
+            std::mem::forget(self);
+        }
     }
 
     /// Closes the loop's own connection made by `single_connection` (on PostgreSQL the
@@ -615,8 +641,37 @@ impl Store {
         by: &str,
         at: i64,
     ) -> Result<i64> {
+        self.record_command(sprint_id, kind, text, by, at, Durability::Full)
+            .await
+    }
+
+    /// `submit_command` for a command this process applies itself before it says anything
+    /// of it (the answer to `run`'s deploy question), at relaxed durability: the commit
+    /// that applies it makes it durable. A power cut before that loses a command nobody
+    /// was told the outcome of: the sprint waits where it was, for the question again.
+    pub async fn submit_own_command(
+        &self,
+        sprint_id: &str,
+        kind: CommandKind,
+        text: Option<&str>,
+        by: &str,
+        at: i64,
+    ) -> Result<i64> {
+        self.record_command(sprint_id, kind, text, by, at, Durability::Relaxed)
+            .await
+    }
+
+    async fn record_command(
+        &self,
+        sprint_id: &str,
+        kind: CommandKind,
+        text: Option<&str>,
+        by: &str,
+        at: i64,
+        durability: Durability,
+    ) -> Result<i64> {
         let id = retry_locked("record a command", || async {
-            on_engine!(self, db => db.submit_command(sprint_id, kind, text, by, at).await)
+            on_engine!(self, db => db.submit_command(sprint_id, kind, text, by, at, durability).await)
         })
         .await?;
         self.nudge();

@@ -1,8 +1,8 @@
 //! The calls whose SQL is the same on every engine, written once and expanded into each
-//! engine's module by `portable_calls!($db)` (on its `Db`, which has a `pool` and a
-//! `begin_write`). Parameters are `$1`, `$2`, …: PostgreSQL's form, which SQLite reads
-//! too. Only SQL both engines run alike goes here: the commit of a transition, a run's
-//! start and end, and opening are each engine's own.
+//! engine's module by `portable_calls!($db)` (on its `Db`, which has a `pool`, a
+//! `begin_write` and a `write_returning`). Parameters are `$1`, `$2`, …: PostgreSQL's
+//! form, which SQLite reads too. Only SQL both engines run alike goes here: the commit of
+//! a transition, a run's start and end, and opening are each engine's own.
 
 /// The states in which a sprint holds its project's pipeline lock, as SQL: every state
 /// but `queued` and the terminal ones (`store::tests` checks it against `State`).
@@ -27,6 +27,11 @@ macro_rules! portable_calls {
         #[allow(dead_code)]
         const SPRINT_COLUMNS: &str = sprint_columns!();
 
+        /// The orchestrator's lease is written at relaxed durability: a lease lost in a power
+        /// cut was held by a process that stopped with the power, and its successor takes
+        /// it over all the same.
+        const LEASE_DURABILITY: crate::store::Durability = crate::store::Durability::Relaxed;
+
         /// A command's answer: status, result, time, id.
         const RESOLVE_COMMAND: &str = "UPDATE commands SET status = $1, result = $2, applied_at = $3
              WHERE id = $4 AND status = 'pending'";
@@ -42,30 +47,38 @@ macro_rules! portable_calls {
                 branch_template: &str,
                 at: i64,
             ) -> crate::store::Result<crate::store::Sprint> {
-                // A write transaction: no other sprint takes the same number meanwhile.
-                let mut tx = self.begin_write().await?;
-                let number: i64 =
-                    sqlx::query_scalar("SELECT CAST(COALESCE(MAX(number), 0) + 1 AS BIGINT) FROM sprints")
-                        .fetch_one(&mut *tx)
-                        .await?;
-                let id = crate::domain::sprint_id(number);
-                let branch = crate::store::sprint_branch(branch_template, &id, project);
-                sqlx::query(
-                    "INSERT INTO sprints (id, number, project, goal, state, round, attempt, contract_id, branch, focus, created_at, updated_at)
-                     VALUES ($1, $2, $3, $4, 'queued', 0, 0, $1, $5, $6, $7, $7)",
-                )
-                .bind(&id)
-                .bind(number)
-                .bind(project)
-                .bind(goal)
-                .bind(&branch)
-                .bind(focus)
-                .bind(at)
-                .execute(&mut *tx)
-                .await?;
-                let sprint = fetch_sprint(&mut tx, &id).await?;
-                tx.commit().await?;
-                Ok(sprint)
+                // The next number, then one statement that takes it: another sprint queued
+                // in between has taken it first (its id and number are unique), and the
+                // next one is read again.
+                loop {
+                    let number: i64 = sqlx::query_scalar(
+                        "SELECT CAST(COALESCE(MAX(number), 0) + 1 AS BIGINT) FROM sprints",
+                    )
+                    .fetch_one(&self.pool)
+                    .await?;
+                    let id = crate::domain::sprint_id(number);
+                    let branch = crate::store::sprint_branch(branch_template, &id, project);
+                    let inserted = sqlx::query_as::<_, crate::store::rows::SprintRaw>(concat!(
+                        "INSERT INTO sprints (id, number, project, goal, state, round, attempt, contract_id, branch, focus, created_at, updated_at)
+                         VALUES ($1, $2, $3, $4, 'queued', 0, 0, $1, $5, $6, $7, $7)
+                         RETURNING ",
+                        sprint_columns!()
+                    ))
+                    .bind(&id)
+                    .bind(number)
+                    .bind(project)
+                    .bind(goal)
+                    .bind(&branch)
+                    .bind(focus)
+                    .bind(at)
+                    .fetch_one(&self.pool)
+                    .await;
+                    match inserted {
+                        Ok(raw) => return crate::store::Sprint::try_from(raw),
+                        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => continue,
+                        Err(e) => return Err(e.into()),
+                    }
+                }
             }
 
             pub async fn sprint(&self, id: &str) -> crate::store::Result<Option<crate::store::Sprint>> {
@@ -256,18 +269,21 @@ macro_rules! portable_calls {
                 text: Option<&str>,
                 by: &str,
                 at: i64,
+                durability: crate::store::Durability,
             ) -> crate::store::Result<i64> {
-                Ok(sqlx::query_scalar(
-                    "INSERT INTO commands (sprint_id, kind, text, by, created_at) VALUES ($1, $2, $3, $4, $5)
-                     RETURNING id",
-                )
-                .bind(sprint_id)
-                .bind(kind.as_str())
-                .bind(text)
-                .bind(by)
-                .bind(at)
-                .fetch_one(&self.pool)
-                .await?)
+                use sqlx::Row;
+                let rows = self
+                    .write_returning(
+                        "INSERT INTO commands (sprint_id, kind, text, by, created_at) VALUES ($1, $2, $3, $4, $5)
+                         RETURNING id",
+                        durability,
+                        |q| q.bind(sprint_id).bind(kind.as_str()).bind(text).bind(by).bind(at),
+                    )
+                    .await?;
+                match rows.first() {
+                    Some(row) => Ok(row.try_get("id")?),
+                    None => Err(sqlx::Error::RowNotFound.into()),
+                }
             }
 
             pub async fn pending_commands(&self) -> crate::store::Result<Vec<crate::store::Command>> {
@@ -317,51 +333,63 @@ macro_rules! portable_calls {
                 me: &crate::store::Lease,
                 is_gone: &impl Fn(&crate::store::Lease) -> bool,
             ) -> crate::store::Result<Result<(), crate::store::Lease>> {
-                // A write transaction: two starting at once do not both see it free.
-                let mut tx = self.begin_write().await?;
-                let current: Option<crate::store::Lease> =
-                    sqlx::query_as("SELECT * FROM instance_lease WHERE id = 1")
-                        .fetch_optional(&mut *tx)
+                // The holder is judged, then replaced only if it is still the one judged:
+                // of two starting at once, the second finds the first's lease and judges
+                // it in turn.
+                loop {
+                    let current: Option<crate::store::Lease> =
+                        sqlx::query_as("SELECT * FROM instance_lease WHERE id = 1")
+                            .fetch_optional(&self.pool)
+                            .await?;
+                    if let Some(holder) = &current
+                        && holder.token != me.token
+                        && !is_gone(holder)
+                    {
+                        return Ok(Err(holder.clone()));
+                    }
+                    let judged = current.map(|holder| holder.token);
+                    let taken = self
+                        .write_returning(
+                            "INSERT INTO instance_lease (id, token, pid, host, started_at, heartbeat_at) VALUES (1, $1, $2, $3, $4, $5)
+                             ON CONFLICT (id) DO UPDATE SET token = excluded.token, pid = excluded.pid, host = excluded.host,
+                                 started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at
+                             WHERE instance_lease.token IS NOT DISTINCT FROM $6
+                             RETURNING id",
+                            LEASE_DURABILITY,
+                            |q| {
+                                q.bind(&me.token)
+                                    .bind(me.pid)
+                                    .bind(&me.host)
+                                    .bind(me.started_at)
+                                    .bind(me.heartbeat_at)
+                                    .bind(judged)
+                            },
+                        )
                         .await?;
-                if let Some(holder) = current
-                    && holder.token != me.token
-                    && !is_gone(&holder)
-                {
-                    tx.rollback().await?;
-                    return Ok(Err(holder));
+                    if taken.len() == 1 {
+                        return Ok(Ok(()));
+                    }
                 }
-                sqlx::query(
-                    "INSERT INTO instance_lease (id, token, pid, host, started_at, heartbeat_at) VALUES (1, $1, $2, $3, $4, $5)
-                     ON CONFLICT (id) DO UPDATE SET token = excluded.token, pid = excluded.pid, host = excluded.host,
-                         started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at",
-                )
-                .bind(&me.token)
-                .bind(me.pid)
-                .bind(&me.host)
-                .bind(me.started_at)
-                .bind(me.heartbeat_at)
-                .execute(&mut *tx)
-                .await?;
-                tx.commit().await?;
-                Ok(Ok(()))
             }
 
             pub async fn heartbeat(&self, token: &str, at: i64) -> crate::store::Result<bool> {
-                let done = sqlx::query(
-                    "UPDATE instance_lease SET heartbeat_at = $1 WHERE id = 1 AND token = $2",
-                )
-                .bind(at)
-                .bind(token)
-                .execute(&self.pool)
-                .await?;
-                Ok(done.rows_affected() == 1)
+                let renewed = self
+                    .write_returning(
+                        "UPDATE instance_lease SET heartbeat_at = $1 WHERE id = 1 AND token = $2 RETURNING id",
+                        LEASE_DURABILITY,
+                        |q| q.bind(at).bind(token),
+                    )
+                    .await?;
+                Ok(renewed.len() == 1)
             }
 
             pub async fn release_lease(&self, token: &str) -> crate::store::Result<()> {
-                sqlx::query("DELETE FROM instance_lease WHERE id = 1 AND token = $1")
-                    .bind(token)
-                    .execute(&self.pool)
-                    .await?;
+                self.write_returning(
+                    "DELETE FROM instance_lease WHERE id = 1 AND token = $1",
+                    LEASE_DURABILITY,
+                    |q| q.bind(token),
+                )
+                .await?;
                 Ok(())
             }
 

@@ -566,3 +566,127 @@ async fn take_host_lease(host: &Store, token: &str) {
         .expect("the database")
         .expect("a free host name");
 }
+
+on_each_engine! {
+/// Orchestrators starting at once on one database (each its own process, here its own
+/// pool): one takes the lease and the others are refused with its holder, none takes it
+/// over while that holder is alive; once the holder is gone, one successor takes it.
+async fn of_orchestrators_starting_at_once_one_takes_the_lease(engine) {
+    let db = TestDb::new(engine, "store").await;
+    Store::open(&db.url).await.unwrap().close().await;
+    let lease = |n: usize| hanarang::store::Lease {
+        token: format!("starter-{n}"),
+        pid: i64::try_from(n).unwrap(),
+        host: "machine".into(),
+        started_at: 1,
+        heartbeat_at: 1,
+    };
+    let starts = (0..6).map(|n| {
+        let url = db.url.clone();
+        tokio::spawn(async move {
+            let store = Store::open(&url).await.expect("open");
+            // Every holder is alive.
+            let took = store.acquire_lease(&lease(n), |_| false).await.expect("the database");
+            store.close().await;
+            took.map(|()| n).map_err(|holder| holder.token)
+        })
+    });
+    let mut winners = Vec::new();
+    let mut refused_by = Vec::new();
+    for start in starts {
+        match start.await.expect("task") {
+            Ok(n) => winners.push(format!("starter-{n}")),
+            Err(holder) => refused_by.push(holder),
+        }
+    }
+    assert_eq!(winners.len(), 1, "one lease holder, not {winners:?}");
+    assert!(
+        refused_by.iter().all(|h| *h == winners[0]),
+        "the others are refused with the holder's lease: {refused_by:?}, holder {winners:?}"
+    );
+    let store = Store::open(&db.url).await.unwrap();
+    assert_eq!(store.lease().await.unwrap().map(|l| l.token).as_ref(), winners.first());
+
+    // The holder died: successors, each on a thread of its own as processes would be,
+    // judge it gone; each waits there until all have judged it, so that all of them try
+    // to replace the same dead holder. One does.
+    let judged = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let successors: Vec<_> = (10..14)
+        .map(|n| {
+            let url = db.url.clone();
+            let judged = judged.clone();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                rt.block_on(async move {
+                    let store = Store::open(&url).await.expect("open");
+                    let gone = |holder: &hanarang::store::Lease| {
+                        if holder.pid >= 10 {
+                            return false;
+                        }
+                        judged.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let patience = std::time::Instant::now();
+                        while judged.load(std::sync::atomic::Ordering::SeqCst) < 4
+                            && patience.elapsed() < std::time::Duration::from_secs(10)
+                        {
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                        }
+                        true
+                    };
+                    let took = store.acquire_lease(&lease(n), gone).await.expect("the database");
+                    store.close().await;
+                    took.is_ok()
+                })
+            })
+        })
+        .collect();
+    let mut took = 0;
+    for s in successors {
+        took += usize::from(s.join().expect("thread"));
+    }
+    assert_eq!(took, 1, "one successor takes the dead holder's lease");
+    let holder = store.lease().await.unwrap().expect("a holder");
+    assert!(holder.pid >= 10, "a successor holds it: {holder:?}");
+    store.close().await;
+}
+}
+
+on_each_engine! {
+/// Sprints queued at once from several processes each get a number of their own, in one
+/// gapless sequence, and nothing queued is lost.
+async fn sprints_queued_at_once_get_numbers_of_their_own(engine) {
+    let db = TestDb::new(engine, "store").await;
+    Store::open(&db.url).await.unwrap().close().await;
+    let queues = (0..8).map(|n| {
+        let url = db.url.clone();
+        tokio::spawn(async move {
+            let store = Store::open(&url).await.expect("open");
+            let sprint = store
+                .create_sprint("app", &format!("goal {n}"), None, "feature/{sprint}", 1)
+                .await
+                .expect("queued");
+            store.close().await;
+            (sprint.number, sprint.id, sprint.goal)
+        })
+    });
+    let mut numbers = Vec::new();
+    for q in queues {
+        let (number, id, goal) = q.await.expect("task");
+        assert_eq!(id, format!("SPRINT-{number:03}"));
+        numbers.push((number, goal));
+    }
+    numbers.sort();
+    assert_eq!(
+        numbers.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        (1..=8).collect::<Vec<i64>>()
+    );
+    let store = Store::open(&db.url).await.unwrap();
+    let all = store.sprints().await.unwrap();
+    assert_eq!(all.len(), 8, "every sprint queued is there");
+    for (number, goal) in &numbers {
+        let sprint = all.iter().find(|s| s.number == *number).expect("its row");
+        assert_eq!(&sprint.goal, goal);
+        assert_eq!(sprint.state, State::Queued);
+    }
+    store.close().await;
+}
+}

@@ -18,7 +18,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
-use super::{MigrationStatus, Result, StoreError};
+use super::{Durability, MigrationStatus, Result, StoreError};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
@@ -50,6 +50,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub(super) struct Db {
     pool: PgPool,
 }
+
+type PgQuery<'q> = sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>;
 
 fn options(url: &str) -> Result<PgConnectOptions> {
     Ok(PgConnectOptions::from_str(url)
@@ -132,6 +134,18 @@ impl Db {
 
     /// Nothing to close: `single_connection` handed back the shared pool.
     pub async fn close_single_connection(&self) {}
+
+    /// One write statement (`sql`, its parameters bound by `bind`) and the rows it returns,
+    /// at the server's durability whatever is asked (`synchronous_commit`: one setting for
+    /// every write).
+    async fn write_returning<'q>(
+        &self,
+        sql: &'static str,
+        _: Durability,
+        bind: impl FnOnce(PgQuery<'q>) -> PgQuery<'q>,
+    ) -> Result<Vec<sqlx::postgres::PgRow>> {
+        Ok(bind(sqlx::query(sql)).fetch_all(&self.pool).await?)
+    }
 
     /// A write transaction that takes `WRITE_LOCK` first (released at its end).
     async fn begin_write(&self) -> Result<Transaction<'static, Postgres>> {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
-use super::{MigrationStatus, Result, StoreError};
+use super::{Durability, MigrationStatus, Result, StoreError};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -37,23 +37,35 @@ fn relaxed(sql: &str) -> String {
     format!("PRAGMA synchronous = NORMAL; {sql}; PRAGMA synchronous = FULL;")
 }
 
+/// How many pages SQLite's log may hold before a commit folds it into the database (a
+/// checkpoint), instead of SQLite's 1,000. Only `serve` checkpoints when it stops: a
+/// command that exits (`run` too) leaves the log to the next process, which reads all of it
+/// before its first statement. 200 pages (800 KiB) is about three sprints' worth.
+const WAL_AUTOCHECKPOINT: &str = "200";
+
 /// How long one statement waits for SQLite's write lock before it reports the database
 /// locked (and `retry_locked` tries it again).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 
+type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>;
+
 /// Executes a batch that would leave its connection changed if it stopped half-way (a
 /// transaction open, `synchronous` lowered): after an error that connection is closed,
-/// never handed to anyone else.
-async fn execute_batch<'q>(
+/// never handed to anyone else. Returns the rows it returned (what a batch changed, SQLite
+/// counts for its last statement only).
+async fn execute_batch(
     pool: &SqlitePool,
-    query: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
-) -> Result<()> {
+    query: SqliteQuery<'_>,
+) -> Result<Vec<sqlx::sqlite::SqliteRow>> {
     let mut conn = pool.acquire().await?;
-    if let Err(e) = query.execute(&mut *conn).await {
-        conn.close_on_drop();
-        return Err(e.into());
+    // Every statement runs, the last one (`synchronous` put back) too.
+    match query.fetch_all(&mut *conn).await {
+        Ok(rows) => Ok(rows),
+        Err(e) => {
+            conn.close_on_drop();
+            Err(e.into())
+        }
     }
-    Ok(())
 }
 
 /// A SQLite database; cheap to clone.
@@ -136,7 +148,8 @@ impl Db {
             // FULL: a committed transition survives a power cut, not just a crash.
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(BUSY_TIMEOUT)
-            .foreign_keys(true);
+            .foreign_keys(true)
+            .pragma("wal_autocheckpoint", WAL_AUTOCHECKPOINT);
         let filename = options.get_filename().to_path_buf();
         let in_memory = file_of(&options, url).is_none();
         let connect = || {
@@ -298,6 +311,25 @@ impl Db {
         }
     }
 
+    /// One write statement (`sql`, its parameters bound by `bind`) and the rows it returns;
+    /// at `Durability::Relaxed`, run at `synchronous = NORMAL` (`relaxed`).
+    async fn write_returning<'q>(
+        &self,
+        sql: &str,
+        durability: Durability,
+        bind: impl FnOnce(SqliteQuery<'q>) -> SqliteQuery<'q>,
+    ) -> Result<Vec<sqlx::sqlite::SqliteRow>> {
+        match durability {
+            Durability::Full => Ok(bind(sqlx::query(sqlx::AssertSqlSafe(sql.to_string())))
+                .fetch_all(&self.pool)
+                .await?),
+            Durability::Relaxed => {
+                let query = bind(sqlx::query(sqlx::AssertSqlSafe(relaxed(sql))));
+                execute_batch(&self.pool, query).await
+            }
+        }
+    }
+
     /// A write transaction that takes SQLite's write lock at once (`BEGIN_WRITE`).
     async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>> {
         Ok(self.pool.begin_with(BEGIN_WRITE).await?)
@@ -439,14 +471,20 @@ fn file_of(options: &SqliteConnectOptions, url: &str) -> Option<PathBuf> {
 
 /// Takes an exclusive lock on `path` (created if missing), waiting for it.
 async fn lock_file(path: PathBuf) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
+    use nix::fcntl::{Flock, FlockArg};
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
+    // Nobody else setting the database up is the usual case: no thread to wait on.
+    let file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => return Ok(lock),
+        Err((file, nix::errno::Errno::EWOULDBLOCK)) => file,
+        Err((_, errno)) => return Err(errno.into()),
+    };
     tokio::task::spawn_blocking(move || {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)?;
-        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
-            .map_err(|(_, errno)| std::io::Error::from(errno))
+        Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| errno.into())
     })
     .await
     .map_err(std::io::Error::other)?
