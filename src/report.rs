@@ -92,7 +92,11 @@ fn table(rows: impl Iterator<Item = StatusRow>) -> Exit {
                 .state
                 .parse::<crate::pipeline::State>()
                 .is_ok_and(|st| st.stage().is_some());
-            goals.push(escape_controls(&one_line(&s.goal)).into_owned());
+            let flat = one_line(&s.goal);
+            goals.push(match escape_controls(&flat) {
+                std::borrow::Cow::Borrowed(_) => flat,
+                std::borrow::Cow::Owned(escaped) => escaped,
+            });
             [
                 s.id,
                 s.state,
@@ -112,18 +116,32 @@ fn table(rows: impl Iterator<Item = StatusRow>) -> Exit {
         "ID", "STATE", "PROJECT", "ROUND", "ATTEMPT", "COST", "NEXT RUN",
     ]
     .map(String::from);
+    // Columns are as wide as their widest cell in characters; ASCII, the usual case, is
+    // counted by its length.
+    let chars = |s: &str| {
+        if s.is_ascii() {
+            s.len()
+        } else {
+            s.chars().count()
+        }
+    };
     let mut widths = header.clone().map(|h| h.len());
     for row in &cells {
         for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
+            *width = (*width).max(chars(cell));
         }
     }
+    const SPACES: &str = "                                ";
     let mut text = String::with_capacity(cells.len() * 96);
     let mut line = |cells: &[String; 7], goal: &str| {
         for (cell, width) in cells.iter().zip(widths) {
-            let pad = width.saturating_sub(cell.chars().count()) + 2;
+            let mut pad = width.saturating_sub(chars(cell)) + 2;
             text.push_str(cell);
-            text.extend(std::iter::repeat_n(' ', pad));
+            while pad > 0 {
+                let n = pad.min(SPACES.len());
+                text.push_str(&SPACES[..n]);
+                pad -= n;
+            }
         }
         text.push_str(goal);
         text.push('\n');

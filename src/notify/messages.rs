@@ -370,6 +370,15 @@ fn reviewer_name(reviewer: &str, locale: Locale) -> String {
 /// applied by the bridge).
 pub fn one_line(text: &str) -> String {
     const MAX: usize = 300;
+    // Already one line of single spaces and short enough (bytes bound characters): as is.
+    let flat_already = text.len() <= MAX
+        && !text.starts_with(' ')
+        && !text.ends_with(' ')
+        && !text.contains("  ")
+        && !text.chars().any(|c| c.is_whitespace() && c != ' ');
+    if flat_already {
+        return text.to_string();
+    }
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     match flat.char_indices().nth(MAX) {
         Some((cut, _)) => format!("{}…", &flat[..cut]),
