@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::config::Config;
 use crate::domain::parse_run_id;
-use crate::notify::messages::{Context, one_line, render};
+use crate::notify::messages::{Context, one_line, one_line_cow, render};
 use crate::output::escape_controls;
 use crate::output::{Exit, print_json};
 use crate::store::{Run, Spend, Sprint, SprintStatus, StatusRow, Store};
@@ -38,7 +38,7 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
     }
     if id.is_none() && !as_json {
         return match store.status_rows().await {
-            Ok(rows) => table(rows.into_iter()),
+            Ok(rows) => table(&rows),
             Err(e) => failed(&e),
         };
     }
@@ -70,52 +70,32 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
             _ => print_json(&rows),
         };
     }
-    table(sprints.iter().map(|s| StatusRow {
-        id: s.id.clone(),
-        state: s.state.to_string(),
-        project: s.project.clone(),
-        round: i64::from(s.round),
-        attempt: i64::from(s.attempt),
-        cost_usd: spend_of(s).cost_usd,
-        next_run_at: s.next_run_at,
-        goal: s.goal.clone(),
-    }))
-}
-
-/// The `sprint status` table, written at once.
-fn table(rows: impl Iterator<Item = StatusRow>) -> Exit {
-    let now = crate::clock::now_ms();
-    let mut goals = Vec::new();
-    let cells: Vec<[String; 7]> = rows
-        .map(|s| {
-            let waiting = s
-                .state
-                .parse::<crate::pipeline::State>()
-                .is_ok_and(|st| st.stage().is_some());
-            let flat = one_line(&s.goal);
-            goals.push(match escape_controls(&flat) {
-                std::borrow::Cow::Borrowed(_) => flat,
-                std::borrow::Cow::Owned(escaped) => escaped,
-            });
-            [
-                s.id,
-                s.state,
-                s.project,
-                s.round.to_string(),
-                s.attempt.to_string(),
-                format!("${:.2}", s.cost_usd),
-                next_run(s.next_run_at.filter(|_| waiting), now),
-            ]
+    let rows: Vec<StatusRow> = sprints
+        .iter()
+        .map(|s| StatusRow {
+            id: s.id.clone(),
+            state: s.state.to_string(),
+            project: s.project.clone(),
+            round: i64::from(s.round),
+            attempt: i64::from(s.attempt),
+            cost_usd: spend_of(s).cost_usd,
+            next_run_at: s.next_run_at,
+            goal: s.goal.clone(),
         })
         .collect();
-    if cells.is_empty() {
+    table(&rows)
+}
+
+/// The `sprint status` table, written at once. Two passes over the rows (the widths,
+/// then the lines) and no text made per row beyond what must be: 10,000 rows' worth of
+/// small strings cost as much to free as to make.
+fn table(rows: &[StatusRow]) -> Exit {
+    use std::fmt::Write;
+    if rows.is_empty() {
         outln!("no sprints yet: start one with `hanarang sprint start \"<goal>\"`");
         return Exit::Success;
     }
-    let header = [
-        "ID", "STATE", "PROJECT", "ROUND", "ATTEMPT", "COST", "NEXT RUN",
-    ]
-    .map(String::from);
+    let now = crate::clock::now_ms();
     // Columns are as wide as their widest cell in characters; ASCII, the usual case, is
     // counted by its length.
     let chars = |s: &str| {
@@ -125,33 +105,97 @@ fn table(rows: impl Iterator<Item = StatusRow>) -> Exit {
             s.chars().count()
         }
     };
-    let mut widths = header.clone().map(|h| h.len());
-    for row in &cells {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(chars(cell));
+    // A number's width, measured by writing it into one reused buffer.
+    let mut buf = String::new();
+    let mut width_of = |n: &dyn std::fmt::Display| {
+        buf.clear();
+        let _ = write!(buf, "{n}");
+        buf.len()
+    };
+    // A due time only for a sprint waiting in a stage: `-` for every other.
+    let next_runs: Vec<Option<String>> = rows
+        .iter()
+        .map(|s| {
+            let waiting = s
+                .state
+                .parse::<crate::pipeline::State>()
+                .is_ok_and(|st| st.stage().is_some());
+            s.next_run_at
+                .filter(|_| waiting)
+                .map(|at| next_run(Some(at), now))
+        })
+        .collect();
+    let cost = |usd: f64| Cost(usd);
+    let header = [
+        "ID", "STATE", "PROJECT", "ROUND", "ATTEMPT", "COST", "NEXT RUN",
+    ];
+    let mut widths = header.map(str::len);
+    for (s, next) in rows.iter().zip(&next_runs) {
+        let cells = [
+            chars(&s.id),
+            chars(&s.state),
+            chars(&s.project),
+            width_of(&s.round),
+            width_of(&s.attempt),
+            width_of(&cost(s.cost_usd)),
+            next.as_deref().map_or(1, chars),
+        ];
+        for (width, cell) in widths.iter_mut().zip(cells) {
+            *width = (*width).max(cell);
         }
     }
     const SPACES: &str = "                                ";
-    let mut text = String::with_capacity(cells.len() * 96);
-    let mut line = |cells: &[String; 7], goal: &str| {
-        for (cell, width) in cells.iter().zip(widths) {
-            let mut pad = width.saturating_sub(chars(cell)) + 2;
-            text.push_str(cell);
-            while pad > 0 {
-                let n = pad.min(SPACES.len());
-                text.push_str(&SPACES[..n]);
-                pad -= n;
-            }
+    let mut text = String::with_capacity(rows.len() * 96);
+    // Pads the cell that starts at byte `from` of the text to its column's width.
+    let pad = |text: &mut String, from: usize, width: usize| {
+        let mut pad = width.saturating_sub(chars(&text[from..])) + 2;
+        while pad > 0 {
+            let n = pad.min(SPACES.len());
+            text.push_str(&SPACES[..n]);
+            pad -= n;
         }
-        text.push_str(goal);
-        text.push('\n');
     };
-    line(&header, "GOAL");
-    for (row, goal) in cells.iter().zip(&goals) {
-        line(row, goal);
+    for (cell, width) in header.iter().zip(widths) {
+        let from = text.len();
+        text.push_str(cell);
+        pad(&mut text, from, width);
+    }
+    text.push_str("GOAL\n");
+    for (s, next) in rows.iter().zip(&next_runs) {
+        let cell = |text: &mut String, i: usize, write: &dyn Fn(&mut String)| {
+            let from = text.len();
+            write(text);
+            pad(text, from, widths[i]);
+        };
+        cell(&mut text, 0, &|t| t.push_str(&s.id));
+        cell(&mut text, 1, &|t| t.push_str(&s.state));
+        cell(&mut text, 2, &|t| t.push_str(&s.project));
+        cell(&mut text, 3, &|t| {
+            let _ = write!(t, "{}", s.round);
+        });
+        cell(&mut text, 4, &|t| {
+            let _ = write!(t, "{}", s.attempt);
+        });
+        cell(&mut text, 5, &|t| {
+            let _ = write!(t, "{}", cost(s.cost_usd));
+        });
+        cell(&mut text, 6, &|t| {
+            t.push_str(next.as_deref().unwrap_or("-"))
+        });
+        text.push_str(&escape_controls(&one_line_cow(&s.goal)));
+        text.push('\n');
     }
     out!("{text}");
     Exit::Success
+}
+
+/// A sprint's spend as the table shows it: `$1.25`.
+struct Cost(f64);
+
+impl std::fmt::Display for Cost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "${:.2}", self.0)
+    }
 }
 
 /// When a waiting stage's sister starts again: a retry's due time, or `-`.

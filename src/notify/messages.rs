@@ -369,21 +369,26 @@ fn reviewer_name(reviewer: &str, locale: Locale) -> String {
 /// Sister-written text on one line, cut so a line stays readable (Discord's own limits are
 /// applied by the bridge).
 pub fn one_line(text: &str) -> String {
+    one_line_cow(text).into_owned()
+}
+
+/// `one_line`, borrowing `text` when it is one line already (the usual goal).
+pub fn one_line_cow(text: &str) -> std::borrow::Cow<'_, str> {
     const MAX: usize = 300;
-    // Already one line of single spaces and short enough (bytes bound characters): as is.
+    // One line of single spaces and short enough (bytes bound characters): as is.
     let flat_already = text.len() <= MAX
         && !text.starts_with(' ')
         && !text.ends_with(' ')
         && !text.contains("  ")
         && !text.chars().any(|c| c.is_whitespace() && c != ' ');
     if flat_already {
-        return text.to_string();
+        return std::borrow::Cow::Borrowed(text);
     }
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match flat.char_indices().nth(MAX) {
+    std::borrow::Cow::Owned(match flat.char_indices().nth(MAX) {
         Some((cut, _)) => format!("{}…", &flat[..cut]),
         None => flat,
-    }
+    })
 }
 
 /// The status line `run` keeps under the last line on a terminal: who is at work and for

@@ -59,7 +59,8 @@ fn control_sequences_in_goals_and_reasons_are_printed_escaped() {
             "{args:?}: {printed}"
         );
     }
-    // The separators the status table is read with, in a goal: still one row of it.
+    // Separator characters in a goal: still one row of the table, shown escaped as every
+    // control character is.
     let start = files.hanarang(&["sprint", "start", "split\u{1e}rows\u{1f}fields"]);
     assert_eq!(start.status.code(), Some(0), "{}", text(&start.stderr));
     let table = text(&files.hanarang(&["sprint", "status"]).stdout);
@@ -68,7 +69,7 @@ fn control_sequences_in_goals_and_reasons_are_printed_escaped() {
         3,
         "a header and two sprints: {table}"
     );
-    assert!(table.contains("split rows fields"), "{table}");
+    assert!(table.contains("split\\u{1e}rows\\u{1f}fields"), "{table}");
     // JSON keeps the text as it was (escaped by JSON itself).
     let json = files.hanarang(&["sprint", "status", "1", "--json"]);
     let sprint: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();

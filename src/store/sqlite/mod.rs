@@ -362,45 +362,44 @@ impl Db {
         Ok(json.unwrap_or_else(|| "[]".into()))
     }
 
-    /// Every sprint's row of the `sprint status` table, oldest first. Read as one string
-    /// (fields split by U+001F, rows by U+001E; a goal holding either has it replaced by a
-    /// space): 10,000 rows decoded one by one cost more than the rest of the command.
+    /// Every sprint's row of the `sprint status` table, oldest first. Read as one JSON
+    /// array of arrays, built by SQLite: 10,000 rows decoded one by one cost more than the
+    /// rest of the command, and joining the fields as text in SQL (`||`) cost twice what
+    /// `json_array` does.
     pub async fn status_rows(&self) -> Result<Vec<crate::store::StatusRow>> {
-        let text: Option<String> = sqlx::query_scalar(
-            "SELECT group_concat(id || char(31) || state || char(31) || project || char(31) || round
-                 || char(31) || attempt || char(31) || cost_usd || char(31) || COALESCE(next_run_at, '')
-                 || char(31) || replace(replace(goal, char(31), ' '), char(30), ' '), char(30))
-             FROM (SELECT * FROM sprints ORDER BY number)",
+        type Fields = (String, String, String, i64, i64, f64, Option<i64>, String);
+        // The subquery hands the rows over in its order (see `status_json`).
+        let text: String = sqlx::query_scalar(
+            "SELECT json_group_array(json_array(id, state, project, round, attempt, cost_usd, next_run_at, goal))
+             FROM (SELECT id, state, project, round, attempt, cost_usd, next_run_at, goal
+                   FROM sprints ORDER BY number)",
         )
         .fetch_one(&self.pool)
         .await?;
-        let Some(text) = text else {
-            return Ok(Vec::new());
-        };
-        text.split('\u{1e}')
-            .map(|row| {
-                let f: Vec<&str> = row.splitn(8, '\u{1f}').collect();
-                let bad = |what: &str| {
-                    StoreError::corrupt("sprints", f.first().copied().unwrap_or(""), what)
-                };
-                let [id, state, project, round, attempt, cost, next, goal] = f[..] else {
-                    return Err(bad("a status row without all its columns"));
-                };
-                Ok(crate::store::StatusRow {
-                    id: id.to_string(),
-                    state: state.to_string(),
-                    project: project.to_string(),
-                    round: round.parse().map_err(|_| bad("round"))?,
-                    attempt: attempt.parse().map_err(|_| bad("attempt"))?,
-                    cost_usd: cost.parse().map_err(|_| bad("cost_usd"))?,
-                    next_run_at: match next {
-                        "" => None,
-                        n => Some(n.parse().map_err(|_| bad("next_run_at"))?),
-                    },
-                    goal: goal.to_string(),
-                })
-            })
-            .collect()
+        let rows: Vec<Fields> = serde_json::from_str(&text).map_err(|e| {
+            StoreError::corrupt(
+                "sprints",
+                "",
+                &format!("a status row that does not read: {e}"),
+            )
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(id, state, project, round, attempt, cost_usd, next_run_at, goal)| {
+                    crate::store::StatusRow {
+                        id,
+                        state,
+                        project,
+                        round,
+                        attempt,
+                        cost_usd,
+                        next_run_at,
+                        goal,
+                    }
+                },
+            )
+            .collect())
     }
 
     /// Reads, without changing anything, which migrations a database still needs.
