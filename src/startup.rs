@@ -62,6 +62,8 @@ pub async fn serve(config: Arc<Config>) -> Exit {
             Some((d.clone(), token))
         }
     };
+    // `serve` folds SQLite's log into the database when it stops (`Store::close`).
+    crate::store::folds_log_at_stop();
     let Ok(store) = open_store(&config).await else {
         return Exit::Failure;
     };

@@ -25,6 +25,7 @@ pub use rows::{
     Command, CommandKind, CommandStatus, ForumPost, HostRecord, Lease, Run, Spend, Sprint,
     SprintStatus, StatusRow, TransitionRecord, Usage, review_round,
 };
+pub use sqlite::folds_log_at_stop;
 
 use crate::domain::Actor;
 use crate::domain::RunOutcome;
