@@ -125,7 +125,6 @@ fn table(rows: &[StatusRow]) -> Exit {
                 .map(|at| next_run(Some(at), now))
         })
         .collect();
-    let cost = |usd: f64| Cost(usd);
     let header = [
         "ID", "STATE", "PROJECT", "ROUND", "ATTEMPT", "COST", "NEXT RUN",
     ];
@@ -137,7 +136,7 @@ fn table(rows: &[StatusRow]) -> Exit {
             chars(&s.project),
             width_of(&s.round),
             width_of(&s.attempt),
-            width_of(&cost(s.cost_usd)),
+            width_of(&Cost(s.cost_usd)),
             next.as_deref().map_or(1, chars),
         ];
         for (width, cell) in widths.iter_mut().zip(cells) {
@@ -177,7 +176,7 @@ fn table(rows: &[StatusRow]) -> Exit {
             let _ = write!(t, "{}", s.attempt);
         });
         cell(&mut text, 5, &|t| {
-            let _ = write!(t, "{}", cost(s.cost_usd));
+            let _ = write!(t, "{}", Cost(s.cost_usd));
         });
         cell(&mut text, 6, &|t| {
             t.push_str(next.as_deref().unwrap_or("-"))
