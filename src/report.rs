@@ -37,7 +37,11 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
         };
     }
     if id.is_none() && !as_json {
-        return match store.status_rows().await {
+        let read = match store.status_rows().await {
+            Ok(read) => read,
+            Err(e) => return failed(&e),
+        };
+        return match read.rows() {
             Ok(rows) => table(&rows),
             Err(e) => failed(&e),
         };
@@ -73,14 +77,14 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
     let rows: Vec<StatusRow> = sprints
         .iter()
         .map(|s| StatusRow {
-            id: s.id.clone(),
-            state: s.state.to_string(),
-            project: s.project.clone(),
+            id: s.id.as_str().into(),
+            state: s.state.to_string().into(),
+            project: s.project.as_str().into(),
             round: i64::from(s.round),
             attempt: i64::from(s.attempt),
             cost_usd: spend_of(s).cost_usd,
             next_run_at: s.next_run_at,
-            goal: s.goal.clone(),
+            goal: s.goal.as_str().into(),
         })
         .collect();
     table(&rows)

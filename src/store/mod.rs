@@ -23,7 +23,7 @@ use std::time::Duration;
 
 pub use rows::{
     Command, CommandKind, CommandStatus, ForumPost, HostRecord, Lease, Run, Spend, Sprint,
-    SprintStatus, StatusRow, TransitionRecord, Usage, review_round,
+    SprintStatus, StatusRow, StatusRows, TransitionRecord, Usage, review_round,
 };
 pub use sqlite::folds_log_at_stop;
 
@@ -622,7 +622,7 @@ impl Store {
     }
 
     /// Every sprint's row of the `sprint status` table, oldest first.
-    pub async fn status_rows(&self) -> Result<Vec<StatusRow>> {
+    pub async fn status_rows(&self) -> Result<StatusRows> {
         on_engine!(self, db => db.status_rows().await)
     }
 

@@ -2,6 +2,8 @@
 //! Everything read from the database is parsed here, and bad data is an error that
 //! names the table and the row, never a panic.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 use super::{NewRun, RunEnd, StoreError};
@@ -408,18 +410,47 @@ pub(super) struct KeyedSpend {
     pub spend: Spend,
 }
 
-/// A sprint as the `sprint status` table shows it: only its columns, read in one query
-/// (10,000 sprints decode in a fraction of what whole sprints take).
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
-pub struct StatusRow {
-    pub id: String,
-    pub state: String,
-    pub project: String,
+/// A sprint as the `sprint status` table shows it: only its columns. Its text borrows
+/// from what the store read where it can (`StatusRows::rows`).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+pub struct StatusRow<'a> {
+    #[serde(borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub state: Cow<'a, str>,
+    #[serde(borrow)]
+    pub project: Cow<'a, str>,
     pub round: i64,
     pub attempt: i64,
     pub cost_usd: f64,
     pub next_run_at: Option<i64>,
-    pub goal: String,
+    #[serde(borrow)]
+    pub goal: Cow<'a, str>,
+}
+
+/// Every sprint's row of the `sprint status` table, as the store read them: on SQLite
+/// one JSON array of the rows each sprint keeps (migration 0010), decoded by `rows` into
+/// rows that borrow their text from it; on PostgreSQL the rows themselves.
+#[derive(Debug)]
+pub enum StatusRows {
+    Json(String),
+    Rows(Vec<StatusRow<'static>>),
+}
+
+impl StatusRows {
+    /// The rows, oldest sprint first.
+    pub fn rows(&self) -> Result<Cow<'_, [StatusRow<'_>]>, StoreError> {
+        match self {
+            StatusRows::Json(text) => serde_json::from_str(text).map(Cow::Owned).map_err(|e| {
+                StoreError::corrupt(
+                    "sprints",
+                    "",
+                    &format!("a status row that does not read: {e}"),
+                )
+            }),
+            StatusRows::Rows(rows) => Ok(Cow::Borrowed(rows)),
+        }
+    }
 }
 
 /// A sprint with its spend: one entry of `sprint status --json`.

@@ -5,7 +5,7 @@
 //! a `Store` work on every engine; the others name theirs.
 
 pub use super::postgres::testing::{HeldCommit, drop_database, fresh_database};
-pub use super::sqlite::testing::{Floor, WriteLock, undo_status_doc_migration};
+pub use super::sqlite::testing::{Floor, WriteLock, undo_status_migrations};
 
 use super::{CommandKind, Commit, Engine, Result, Store, StoreError};
 

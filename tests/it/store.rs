@@ -16,7 +16,7 @@ use crate::support::{commit_event, planner_run, transition_of};
 /// How many migrations a current database of `engine` has applied.
 fn migrations(engine: Engine) -> usize {
     match engine {
-        Engine::Sqlite => 9,
+        Engine::Sqlite => 10,
         Engine::Postgres => 4,
     }
 }
@@ -81,10 +81,10 @@ async fn an_upgrade_backs_the_sqlite_database_up_before_migrating() {
         .unwrap();
     store.close().await;
     // Make it look like a database from before the last migration.
-    testing::undo_status_doc_migration(&url).await.unwrap();
+    testing::undo_status_migrations(&url).await.unwrap();
     assert_eq!(
         Store::migration_status(&url).await.unwrap(),
-        MigrationStatus::Pending(vec![7])
+        MigrationStatus::Pending(vec![7, 10])
     );
 
     let store = Store::open(&url).await.unwrap();
@@ -96,6 +96,12 @@ async fn an_upgrade_backs_the_sqlite_database_up_before_migrating() {
     let listed: serde_json::Value =
         serde_json::from_str(&store.status_json().await.unwrap()).unwrap();
     assert_eq!(listed[0]["goal"], "keep me", "{listed}");
+    let read = store.status_rows().await.unwrap();
+    let rows = read.rows().unwrap();
+    assert_eq!(
+        (rows.len(), &*rows[0].id, &*rows[0].goal),
+        (1, "SPRINT-001", "keep me")
+    );
     let backups: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .flatten()
@@ -109,7 +115,7 @@ async fn an_upgrade_backs_the_sqlite_database_up_before_migrating() {
     let backup = format!("sqlite://{}", backups[0].path().display());
     assert_eq!(
         Store::migration_status(&backup).await.unwrap(),
-        MigrationStatus::Pending(vec![7])
+        MigrationStatus::Pending(vec![7, 10])
     );
 }
 
@@ -252,6 +258,28 @@ async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds(engine) {
     assert_eq!(usage.total.cost_usd, 0.5);
     let rolled_up = store.status_json().await.unwrap();
     assert!(rolled_up.contains("\"cost_usd\":0.5"), "{rolled_up}");
+    // The table's row of the sprint follows every commit too.
+    let read = store.status_rows().await.unwrap();
+    let rows = read.rows().unwrap();
+    let row = &rows[0];
+    assert_eq!(
+        (&*row.id, &*row.state, &*row.project, &*row.goal),
+        (
+            implementing.id.as_str(),
+            "implementing",
+            implementing.project.as_str(),
+            implementing.goal.as_str()
+        )
+    );
+    assert_eq!(
+        (row.round, row.attempt, row.cost_usd, row.next_run_at),
+        (
+            i64::from(implementing.round),
+            i64::from(implementing.attempt),
+            0.5,
+            implementing.next_run_at
+        )
+    );
 
     // A run whose number is taken fails the whole commit: no log entry, no move.
     let done = Event::Reported {

@@ -184,12 +184,31 @@ impl Db {
     }
 
     /// Every sprint's row of the `sprint status` table, oldest first: its columns only.
-    pub async fn status_rows(&self) -> Result<Vec<crate::store::StatusRow>> {
-        Ok(sqlx::query_as(
+    pub async fn status_rows(&self) -> Result<crate::store::StatusRows> {
+        type Fields = (String, String, String, i64, i64, f64, Option<i64>, String);
+        let rows: Vec<Fields> = sqlx::query_as(
             "SELECT id, state, project, round, attempt, cost_usd, next_run_at, goal FROM sprints ORDER BY number",
         )
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        Ok(crate::store::StatusRows::Rows(
+            rows.into_iter()
+                .map(
+                    |(id, state, project, round, attempt, cost_usd, next_run_at, goal)| {
+                        crate::store::StatusRow {
+                            id: id.into(),
+                            state: state.into(),
+                            project: project.into(),
+                            round,
+                            attempt,
+                            cost_usd,
+                            next_run_at,
+                            goal: goal.into(),
+                        }
+                    },
+                )
+                .collect(),
+        ))
     }
 
     /// Wakes `wake` whenever another writer notifies the hosts (migration 0003: a

@@ -21,16 +21,18 @@ async fn connect(url: &str) -> Result<SqliteConnection> {
     Ok(SqliteConnectOptions::from_str(url)?.connect().await?)
 }
 
-/// Takes the database back to before migration 0007 (the stored status documents), as a
-/// database an older hanarang left.
-pub async fn undo_status_doc_migration(url: &str) -> Result<()> {
+/// Takes the database back to before the migrations of its stored status texts (0007,
+/// the documents; 0010, the table's rows), as a database an older hanarang left.
+pub async fn undo_status_migrations(url: &str) -> Result<()> {
     let mut conn = connect(url).await?;
     for undo in [
-        "DROP TRIGGER sprints_status_doc_insert",
-        "DROP TRIGGER sprints_status_doc_update",
+        "DROP TRIGGER sprints_status_insert",
+        "DROP TRIGGER sprints_status_update",
+        "DROP INDEX sprints_status_rows",
         "DROP VIEW sprint_status_doc",
+        "ALTER TABLE sprints DROP COLUMN status_row",
         "ALTER TABLE sprints DROP COLUMN status_doc",
-        "DELETE FROM _sqlx_migrations WHERE version = 7",
+        "DELETE FROM _sqlx_migrations WHERE version IN (7, 10)",
     ] {
         sqlx::query(undo).execute(&mut conn).await?;
     }
