@@ -79,7 +79,14 @@ macro_rules! errln {
 /// control characters (ESC, BEL, a carriage return) are shown escaped, so the text can
 /// neither move the cursor nor retitle the window. Tabs stay.
 pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(|c| c.is_control() && c != '\t') {
+    // ASCII, the usual case, is judged byte by byte: its control characters are the
+    // bytes below a space, and DEL.
+    let clean = if text.is_ascii() {
+        !text.bytes().any(|b| (b < b' ' && b != b'\t') || b == 0x7f)
+    } else {
+        !text.chars().any(|c| c.is_control() && c != '\t')
+    };
+    if clean {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
@@ -116,6 +123,38 @@ pub fn print_json(value: &impl serde::Serialize) -> Exit {
         Err(e) => {
             errln!("hanarang: cannot write output: {e}");
             Exit::Failure
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::escape_controls;
+    use crate::notify::messages::one_line_cow;
+
+    /// The byte-by-byte judgement of ASCII text agrees with the character one for every
+    /// ASCII character, in the middle of a line and at its ends.
+    #[test]
+    fn ascii_is_judged_as_its_characters_are() {
+        for b in 0u8..0x80 {
+            let c = char::from(b);
+            for text in [format!("a{c}b"), format!("{c}ab"), format!("ab{c}")] {
+                let control = c.is_control() && c != '\t';
+                assert_eq!(
+                    matches!(escape_controls(&text), Cow::Borrowed(_)),
+                    !control,
+                    "{text:?}"
+                );
+                let flat = !c.is_whitespace()
+                    || (c == ' ' && text.starts_with('a') && text.ends_with('b'));
+                assert_eq!(
+                    matches!(one_line_cow(&text), Cow::Borrowed(_)),
+                    flat,
+                    "{text:?}"
+                );
+            }
         }
     }
 }

@@ -109,11 +109,18 @@ fn table(rows: &[StatusRow]) -> Exit {
             s.chars().count()
         }
     };
-    // A number's width, measured by writing it into one reused buffer.
+    // A number's width: its digits and its sign.
+    let digits = |n: i64| {
+        n.unsigned_abs()
+            .checked_ilog10()
+            .map_or(1, |d| d as usize + 1)
+            + usize::from(n < 0)
+    };
+    // A cost's width, measured by writing it into one reused buffer.
     let mut buf = String::new();
-    let mut width_of = |n: &dyn std::fmt::Display| {
+    let mut width_of = |cost: Cost| {
         buf.clear();
-        let _ = write!(buf, "{n}");
+        let _ = write!(buf, "{cost}");
         buf.len()
     };
     // A due time only for a sprint waiting in a stage: `-` for every other.
@@ -133,14 +140,16 @@ fn table(rows: &[StatusRow]) -> Exit {
         "ID", "STATE", "PROJECT", "ROUND", "ATTEMPT", "COST", "NEXT RUN",
     ];
     let mut widths = header.map(str::len);
+    let mut goals = 0;
     for (s, next) in rows.iter().zip(&next_runs) {
+        goals += s.goal.len();
         let cells = [
             chars(&s.id),
             chars(&s.state),
             chars(&s.project),
-            width_of(&s.round),
-            width_of(&s.attempt),
-            width_of(&Cost(s.cost_usd)),
+            digits(s.round),
+            digits(s.attempt),
+            width_of(Cost(s.cost_usd)),
             next.as_deref().map_or(1, chars),
         ];
         for (width, cell) in widths.iter_mut().zip(cells) {
@@ -148,7 +157,10 @@ fn table(rows: &[StatusRow]) -> Exit {
         }
     }
     const SPACES: &str = "                                ";
-    let mut text = String::with_capacity(rows.len() * 96);
+    // Room for every line as it usually is (a goal escaped or cut may differ): the cells
+    // and their gaps, the goal and its newline.
+    let line = widths.iter().map(|w| w + 2).sum::<usize>() + 1;
+    let mut text = String::with_capacity((rows.len() + 1) * line + goals + "GOAL".len());
     // Pads the cell that starts at byte `from` of the text to its column's width.
     let pad = |text: &mut String, from: usize, width: usize| {
         let mut pad = width.saturating_sub(chars(&text[from..])) + 2;
@@ -193,12 +205,30 @@ fn table(rows: &[StatusRow]) -> Exit {
 }
 
 /// A sprint's spend as the table shows it: `$1.25`.
+#[derive(Clone, Copy)]
 struct Cost(f64);
 
 impl std::fmt::Display for Cost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "${:.2}", self.0)
+        match cents(self.0) {
+            Some(c) => write!(f, "${}.{:02}", c / 100, c % 100),
+            None => write!(f, "${:.2}", self.0),
+        }
     }
+}
+
+/// `usd` in whole cents, rounded as `{:.2}` rounds it, where its product by 100 in `f64`
+/// decides that surely: under $10,000,000 (the product's error is then under 1e-7 of a
+/// cent) and not within 1e-6 of a half cent. `None` for every other amount, which is
+/// written by the float's own (slower) formatting.
+fn cents(usd: f64) -> Option<u64> {
+    let c = usd * 100.0;
+    // `-0.0` too goes the slow way, which writes its sign.
+    if !(c.is_sign_positive() && c < 1e9) || (c - c.floor() - 0.5).abs() < 1e-6 {
+        return None;
+    }
+    // In range and whole: the conversion is exact.
+    Some(c.round() as u64)
 }
 
 /// When a waiting stage's sister starts again: a retry's due time, or `-`.
@@ -452,4 +482,39 @@ pub async fn hosts(store: &Store, as_json: bool) -> Exit {
         outln!("    sprints:  {owns}");
     }
     Exit::Success
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cost;
+
+    /// The table's costs read as `{:.2}` writes them: near half cents, on exact ties, at
+    /// the edges of the fast path and across magnitudes.
+    #[test]
+    fn a_cost_is_written_as_the_float_formatting_writes_it() {
+        let mut amounts = vec![
+            0.0,
+            -0.0,
+            0.004,
+            0.005,
+            0.015,
+            1.005,
+            2.675,
+            1e7,
+            1e7 - 0.005,
+        ];
+        amounts.extend((0..4000).map(|k| f64::from(k) / 8.0)); // exact ties: 0.125, 0.375, …
+        amounts.extend((0..4000).map(|k| f64::from(k) * 0.005)); // near ties
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let scale = [1e-3, 1.0, 1e3, 1e6, 1e8][(x % 5) as usize];
+            amounts.push((x >> 11) as f64 / (1u64 << 53) as f64 * scale);
+        }
+        for usd in amounts {
+            assert_eq!(Cost(usd).to_string(), format!("${usd:.2}"), "{usd:?}");
+        }
+    }
 }

@@ -28,6 +28,13 @@ pub(super) async fn sprint(config: Arc<Config>, command: SprintCommand) -> Exit 
         Ok(store) => store,
         Err(exit) => return exit,
     };
+    let exit = act(&config, &store, command).await;
+    store.exit().await;
+    exit
+}
+
+/// One `sprint` command on an open store.
+async fn act(config: &Config, store: &Store, command: SprintCommand) -> Exit {
     let policy = Policy::from(&config.pipeline);
     let submit = |id: String, kind: CommandKind, text: Option<String>| {
         let store = store.clone();
@@ -82,7 +89,7 @@ pub(super) async fn sprint(config: Arc<Config>, command: SprintCommand) -> Exit 
         }
         SprintCommand::Status { id, json } => {
             let id = id.as_deref().map(parse_sprint_id);
-            crate::report::status(&store, id.as_deref(), json).await
+            crate::report::status(store, id.as_deref(), json).await
         }
         SprintCommand::Log {
             id,
@@ -96,10 +103,10 @@ pub(super) async fn sprint(config: Arc<Config>, command: SprintCommand) -> Exit 
                 (_, true) => crate::report::Capture::Stderr,
                 _ => crate::report::Capture::Both,
             };
-            crate::report::run_capture(&store, &parse_sprint_id(&id), &run, capture).await
+            crate::report::run_capture(store, &parse_sprint_id(&id), &run, capture).await
         }
         SprintCommand::Log { id, json, .. } => {
-            crate::report::log(&store, &config, &parse_sprint_id(&id), json).await
+            crate::report::log(store, config, &parse_sprint_id(&id), json).await
         }
         SprintCommand::Approve { id } => submit(id, CommandKind::Approve, None).await,
         SprintCommand::RequestChanges { id, note } => {

@@ -376,11 +376,18 @@ pub fn one_line(text: &str) -> String {
 pub fn one_line_cow(text: &str) -> std::borrow::Cow<'_, str> {
     const MAX: usize = 300;
     // One line of single spaces and short enough (bytes bound characters): as is.
+    // ASCII, the usual case, is judged byte by byte: its white space other than a space
+    // is tab, line feed, vertical tab, form feed and carriage return.
+    let other_space = if text.is_ascii() {
+        text.bytes().any(|b| (b'\t'..=b'\r').contains(&b))
+    } else {
+        text.chars().any(|c| c.is_whitespace() && c != ' ')
+    };
     let flat_already = text.len() <= MAX
         && !text.starts_with(' ')
         && !text.ends_with(' ')
         && !text.contains("  ")
-        && !text.chars().any(|c| c.is_whitespace() && c != ' ');
+        && !other_space;
     if flat_already {
         return std::borrow::Cow::Borrowed(text);
     }

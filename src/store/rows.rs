@@ -429,11 +429,14 @@ pub struct StatusRow<'a> {
 }
 
 /// Every sprint's row of the `sprint status` table, as the store read them: on SQLite
-/// one JSON array of the rows each sprint keeps (migration 0010), decoded by `rows` into
-/// rows that borrow their text from it; on PostgreSQL the rows themselves.
+/// the JSON arrays each sprint row keeps (migration 0010), one a line, decoded by `rows`
+/// into rows that borrow their text from them; on PostgreSQL the rows themselves.
 #[derive(Debug)]
 pub enum StatusRows {
-    Json(String),
+    Json {
+        count: usize,
+        lines: super::sqlite::StatusLines,
+    },
     Rows(Vec<StatusRow<'static>>),
 }
 
@@ -441,13 +444,19 @@ impl StatusRows {
     /// The rows, oldest sprint first.
     pub fn rows(&self) -> Result<Cow<'_, [StatusRow<'_>]>, StoreError> {
         match self {
-            StatusRows::Json(text) => serde_json::from_str(text).map(Cow::Owned).map_err(|e| {
-                StoreError::corrupt(
-                    "sprints",
-                    "",
-                    &format!("a status row that does not read: {e}"),
-                )
-            }),
+            StatusRows::Json { count, lines } => {
+                let mut rows = Vec::with_capacity(*count);
+                for row in serde_json::Deserializer::from_str(lines.text()?).into_iter() {
+                    rows.push(row.map_err(|e| {
+                        StoreError::corrupt(
+                            "sprints",
+                            "",
+                            &format!("a status row that does not read: {e}"),
+                        )
+                    })?);
+                }
+                Ok(Cow::Owned(rows))
+            }
             StatusRows::Rows(rows) => Ok(Cow::Borrowed(rows)),
         }
     }
