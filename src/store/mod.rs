@@ -431,6 +431,19 @@ impl Store {
         }
     }
 
+    /// A write, in this process's turn on SQLite (`sqlite::Db::write_turn`), tried again
+    /// while another process holds the database's lock (`retry_locked`).
+    async fn write<T, F>(&self, what: &'static str, op: impl FnMut() -> F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        let _turn = match &self.engine {
+            Engine::Sqlite(db) => Some(db.write_turn().await),
+            Engine::Postgres(_) => None,
+        };
+        retry_locked(what, op).await
+    }
+
     /// Where the contract file of a sprint's runs is written: one file per sprint,
     /// rewritten in place for each of its runs (they run one at a time). The database
     /// keeps every run's inputs; creating a file per run is the slow part of a spawn on
@@ -480,7 +493,7 @@ impl Store {
         branch_template: &str,
         at: i64,
     ) -> Result<Sprint> {
-        let queued = retry_locked("queue a sprint", || async {
+        let queued = self.write("queue a sprint", || async {
             on_engine!(self, db => db.create_sprint(project, goal, focus, branch_template, at).await)
         })
         .await?;
@@ -521,7 +534,8 @@ impl Store {
     /// and has not started yet.
     pub async fn next_in_queues(&self) -> Result<Vec<Sprint>> {
         if let Some((db, scope)) = self.shared() {
-            retry_locked("claim queued sprints", || db.claim(scope)).await?;
+            self.write("claim queued sprints", || db.claim(scope))
+                .await?;
             return db.owned_queued(scope).await;
         }
         on_engine!(self, db => db.next_in_queues().await)
@@ -532,7 +546,7 @@ impl Store {
     /// A sprint that changed since `before` was read is `StoreError::Conflict`, a run
     /// number already taken `StoreError::RunTaken`: nothing of the transition is written.
     pub async fn commit(&self, c: Commit<'_>) -> Result<TransitionRecord> {
-        retry_locked("commit a transition", || async {
+        self.write("commit a transition", || async {
             on_engine!(self, db => db.commit(&c).await)
         })
         .await
@@ -577,7 +591,7 @@ impl Store {
     /// `epoch`: the sprint's as its caller read it; a sprint taken over since is
     /// `StoreError::Fenced`, and no run is recorded (SQLite's sprints are never taken over).
     pub async fn start_run(&self, new: NewRun<'_>, epoch: i64) -> Result<String> {
-        retry_locked("record a run's start", || async {
+        self.write("record a run's start", || async {
             match &self.engine {
                 Engine::Sqlite(db) => db.start_run(&new).await,
                 Engine::Postgres(db) => db.start_run(&new, epoch).await,
@@ -588,7 +602,7 @@ impl Store {
 
     /// Closes a run that caused no transition, and rolls its spend up on its sprint.
     pub async fn end_run(&self, run: &RunEnd) -> Result<()> {
-        retry_locked("record a run's end", || async {
+        self.write("record a run's end", || async {
             on_engine!(self, db => db.end_run(run).await)
         })
         .await
@@ -671,7 +685,7 @@ impl Store {
         at: i64,
         durability: Durability,
     ) -> Result<i64> {
-        let id = retry_locked("record a command", || async {
+        let id = self.write("record a command", || async {
             on_engine!(self, db => db.submit_command(sprint_id, kind, text, by, at, durability).await)
         })
         .await?;
@@ -702,7 +716,7 @@ impl Store {
         result: &str,
         at: i64,
     ) -> Result<()> {
-        retry_locked("answer a command", || async {
+        self.write("answer a command", || async {
             on_engine!(self, db => db.resolve_command(id, status, result, at).await)
         })
         .await
@@ -723,12 +737,13 @@ impl Store {
         is_gone: impl Fn(&Lease) -> bool,
     ) -> Result<Result<(), Lease>> {
         if let Some((db, scope)) = self.shared() {
-            return retry_locked("take the host's lease", || {
-                db.acquire_host(scope, me, &is_gone)
-            })
-            .await;
+            return self
+                .write("take the host's lease", || {
+                    db.acquire_host(scope, me, &is_gone)
+                })
+                .await;
         }
-        retry_locked("take the lease", || async {
+        self.write("take the lease", || async {
             on_engine!(self, db => db.acquire_lease(me, &is_gone).await)
         })
         .await
@@ -739,7 +754,7 @@ impl Store {
         if let Some((db, scope)) = self.shared() {
             return db.renew_host(scope, token).await;
         }
-        retry_locked("renew the lease", || async {
+        self.write("renew the lease", || async {
             on_engine!(self, db => db.heartbeat(token, at).await)
         })
         .await
@@ -759,7 +774,10 @@ impl Store {
     /// Nothing to take when the database is not shared.
     pub async fn take_over(&self) -> Result<Vec<Sprint>> {
         match self.shared() {
-            Some((db, scope)) => retry_locked("take over sprints", || db.take_over(scope)).await,
+            Some((db, scope)) => {
+                self.write("take over sprints", || db.take_over(scope))
+                    .await
+            }
             None => Ok(Vec::new()),
         }
     }
@@ -825,7 +843,7 @@ impl Store {
     }
 
     pub async fn save_forum_post(&self, post: &ForumPost) -> Result<()> {
-        retry_locked("save a forum post", || async {
+        self.write("save a forum post", || async {
             on_engine!(self, db => db.save_forum_post(post).await)
         })
         .await
@@ -840,7 +858,7 @@ impl Store {
         post: &ForumPost,
         replacing: Option<i64>,
     ) -> Result<ForumPost> {
-        retry_locked("record a forum post", || async {
+        self.write("record a forum post", || async {
             on_engine!(self, db => db.record_new_forum_post(post, replacing).await)
         })
         .await
@@ -854,7 +872,7 @@ impl Store {
     }
 
     pub async fn set_cursor(&self, consumer: &str, global_seq: i64) -> Result<()> {
-        retry_locked("move a delivery cursor", || async {
+        self.write("move a delivery cursor", || async {
             on_engine!(self, db => db.set_cursor(consumer, global_seq).await)
         })
         .await

@@ -95,6 +95,8 @@ pub(super) struct Db {
     /// Whether `pool` is the loop's own connection (`single_connection`), not the shared
     /// pool of the store it came from.
     own: bool,
+    /// This process's writers take turns here (`Db::write_turn`).
+    writes: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Db {
@@ -273,6 +275,7 @@ impl Db {
                 single,
                 file,
                 own: false,
+                writes: std::sync::Arc::default(),
             },
             runs_dir,
         ))
@@ -322,6 +325,16 @@ impl Db {
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+
+    /// This process's turn to write, held for one write (with its retries). Two
+    /// connections of one process that write at once meet SQLite's lock, and the one that
+    /// waits sleeps in SQLite's busy handler (1, 2, 5, 10 ms…) well past the moment the
+    /// lock is free: the Discord bridge's cursor behind the loop's commit, or the other
+    /// way round. Queued here, each starts as the one before it ends. Another process's
+    /// writes still meet the lock.
+    pub async fn write_turn(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        self.writes.clone().lock_owned().await
     }
 
     /// Closes the connection `single_connection` opened; the shared pool it handed back
