@@ -47,6 +47,15 @@ impl Memory {
         self.running.values().any(|r| r.sprint.id == sprint_id)
     }
 
+    /// Whether a command that stops the sprint's sisters (an abort, a handoff) is being
+    /// carried out: it is applied when the run that holds it ends, and until then nothing
+    /// of the sprint starts (a reviewer that stopped first is not started again).
+    pub fn stopping(&self, sprint_id: &str) -> bool {
+        self.running
+            .values()
+            .any(|r| r.sprint.id == sprint_id && r.waiting.is_some())
+    }
+
     /// The sprint's running run.
     pub fn running_of(&mut self, sprint_id: &str) -> Option<&mut Running> {
         self.running.values_mut().find(|r| r.sprint.id == sprint_id)

@@ -411,7 +411,10 @@ impl Orchestrator {
         for (sprint, runs) in in_stages {
             // A stage of several reviewers is looked at while some of them run.
             let fans_out = self.fans_out(&sprint);
-            if !self.wants(&sprint) || (self.memory.runs_sister(&sprint.id) && !fans_out) {
+            if !self.wants(&sprint)
+                || (self.memory.runs_sister(&sprint.id) && !fans_out)
+                || self.memory.stopping(&sprint.id)
+            {
                 continue;
             }
             if self.at_cap() {
