@@ -133,7 +133,7 @@ fn table(rows: &[StatusRow]) -> Exit {
                 .is_ok_and(|st| st.stage().is_some());
             s.next_run_at
                 .filter(|_| waiting)
-                .map(|at| next_run(Some(at), now))
+                .map(|at| next_run(at, now))
         })
         .collect();
     let header = [
@@ -231,18 +231,14 @@ fn cents(usd: f64) -> Option<u64> {
     Some(c.round() as u64)
 }
 
-/// When a waiting stage's sister starts again: a retry's due time, or `-`.
-fn next_run(next_run_at: Option<i64>, now: i64) -> String {
-    match next_run_at {
-        Some(at) => {
-            let wait = Duration::from_secs(u64::try_from((at - now).max(0)).unwrap_or(0) / 1000);
-            if wait.is_zero() {
-                format!("{} (due now)", time(at))
-            } else {
-                format!("{} (in {})", time(at), humantime::format_duration(wait))
-            }
-        }
-        _ => "-".into(),
+/// When a waiting stage's sister starts again: a retry's due time (`-` is written for a
+/// sprint with none).
+fn next_run(at: i64, now: i64) -> String {
+    let wait = Duration::from_secs(u64::try_from((at - now).max(0)).unwrap_or(0) / 1000);
+    if wait.is_zero() {
+        format!("{} (due now)", time(at))
+    } else {
+        format!("{} (in {})", time(at), humantime::format_duration(wait))
     }
 }
 

@@ -382,7 +382,7 @@ impl Db {
     }
 
     /// Every sprint with its spend as one JSON array: the documents each sprint row keeps
-    /// (kept current by the triggers of migration 0007), joined in order by SQLite, so no
+    /// (kept current by the triggers of migration 0010), joined in order by SQLite, so no
     /// 10,000 rows are built and handed one by one across sqlx's worker thread.
     pub async fn status_json(&self) -> Result<String> {
         // The subquery hands the rows over in its order (a sort inside the aggregate,
@@ -398,9 +398,9 @@ impl Db {
 
     /// Every sprint's row of the `sprint status` table, oldest first: the arrays each
     /// sprint row keeps (kept current by the triggers of migration 0010), joined in order
-    /// by SQLite, one a line, with their count. Building them per call (`json_array`, and each cost written as text)
-    /// cost twice what joining them does; decoding 10,000 rows one by one, more than the
-    /// rest of the command.
+    /// by SQLite, one a line, with their count. Building them per call (`json_array`, and
+    /// each cost written as text) cost twice what joining them does; decoding 10,000 rows
+    /// one by one, more than the rest of the command.
     pub async fn status_rows(&self) -> Result<crate::store::StatusRows> {
         // The subquery hands the rows over in its order (see `status_json`). A line break
         // parts them: JSON writes none inside a value.
@@ -411,8 +411,6 @@ impl Db {
         .fetch_one(&self.pool)
         .await?;
         let count: i64 = row.try_get(0)?;
-        // Read in place, not copied: the rows' text borrows from the row sqlx read.
-        row.try_get::<&str, _>(1)?;
         Ok(crate::store::StatusRows::Json {
             count: usize::try_from(count).unwrap_or(0),
             lines: StatusLines(row),
@@ -517,7 +515,7 @@ pub(super) fn is_busy(e: &sqlx::Error) -> bool {
 }
 
 /// The status rows' lines as SQLite handed them over (`Db::status_rows`), read where they
-/// lie.
+/// lie: not copied, the rows' text borrows from the row sqlx read.
 #[derive(Debug)]
 pub struct StatusLines(sqlx::sqlite::SqliteRow);
 
