@@ -5,11 +5,13 @@
 //! (every line carries a nonce Discord deduplicates on, for the case where a post arrived
 //! but its answer did not).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use poise::serenity_prelude as serenity;
+use serenity::futures::{self, StreamExt};
 use serenity::{
     ChannelId, CreateAllowedMentions, CreateForumPost, CreateMessage, EditMessage, MessageId, Nonce,
 };
@@ -37,6 +39,9 @@ const RETRY_BASE: Duration = Duration::from_millis(250);
 const RETRY_MAX: Duration = Duration::from_secs(60);
 /// Log entries read per pass.
 const BATCH: i64 = 100;
+/// Sprints whose lines are delivered at once (each sprint's in order). Discord limits
+/// each thread on its own, and serenity waits out every limit it is told of.
+const AT_ONCE: usize = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeliveryError {
@@ -120,11 +125,9 @@ struct Skipped {
     last_error: String,
 }
 
-pub struct Bridge {
-    rest: super::rest::Rest,
-    store: Store,
-    config: Arc<Config>,
-    discord: DiscordConfig,
+/// What the sprints delivered at once share; each holds it only between two awaits.
+#[derive(Default)]
+struct Shared {
     boards: HashMap<String, Board>,
     /// Delivery is per sprint: a sprint whose line failed waits on its own backoff.
     waiting: HashMap<String, Waiting>,
@@ -136,14 +139,28 @@ pub struct Bridge {
     global_wait: Option<Instant>,
     /// A Discord failure is logged once a minute, not on every retry.
     repeated: super::Repeated,
-    /// Among several hosts: the bot's lease, checked before each line.
-    pub(super) lead: Option<super::Lead>,
     /// Forum posts in Discord that may belong to sprints with none recorded, by title: a
     /// bot that stopped (or lost its lease, or whose call timed out) between creating a
     /// post and recording it leaves one, and the next post for that sprint is that one.
     /// `None` until read (at the start of each term as the bot, and after a creation
     /// whose outcome is unknown).
     unrecorded: Option<HashMap<String, ChannelId>>,
+    /// How often `unrecorded` was dropped: a listing under way meanwhile may miss the post
+    /// whose creation was in doubt, and is not kept.
+    unrecorded_drops: u64,
+}
+
+pub struct Bridge {
+    rest: super::rest::Rest,
+    store: Store,
+    config: Arc<Config>,
+    discord: DiscordConfig,
+    /// Among several hosts: the bot's lease, checked before each line.
+    pub(super) lead: Option<super::Lead>,
+    shared: std::sync::Mutex<Shared>,
+    /// One listing of the forum's posts at a time (the sprints delivered at once may all
+    /// want it at the start of a term).
+    listing: tokio::sync::Mutex<()>,
 }
 
 async fn call<T>(
@@ -153,6 +170,18 @@ async fn call<T>(
         Ok(result) => Ok(result?),
         Err(_) => Err(DeliveryError::Timeout),
     }
+}
+
+/// Where a batch's lines stand, for the shared cursor.
+struct Progress {
+    /// Delivered, skipped for good, or done with in an earlier pass.
+    done: Vec<bool>,
+    /// The lines before this one are all done with.
+    prefix: usize,
+    /// Every line of the pass before this batch is done with: the shared cursor moves.
+    moves: bool,
+    /// The shared cursor as this batch wrote it.
+    written: Option<i64>,
 }
 
 /// What became of one line in a pass.
@@ -204,21 +233,25 @@ impl Bridge {
             store,
             config,
             discord,
-            boards: HashMap::new(),
-            waiting: HashMap::new(),
-            delivered: HashMap::new(),
-            skipped: HashMap::new(),
-            global_wait: None,
-            repeated: super::Repeated::default(),
             lead: None,
-            unrecorded: None,
+            shared: std::sync::Mutex::new(Shared::default()),
+            listing: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// The state the sprints share, for `f` (which cannot await).
+    fn with<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
+        let mut shared = self
+            .shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut shared)
     }
 
     /// Delivers the log until `shutdown` resolves, or until Discord refuses the token (a
     /// token revoked while `serve` runs): that is not an outage to wait out.
     pub async fn run(
-        mut self,
+        self,
         mut events: broadcast::Receiver<std::sync::Arc<crate::orchestrator::Committed>>,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), super::StartError> {
@@ -235,14 +268,14 @@ impl Bridge {
             // A pass can take long while Discord times out: at shutdown it stops after the
             // line it is delivering (cancelling it there could post a line whose cursor is
             // never written, and post it again at the next start).
-            let stop = std::sync::atomic::AtomicBool::new(false);
+            let stop = AtomicBool::new(false);
             let passed = {
                 let pass = self.pass(&stop);
                 tokio::pin!(pass);
                 tokio::select! {
                     r = &mut pass => r,
                     () = &mut shutdown => {
-                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        stop.store(true, Ordering::Relaxed);
                         let _ = pass.await;
                         return Ok(());
                     }
@@ -252,13 +285,14 @@ impl Bridge {
                 Ok(()) => {
                     store_failures = 0;
                     let boards = self.flush_boards().await;
-                    let retry = self
-                        .waiting
-                        .values()
-                        .map(|w| w.until)
-                        .chain(self.global_wait)
-                        .map(|until| until.saturating_duration_since(Instant::now()))
-                        .min();
+                    let retry = self.with(|s| {
+                        s.waiting
+                            .values()
+                            .map(|w| w.until)
+                            .chain(s.global_wait)
+                            .map(|until| until.saturating_duration_since(Instant::now()))
+                            .min()
+                    });
                     retry.map_or(boards, |r| r.min(boards))
                 }
                 Err(e) if e.is_refused() => {
@@ -285,125 +319,238 @@ impl Bridge {
         }
     }
 
-    /// Delivers what the log holds past the shared cursor, in order per sprint. A sprint
-    /// whose line failed for now is passed over (and its later lines with it) until its
-    /// backoff ends; the shared cursor stops before its first waiting line, and the lines
-    /// of other sprints delivered beyond it are recorded on their own cursors.
-    async fn pass(&mut self, stop: &std::sync::atomic::AtomicBool) -> Result<(), DeliveryError> {
+    /// Delivers what the log holds past the shared cursor, in order per sprint, the lines
+    /// of different sprints at once. A sprint whose line failed for now is passed over (and
+    /// its later lines with it) until its backoff ends; the shared cursor stops before its
+    /// first waiting line, and the lines of other sprints delivered beyond it are recorded
+    /// on their own cursors.
+    async fn pass(&self, stop: &AtomicBool) -> Result<(), DeliveryError> {
         let mut after = self.store.cursor(CURSOR).await?;
-        let mut all_done = true;
+        // Whether every line so far in this pass is done with, so the shared cursor moves.
+        let mut whole = true;
         // A sprint that waited once in this pass waits for the rest of it: its backoff may
         // run out meanwhile, and a later line delivered before the one that waits would
         // move its cursor past that one for good.
-        let mut held: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let mut held: HashSet<String> = HashSet::new();
         loop {
             let batch = self.store.transitions_after(after, BATCH).await?;
-            for record in &batch {
-                if stop.load(std::sync::atomic::Ordering::Relaxed)
-                    || self.lead.as_ref().is_some_and(|l| !l.holds())
-                {
-                    return Ok(());
-                }
-                after = record.global_seq;
-                let span =
-                    tracing::info_span!("deliver", sprint = %record.sprint_id, seq = record.seq);
-                let turn = if held.contains(&record.sprint_id) {
-                    Turn::Waits
-                } else {
-                    self.deliver_in_turn(record).instrument(span).await?
-                };
-                if turn == Turn::Waits {
-                    held.insert(record.sprint_id.clone());
-                }
-                all_done &= turn != Turn::Waits;
-                if all_done {
-                    self.store.set_cursor(CURSOR, record.global_seq).await?;
-                } else if turn == Turn::Delivered {
-                    let cursor = sprint_cursor(&record.sprint_id);
-                    self.store.set_cursor(&cursor, record.global_seq).await?;
-                    self.delivered
-                        .insert(record.sprint_id.clone(), record.global_seq);
+            let Some(last) = batch.last() else {
+                return Ok(());
+            };
+            after = last.global_seq;
+            let mut sprints: Vec<(&str, Vec<usize>)> = Vec::new();
+            let mut index: HashMap<&str, usize> = HashMap::new();
+            for (i, record) in batch.iter().enumerate() {
+                let at = *index.entry(&record.sprint_id).or_insert_with(|| {
+                    sprints.push((&record.sprint_id, Vec::new()));
+                    sprints.len() - 1
+                });
+                sprints[at].1.push(i);
+            }
+            let progress = tokio::sync::Mutex::new(Progress {
+                done: vec![false; batch.len()],
+                prefix: 0,
+                moves: whole,
+                written: None,
+            });
+            let halted = AtomicBool::new(false);
+            let mut deliveries = Vec::with_capacity(sprints.len());
+            for (id, lines) in sprints {
+                let waits = held.contains(id);
+                let (batch, progress, halted) = (&batch, &progress, &halted);
+                deliveries.push(async move {
+                    let ended = if waits {
+                        Ok(true)
+                    } else {
+                        self.deliver_sprint(batch, &lines, progress, stop, halted)
+                            .await
+                    };
+                    (id, ended)
+                });
+            }
+            let ended: Vec<(&str, Result<bool, DeliveryError>)> = futures::stream::iter(deliveries)
+                .buffer_unordered(AT_ONCE)
+                .collect()
+                .await;
+            let mut failed = None;
+            for (id, ended) in ended {
+                match ended {
+                    Ok(true) => {
+                        held.insert(id.to_string());
+                    }
+                    Ok(false) => {}
+                    Err(e) => failed = failed.or(Some(e)),
                 }
             }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if stop.load(Ordering::Relaxed) || self.lead.as_ref().is_some_and(|l| !l.holds()) {
+                return Ok(());
+            }
+            let progress = progress.into_inner();
+            // Lines done with in an earlier pass move the shared cursor only now.
+            if progress.moves
+                && progress.prefix > 0
+                && let Some(seq) = batch.get(progress.prefix - 1).map(|r| r.global_seq)
+                && progress.written.is_none_or(|w| w < seq)
+            {
+                self.store.set_cursor(CURSOR, seq).await?;
+            }
+            whole = progress.moves && progress.prefix == batch.len();
             if (batch.len() as i64) < BATCH {
                 return Ok(());
             }
         }
     }
 
+    /// One sprint's lines of a batch, in order, until one waits (then `true`), the pass
+    /// stops, or another sprint's delivery fails for all.
+    async fn deliver_sprint(
+        &self,
+        batch: &[TransitionRecord],
+        lines: &[usize],
+        progress: &tokio::sync::Mutex<Progress>,
+        stop: &AtomicBool,
+        halted: &AtomicBool,
+    ) -> Result<bool, DeliveryError> {
+        for &i in lines {
+            if stop.load(Ordering::Relaxed)
+                || halted.load(Ordering::Relaxed)
+                || self.lead.as_ref().is_some_and(|l| !l.holds())
+            {
+                return Ok(false);
+            }
+            let record = &batch[i];
+            let span = tracing::info_span!("deliver", sprint = %record.sprint_id, seq = record.seq);
+            let done = match self.deliver_in_turn(record).instrument(span).await {
+                Ok(Turn::Waits) => return Ok(true),
+                Ok(turn) => self.done_with(batch, i, turn, progress).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = done {
+                halted.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Records that line `i` of the batch is done with: on the shared cursor when every
+    /// line before it is too, else on its sprint's own. The lock is held while writing, so
+    /// the shared cursor is written in order.
+    async fn done_with(
+        &self,
+        batch: &[TransitionRecord],
+        i: usize,
+        turn: Turn,
+        progress: &tokio::sync::Mutex<Progress>,
+    ) -> Result<(), DeliveryError> {
+        let mut p = progress.lock().await;
+        p.done[i] = true;
+        while p.moves && p.done.get(p.prefix).copied().unwrap_or(false) {
+            p.prefix += 1;
+        }
+        if turn != Turn::Delivered {
+            return Ok(());
+        }
+        let record = &batch[i];
+        if i < p.prefix {
+            let seq = batch[p.prefix - 1].global_seq;
+            self.store.set_cursor(CURSOR, seq).await?;
+            p.written = Some(seq);
+        } else {
+            let cursor = sprint_cursor(&record.sprint_id);
+            self.store.set_cursor(&cursor, record.global_seq).await?;
+            self.with(|s| {
+                s.delivered
+                    .insert(record.sprint_id.clone(), record.global_seq)
+            });
+        }
+        Ok(())
+    }
+
     /// One line, unless its sprint waits. A failure for now puts the sprint on its
     /// backoff; a failure for good skips the line, noted on the board. Only a refused token
     /// and the database stop the pass.
-    async fn deliver_in_turn(&mut self, record: &TransitionRecord) -> Result<Turn, DeliveryError> {
+    async fn deliver_in_turn(&self, record: &TransitionRecord) -> Result<Turn, DeliveryError> {
         let id = &record.sprint_id;
         if self.delivered_up_to(id).await? >= record.global_seq {
             return Ok(Turn::Before);
         }
         let now = Instant::now();
-        if self.waiting.get(id).is_some_and(|w| w.until > now)
-            || self.global_wait.is_some_and(|until| until > now)
-        {
+        if self.with(|s| {
+            s.waiting.get(id).is_some_and(|w| w.until > now)
+                || s.global_wait.is_some_and(|until| until > now)
+        }) {
             return Ok(Turn::Waits);
         }
         match self.deliver(record).await {
             Ok(()) => {
-                self.waiting.remove(id);
+                self.with(|s| s.waiting.remove(id));
                 Ok(Turn::Delivered)
             }
             Err(e @ DeliveryError::Store(_)) => Err(e),
             Err(e) if e.is_refused() => Err(e),
             Err(e) if e.is_permanent() => {
-                self.waiting.remove(id);
-                let skipped = self.skipped.entry(id.clone()).or_default();
-                if skipped.lines == 0 {
+                let first = self.with(|s| {
+                    s.waiting.remove(id);
+                    let skipped = s.skipped.entry(id.clone()).or_default();
+                    skipped.lines += 1;
+                    skipped.last_error = e.to_string();
+                    s.boards.entry(id.clone()).or_default().dirty = true;
+                    skipped.lines == 1
+                });
+                if first {
                     tracing::warn!(error = %e, "Discord will not take this sprint's line; it is skipped (the board says so)");
                 }
-                skipped.lines += 1;
-                skipped.last_error = e.to_string();
-                self.boards.entry(id.clone()).or_default().dirty = true;
                 Ok(Turn::Delivered)
             }
             Err(e) if e.is_global_rate_limit() => {
                 // The limit is the bot's, not the thread's: every sprint's lines wait.
                 let wait = e.retry_after().unwrap_or(RETRY_MAX).max(RETRY_BASE);
                 tracing::warn!(error = %e, retry_in = ?wait, "Discord's global rate limit: every sprint's lines wait");
-                self.global_wait = Some(Instant::now() + wait);
+                self.with(|s| s.global_wait = Some(Instant::now() + wait));
                 Ok(Turn::Waits)
             }
             Err(e) => {
-                let failures = self.waiting.get(id).map_or(0, |w| w.failures) + 1;
-                // A 429 says how long: never sooner.
-                let wait = e
-                    .retry_after()
-                    .map_or(backoff(failures), |d| d.max(RETRY_BASE));
-                if self.repeated.due() {
+                let (wait, due) = self.with(|s| {
+                    let failures = s.waiting.get(id).map_or(0, |w| w.failures) + 1;
+                    // A 429 says how long: never sooner.
+                    let wait = e
+                        .retry_after()
+                        .map_or(backoff(failures), |d| d.max(RETRY_BASE));
+                    s.waiting.insert(
+                        id.clone(),
+                        Waiting {
+                            failures,
+                            until: Instant::now() + wait,
+                        },
+                    );
+                    (wait, s.repeated.due())
+                });
+                if due {
                     tracing::warn!(error = %e, retry_in = ?wait, "Discord delivery failed; this sprint's lines wait, the others go on");
                 } else {
                     tracing::debug!(error = %e, retry_in = ?wait, "Discord delivery failed again");
                 }
-                self.waiting.insert(
-                    id.clone(),
-                    Waiting {
-                        failures,
-                        until: Instant::now() + wait,
-                    },
-                );
                 Ok(Turn::Waits)
             }
         }
     }
 
     /// The global seq of the sprint's last line delivered beyond the shared cursor.
-    async fn delivered_up_to(&mut self, sprint_id: &str) -> Result<i64, DeliveryError> {
-        if let Some(&seq) = self.delivered.get(sprint_id) {
+    async fn delivered_up_to(&self, sprint_id: &str) -> Result<i64, DeliveryError> {
+        if let Some(seq) = self.with(|s| s.delivered.get(sprint_id).copied()) {
             return Ok(seq);
         }
         let seq = self.store.cursor(&sprint_cursor(sprint_id)).await?;
-        self.delivered.insert(sprint_id.to_string(), seq);
+        // Only this sprint's delivery (one at a time) writes its entry.
+        self.with(|s| s.delivered.insert(sprint_id.to_string(), seq));
         Ok(seq)
     }
 
-    async fn deliver(&mut self, record: &TransitionRecord) -> Result<(), DeliveryError> {
+    async fn deliver(&self, record: &TransitionRecord) -> Result<(), DeliveryError> {
         let Some(sprint) = self.store.sprint(&record.sprint_id).await? else {
             return Ok(());
         };
@@ -462,7 +609,7 @@ impl Bridge {
         if let Some(Note::Escalated { .. }) = &record.note {
             self.post_digest(thread, &sprint, record).await?;
         }
-        self.boards.entry(sprint.id.clone()).or_default().dirty = true;
+        self.with(|s| s.boards.entry(sprint.id.clone()).or_default().dirty = true);
         Ok(())
     }
 
@@ -511,7 +658,7 @@ impl Bridge {
     }
 
     /// The sprint's forum post, created on first need with the board as its first message.
-    async fn post_for(&mut self, sprint: &Sprint) -> Result<ForumPost, DeliveryError> {
+    async fn post_for(&self, sprint: &Sprint) -> Result<ForumPost, DeliveryError> {
         if let Some(post) = self.store.forum_post(&sprint.id).await? {
             return Ok(post);
         }
@@ -524,11 +671,13 @@ impl Bridge {
     }
 
     /// A post in the forum titled as the sprint's would be, though none is recorded.
-    async fn unrecorded_post(
-        &mut self,
-        sprint: &Sprint,
-    ) -> Result<Option<ChannelId>, DeliveryError> {
-        if self.unrecorded.is_none() {
+    async fn unrecorded_post(&self, sprint: &Sprint) -> Result<Option<ChannelId>, DeliveryError> {
+        let listing = self.listing.lock().await;
+        let drops = self.with(|s| s.unrecorded.is_none().then_some(s.unrecorded_drops));
+        // A listing that cannot be kept (a creation came into doubt meanwhile) still
+        // answers for this sprint.
+        let mut unkept = None;
+        if let Some(drops) = drops {
             let guild = serenity::GuildId::new(self.discord.guild_id.0);
             let forum = ChannelId::new(self.discord.forum_channel_id.0);
             let found = match call(self.rest.active_threads(guild)).await {
@@ -545,14 +694,22 @@ impl Bridge {
                 }
                 Err(e) => return Err(e),
             };
-            self.unrecorded = Some(found);
+            unkept = self.with(|s| {
+                if s.unrecorded_drops == drops {
+                    s.unrecorded = Some(found);
+                    None
+                } else {
+                    Some(found)
+                }
+            });
         }
+        drop(listing);
         let title = thread_title(&sprint.id, &sprint.goal);
-        let Some(thread) = self
-            .unrecorded
-            .as_mut()
-            .and_then(|p| p.remove(title.trim()))
-        else {
+        let thread = match unkept {
+            Some(mut found) => found.remove(title.trim()),
+            None => self.with(|s| s.unrecorded.as_mut().and_then(|p| p.remove(title.trim()))),
+        };
+        let Some(thread) = thread else {
             return Ok(None);
         };
         // Made for this sprint, not for an earlier one of the same number and goal (a
@@ -567,7 +724,7 @@ impl Bridge {
     /// recorded one first (the one before a failover, still finishing its call): that one
     /// is the sprint's, and this one's board becomes a pointer to it.
     async fn new_post(
-        &mut self,
+        &self,
         sprint: &Sprint,
         replacing: Option<i64>,
     ) -> Result<ForumPost, DeliveryError> {
@@ -581,7 +738,10 @@ impl Bridge {
             Err(e) => {
                 if !e.is_permanent() {
                     // It may have been created all the same: look before the next try.
-                    self.unrecorded = None;
+                    self.with(|s| {
+                        s.unrecorded = None;
+                        s.unrecorded_drops += 1;
+                    });
                 }
                 return Err(e);
             }
@@ -638,43 +798,55 @@ impl Bridge {
 
     /// Edits the boards that changed and whose last edit is old enough. Returns how long
     /// until the next one is due.
-    async fn flush_boards(&mut self) -> Duration {
+    async fn flush_boards(&self) -> Duration {
         let mut next = Duration::from_secs(3600);
-        let due: Vec<String> = self
-            .boards
-            .iter()
-            .filter(|(_, b)| b.dirty)
-            .filter_map(|(id, b)| {
-                let after_interval = b.last_edit.map(|at| at + BOARD_INTERVAL);
-                let due = after_interval.into_iter().chain(b.not_before).max();
-                match due {
-                    Some(at) if at > Instant::now() => {
-                        next = next.min(at - Instant::now());
-                        None
+        let due: Vec<String> = self.with(|s| {
+            s.boards
+                .iter()
+                .filter(|(_, b)| b.dirty)
+                .filter_map(|(id, b)| {
+                    let after_interval = b.last_edit.map(|at| at + BOARD_INTERVAL);
+                    let due = after_interval.into_iter().chain(b.not_before).max();
+                    match due {
+                        Some(at) if at > Instant::now() => {
+                            next = next.min(at - Instant::now());
+                            None
+                        }
+                        _ => Some(id.clone()),
                     }
-                    _ => Some(id.clone()),
-                }
+                })
+                .collect()
+        });
+        // Each board is its own message: they are edited at once.
+        let edited: Vec<(String, Result<(), DeliveryError>)> = futures::stream::iter(due)
+            .map(|id| async move {
+                let edited = self.edit_board(&id).await;
+                (id, edited)
             })
-            .collect();
-        for id in due {
-            match self.edit_board(&id).await {
-                Ok(()) => {
-                    let board = self.boards.entry(id).or_default();
+            .buffer_unordered(AT_ONCE)
+            .collect()
+            .await;
+        for (id, edited) in edited {
+            match edited {
+                Ok(()) => self.with(|s| {
+                    let board = s.boards.entry(id).or_default();
                     board.dirty = false;
                     board.last_edit = Some(Instant::now());
                     board.not_before = None;
-                }
+                }),
                 // A board that is gone (the next line makes a new post) or forbidden is
                 // not edited again until the sprint moves.
                 Err(e) if e.is_permanent() => {
                     tracing::warn!(sprint = %id, error = %e, "status board cannot be edited");
-                    self.boards.entry(id).or_default().dirty = false;
+                    self.with(|s| s.boards.entry(id).or_default().dirty = false);
                 }
                 Err(e) => {
                     tracing::warn!(sprint = %id, error = %e, "status board edit failed; will retry");
                     // Not before a 429's wait is over.
                     let wait = e.retry_after().unwrap_or(Duration::from_secs(5));
-                    self.boards.entry(id).or_default().not_before = Some(Instant::now() + wait);
+                    self.with(|s| {
+                        s.boards.entry(id).or_default().not_before = Some(Instant::now() + wait);
+                    });
                     next = next.min(wait);
                 }
             }
@@ -721,7 +893,7 @@ impl Bridge {
             text.push('\n');
             text.push_str(&reviewers);
         }
-        if let Some(skipped) = self.skipped.get(&sprint.id) {
+        if let Some(skipped) = self.with(|s| s.skipped.get(&sprint.id).cloned()) {
             let (n, why, id) = (skipped.lines, one_line(&skipped.last_error), &sprint.id);
             text.push_str(&match self.config.pipeline.locale {
                 crate::config::Locale::Ko => format!(
