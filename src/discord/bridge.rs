@@ -5,9 +5,8 @@
 //! (every line carries a nonce Discord deduplicates on, for the case where a post arrived
 //! but its answer did not).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use poise::serenity_prelude as serenity;
@@ -16,6 +15,7 @@ use serenity::{
     ChannelId, CreateAllowedMentions, CreateForumPost, CreateMessage, EditMessage, MessageId, Nonce,
 };
 use tokio::sync::broadcast;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -37,8 +37,10 @@ pub const BOARD_INTERVAL: Duration = Duration::from_secs(3);
 const RETRY_BASE: Duration = Duration::from_millis(250);
 /// ...up to this.
 const RETRY_MAX: Duration = Duration::from_secs(60);
-/// Log entries read per pass.
+/// Log entries read at a time.
 const BATCH: i64 = 100;
+/// Lines read ahead of their delivery at most.
+const PENDING: usize = 1000;
 /// Sprints whose lines are delivered at once (each sprint's in order). Discord limits
 /// each thread on its own, and serenity waits out every limit it is told of.
 const AT_ONCE: usize = 8;
@@ -51,6 +53,9 @@ pub enum DeliveryError {
     Timeout,
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// A delivery's task ended without an answer (it panicked).
+    #[error("a delivery ended without an answer: {0}")]
+    Lost(String),
 }
 
 /// How often a bot on a shared database reads the log at least (other hosts' transitions
@@ -172,16 +177,45 @@ async fn call<T>(
     }
 }
 
-/// Where a batch's lines stand, for the shared cursor.
-struct Progress {
-    /// Delivered, skipped for good, or done with in an earlier pass.
-    done: Vec<bool>,
-    /// The lines before this one are all done with.
-    prefix: usize,
-    /// Every line of the pass before this batch is done with: the shared cursor moves.
-    moves: bool,
-    /// The shared cursor as this batch wrote it.
-    written: Option<i64>,
+/// The lines read from the log and not yet done with.
+#[derive(Default)]
+struct Queue {
+    /// The global seq of the last line read (`None`: start from the shared cursor).
+    read: Option<i64>,
+    /// The shared cursor as written.
+    written: i64,
+    /// The global seqs of the lines read and not done with.
+    pending: BTreeSet<i64>,
+    /// Per sprint, its lines not done with, in order.
+    lines: HashMap<String, VecDeque<TransitionRecord>>,
+    /// Sprints with a line on its way.
+    busy: HashSet<String>,
+}
+
+impl Queue {
+    /// Where the shared cursor may go: every line up to it is done with.
+    fn cursor(&self) -> i64 {
+        let read = self.read.unwrap_or(self.written);
+        self.pending.first().map_or(read, |&first| first - 1)
+    }
+
+    /// The sprint's first line is done with.
+    fn pop(&mut self, sprint: &str) {
+        if let Some(lines) = self.lines.get_mut(sprint) {
+            lines.pop_front();
+            if lines.is_empty() {
+                self.lines.remove(sprint);
+            }
+        }
+    }
+}
+
+/// Sleeps until `at`, or for ever.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// What became of one line in a pass.
@@ -250,13 +284,17 @@ impl Bridge {
 
     /// Delivers the log until `shutdown` resolves, or until Discord refuses the token (a
     /// token revoked while `serve` runs): that is not an outage to wait out.
+    ///
+    /// The lines of different sprints go at once (up to `AT_ONCE`), each sprint's in
+    /// order: a sprint's line starts as soon as it is read and its sprint's line before it
+    /// is done with, whatever other sprints' lines are still on their way. A sprint whose
+    /// line failed for now waits on its own backoff, its later lines with it.
     pub async fn run(
         self,
         mut events: broadcast::Receiver<std::sync::Arc<crate::orchestrator::Committed>>,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), super::StartError> {
         tokio::pin!(shutdown);
-        let mut store_failures = 0u32;
         // Sharing a PostgreSQL database, other hosts commit transitions too: the database
         // tells of each, and a poll every second is the safety net.
         let news = std::sync::Arc::new(tokio::sync::Notify::new());
@@ -264,204 +302,215 @@ impl Bridge {
         if shared && let Err(e) = self.store.listen(news.clone()).await {
             tracing::warn!(error = %e, "cannot listen for other hosts' transitions: polling");
         }
+        // Each line and each round of board edits is a task of its own, so none waits for
+        // this loop to look after it.
+        let bridge = Arc::new(self);
+        let queue = Arc::new(tokio::sync::Mutex::new(Queue::default()));
+        let mut lines: JoinSet<Result<Turn, DeliveryError>> = JoinSet::new();
+        let mut sprint_of: HashMap<tokio::task::Id, String> = HashMap::new();
+        let mut boards: JoinSet<Duration> = JoinSet::new();
+        let mut boards_due: Option<Instant> = None;
+        let mut read_due = true;
+        let mut events_open = true;
+        // The database failed: nothing starts until the lines on their way are back,
+        // then all is read again from the database after a backoff.
+        let mut failed: Option<DeliveryError> = None;
+        let mut store_failures = 0u32;
+        let mut retry_at: Option<Instant> = None;
         loop {
-            // A pass can take long while Discord times out: at shutdown it stops after the
-            // line it is delivering (cancelling it there could post a line whose cursor is
-            // never written, and post it again at the next start).
-            let stop = AtomicBool::new(false);
-            let passed = {
-                let pass = self.pass(&stop);
-                tokio::pin!(pass);
-                tokio::select! {
-                    r = &mut pass => r,
-                    () = &mut shutdown => {
-                        stop.store(true, Ordering::Relaxed);
-                        let _ = pass.await;
-                        return Ok(());
-                    }
-                }
-            };
-            let wait = match passed {
-                Ok(()) => {
-                    store_failures = 0;
-                    let boards = self.flush_boards().await;
-                    let retry = self.with(|s| {
-                        s.waiting
-                            .values()
-                            .map(|w| w.until)
-                            .chain(s.global_wait)
-                            .map(|until| until.saturating_duration_since(Instant::now()))
-                            .min()
-                    });
-                    retry.map_or(boards, |r| r.min(boards))
-                }
-                Err(e) if e.is_refused() => {
-                    return Err(super::StartError::TokenRefused(
-                        self.discord.token_env.clone(),
-                        e.to_string(),
-                    ));
-                }
-                Err(e) => {
-                    // The database: all sprints wait for it alike.
+            let now = Instant::now();
+            if failed.is_some() && lines.is_empty() {
+                if let Some(e) = failed.take() {
                     store_failures = store_failures.saturating_add(1);
                     tracing::warn!(error = %e, "Discord delivery cannot read the log; will retry");
-                    backoff(store_failures)
+                    retry_at = Some(now + backoff(store_failures));
                 }
-            };
-            tokio::select! {
-                () = &mut shutdown => return Ok(()),
-                // Any news (or a lag) means: read the log again. A sprint that waits on its
-                // backoff keeps waiting (`pass` skips it until its time).
-                _ = events.recv() => {}
-                () = news.notified() => {}
-                () = tokio::time::sleep(if shared { wait.min(SHARED_POLL) } else { wait }) => {}
+                *queue.lock().await = Queue::default();
             }
-        }
-    }
-
-    /// Delivers what the log holds past the shared cursor, in order per sprint, the lines
-    /// of different sprints at once. A sprint whose line failed for now is passed over (and
-    /// its later lines with it) until its backoff ends; the shared cursor stops before its
-    /// first waiting line, and the lines of other sprints delivered beyond it are recorded
-    /// on their own cursors.
-    async fn pass(&self, stop: &AtomicBool) -> Result<(), DeliveryError> {
-        let mut after = self.store.cursor(CURSOR).await?;
-        // Whether every line so far in this pass is done with, so the shared cursor moves.
-        let mut whole = true;
-        // A sprint that waited once in this pass waits for the rest of it: its backoff may
-        // run out meanwhile, and a later line delivered before the one that waits would
-        // move its cursor past that one for good.
-        let mut held: HashSet<String> = HashSet::new();
-        loop {
-            let batch = self.store.transitions_after(after, BATCH).await?;
-            let Some(last) = batch.last() else {
-                return Ok(());
-            };
-            after = last.global_seq;
-            let mut sprints: Vec<(&str, Vec<usize>)> = Vec::new();
-            let mut index: HashMap<&str, usize> = HashMap::new();
-            for (i, record) in batch.iter().enumerate() {
-                let at = *index.entry(&record.sprint_id).or_insert_with(|| {
-                    sprints.push((&record.sprint_id, Vec::new()));
-                    sprints.len() - 1
-                });
-                sprints[at].1.push(i);
+            if retry_at.is_some_and(|at| at <= now) {
+                retry_at = None;
+                read_due = true;
             }
-            let progress = tokio::sync::Mutex::new(Progress {
-                done: vec![false; batch.len()],
-                prefix: 0,
-                moves: whole,
-                written: None,
-            });
-            let halted = AtomicBool::new(false);
-            let mut deliveries = Vec::with_capacity(sprints.len());
-            for (id, lines) in sprints {
-                let waits = held.contains(id);
-                let (batch, progress, halted) = (&batch, &progress, &halted);
-                deliveries.push(async move {
-                    let ended = if waits {
-                        Ok(true)
-                    } else {
-                        self.deliver_sprint(batch, &lines, progress, stop, halted)
-                            .await
-                    };
-                    (id, ended)
-                });
-            }
-            let ended: Vec<(&str, Result<bool, DeliveryError>)> = futures::stream::iter(deliveries)
-                .buffer_unordered(AT_ONCE)
-                .collect()
-                .await;
-            let mut failed = None;
-            for (id, ended) in ended {
-                match ended {
-                    Ok(true) => {
-                        held.insert(id.to_string());
+            if read_due && failed.is_none() && retry_at.is_none() {
+                read_due = false;
+                match bridge.read(&mut *queue.lock().await).await {
+                    Ok(more) => {
+                        store_failures = 0;
+                        read_due = more;
                     }
-                    Ok(false) => {}
-                    Err(e) => failed = failed.or(Some(e)),
+                    Err(e) => {
+                        failed = Some(e);
+                        continue;
+                    }
                 }
             }
-            if let Some(e) = failed {
-                return Err(e);
+            if failed.is_none() && bridge.lead.as_ref().is_none_or(super::Lead::holds) {
+                let room = AT_ONCE.saturating_sub(lines.len());
+                for record in bridge.next_lines(&mut *queue.lock().await, room) {
+                    let sprint = record.sprint_id.clone();
+                    let (bridge, queue) = (bridge.clone(), queue.clone());
+                    let span = tracing::info_span!("deliver", sprint = %record.sprint_id, seq = record.seq);
+                    let task = lines.spawn(
+                        async move {
+                            let turn = bridge.deliver_in_turn(&record).await?;
+                            if turn != Turn::Waits {
+                                bridge.done_with(&record, turn, &queue).await?;
+                            }
+                            Ok(turn)
+                        }
+                        .instrument(span),
+                    );
+                    sprint_of.insert(task.id(), sprint);
+                }
             }
-            if stop.load(Ordering::Relaxed) || self.lead.as_ref().is_some_and(|l| !l.holds()) {
-                return Ok(());
+            if boards.is_empty() && boards_due.is_some_and(|at| at <= now) {
+                boards_due = None;
+                let bridge = bridge.clone();
+                boards.spawn(async move { bridge.flush_boards().await });
             }
-            let progress = progress.into_inner();
-            // Lines done with in an earlier pass move the shared cursor only now.
-            if progress.moves
-                && progress.prefix > 0
-                && let Some(seq) = batch.get(progress.prefix - 1).map(|r| r.global_seq)
-                && progress.written.is_none_or(|w| w < seq)
-            {
-                self.store.set_cursor(CURSOR, seq).await?;
-            }
-            whole = progress.moves && progress.prefix == batch.len();
-            if (batch.len() as i64) < BATCH {
-                return Ok(());
+            let wake = bridge
+                .with(|s| {
+                    s.waiting
+                        .values()
+                        .map(|w| w.until)
+                        .chain(s.global_wait)
+                        .filter(|&until| until > now)
+                        .min()
+                })
+                .into_iter()
+                .chain(boards_due.filter(|_| boards.is_empty()))
+                .chain(retry_at)
+                .chain(shared.then(|| now + SHARED_POLL))
+                .min();
+            tokio::select! {
+                () = &mut shutdown => {
+                    // The lines on their way are let finish: cancelling one could post it
+                    // with its cursor never written, and post it again at the next start.
+                    while lines.join_next().await.is_some() {}
+                    return Ok(());
+                }
+                Some(ended) = lines.join_next_with_id(), if !lines.is_empty() => {
+                    let (id, turn) = match ended {
+                        Ok((id, turn)) => (id, turn),
+                        Err(e) => (e.id(), Err(DeliveryError::Lost(e.to_string()))),
+                    };
+                    let Some(sprint) = sprint_of.remove(&id) else {
+                        continue;
+                    };
+                    let mut q = queue.lock().await;
+                    q.busy.remove(&sprint);
+                    match turn {
+                        Ok(Turn::Waits) => {}
+                        Ok(Turn::Delivered | Turn::Before) => {
+                            q.pop(&sprint);
+                            boards_due = Some(Instant::now());
+                        }
+                        Err(e) if e.is_refused() => {
+                            drop(q);
+                            while lines.join_next().await.is_some() {}
+                            return Err(super::StartError::TokenRefused(
+                                bridge.discord.token_env.clone(),
+                                e.to_string(),
+                            ));
+                        }
+                        Err(e) => failed = failed.take().or(Some(e)),
+                    }
+                }
+                Some(next) = boards.join_next(), if !boards.is_empty() => {
+                    // Boards that changed meanwhile are due again after their interval.
+                    let next = Instant::now() + next.unwrap_or(BOARD_INTERVAL);
+                    boards_due = Some(boards_due.map_or(next, |due| due.min(next)));
+                }
+                // Any news (or a lag) means: read the log again.
+                r = events.recv(), if events_open => {
+                    events_open = !matches!(r, Err(broadcast::error::RecvError::Closed));
+                    read_due = true;
+                }
+                () = news.notified() => read_due = true,
+                () = sleep_until(wake) => read_due |= shared,
             }
         }
     }
 
-    /// One sprint's lines of a batch, in order, until one waits (then `true`), the pass
-    /// stops, or another sprint's delivery fails for all.
-    async fn deliver_sprint(
-        &self,
-        batch: &[TransitionRecord],
-        lines: &[usize],
-        progress: &tokio::sync::Mutex<Progress>,
-        stop: &AtomicBool,
-        halted: &AtomicBool,
-    ) -> Result<bool, DeliveryError> {
-        for &i in lines {
-            if stop.load(Ordering::Relaxed)
-                || halted.load(Ordering::Relaxed)
-                || self.lead.as_ref().is_some_and(|l| !l.holds())
-            {
+    /// Reads the log past what was read into `queue`, at most `PENDING` lines not done
+    /// with. Returns whether more is there to read.
+    async fn read(&self, queue: &mut Queue) -> Result<bool, DeliveryError> {
+        let mut after = match queue.read {
+            Some(after) => after,
+            None => {
+                let cursor = self.store.cursor(CURSOR).await?;
+                queue.written = cursor;
+                cursor
+            }
+        };
+        while queue.pending.len() < PENDING {
+            let batch = self.store.transitions_after(after, BATCH).await?;
+            let full = batch.len() as i64 == BATCH;
+            for record in batch {
+                after = record.global_seq;
+                queue.pending.insert(record.global_seq);
+                queue
+                    .lines
+                    .entry(record.sprint_id.clone())
+                    .or_default()
+                    .push_back(record);
+            }
+            queue.read = Some(after);
+            if !full {
                 return Ok(false);
             }
-            let record = &batch[i];
-            let span = tracing::info_span!("deliver", sprint = %record.sprint_id, seq = record.seq);
-            let done = match self.deliver_in_turn(record).instrument(span).await {
-                Ok(Turn::Waits) => return Ok(true),
-                Ok(turn) => self.done_with(batch, i, turn, progress).await,
-                Err(e) => Err(e),
-            };
-            if let Err(e) = done {
-                halted.store(true, Ordering::Relaxed);
-                return Err(e);
-            }
         }
-        Ok(false)
+        Ok(true)
     }
 
-    /// Records that line `i` of the batch is done with: on the shared cursor when every
-    /// line before it is too, else on its sprint's own. The lock is held while writing, so
-    /// the shared cursor is written in order.
+    /// The next lines to start, at most `room`: the first line of each sprint with none on
+    /// its way and no backoff to wait out, the sprints with the oldest lines first.
+    fn next_lines(&self, queue: &mut Queue, room: usize) -> Vec<TransitionRecord> {
+        let now = Instant::now();
+        let (waiting, global) = self.with(|s| {
+            let waiting: HashSet<String> = s
+                .waiting
+                .iter()
+                .filter(|(_, w)| w.until > now)
+                .map(|(id, _)| id.clone())
+                .collect();
+            (waiting, s.global_wait.is_some_and(|until| until > now))
+        });
+        if global || room == 0 {
+            return Vec::new();
+        }
+        let mut ready: Vec<&TransitionRecord> = queue
+            .lines
+            .iter()
+            .filter(|(id, _)| !queue.busy.contains(*id) && !waiting.contains(*id))
+            .filter_map(|(_, lines)| lines.front())
+            .collect();
+        ready.sort_unstable_by_key(|r| r.global_seq);
+        ready.truncate(room);
+        let ready: Vec<TransitionRecord> = ready.into_iter().cloned().collect();
+        queue.busy.extend(ready.iter().map(|r| r.sprint_id.clone()));
+        ready
+    }
+
+    /// Records that `record`'s line is done with: on the shared cursor when every line
+    /// before it is too, else on its sprint's own. The queue is held while writing, so the
+    /// shared cursor is written in order.
     async fn done_with(
         &self,
-        batch: &[TransitionRecord],
-        i: usize,
+        record: &TransitionRecord,
         turn: Turn,
-        progress: &tokio::sync::Mutex<Progress>,
+        queue: &tokio::sync::Mutex<Queue>,
     ) -> Result<(), DeliveryError> {
-        let mut p = progress.lock().await;
-        p.done[i] = true;
-        while p.moves && p.done.get(p.prefix).copied().unwrap_or(false) {
-            p.prefix += 1;
+        let mut q = queue.lock().await;
+        q.pending.remove(&record.global_seq);
+        let cursor = q.cursor();
+        if cursor > q.written {
+            self.store.set_cursor(CURSOR, cursor).await?;
+            q.written = cursor;
         }
-        if turn != Turn::Delivered {
-            return Ok(());
-        }
-        let record = &batch[i];
-        if i < p.prefix {
-            let seq = batch[p.prefix - 1].global_seq;
-            self.store.set_cursor(CURSOR, seq).await?;
-            p.written = Some(seq);
-        } else {
-            let cursor = sprint_cursor(&record.sprint_id);
-            self.store.set_cursor(&cursor, record.global_seq).await?;
+        if turn == Turn::Delivered && record.global_seq > cursor {
+            let own = sprint_cursor(&record.sprint_id);
+            self.store.set_cursor(&own, record.global_seq).await?;
             self.with(|s| {
                 s.delivered
                     .insert(record.sprint_id.clone(), record.global_seq)
@@ -800,9 +849,11 @@ impl Bridge {
     /// until the next one is due.
     async fn flush_boards(&self) -> Duration {
         let mut next = Duration::from_secs(3600);
+        // A due board is clean from now: a line delivered while it is edited makes it
+        // dirty again, for the next round.
         let due: Vec<String> = self.with(|s| {
             s.boards
-                .iter()
+                .iter_mut()
                 .filter(|(_, b)| b.dirty)
                 .filter_map(|(id, b)| {
                     let after_interval = b.last_edit.map(|at| at + BOARD_INTERVAL);
@@ -812,7 +863,10 @@ impl Bridge {
                             next = next.min(at - Instant::now());
                             None
                         }
-                        _ => Some(id.clone()),
+                        _ => {
+                            b.dirty = false;
+                            Some(id.clone())
+                        }
                     }
                 })
                 .collect()
@@ -830,7 +884,6 @@ impl Bridge {
             match edited {
                 Ok(()) => self.with(|s| {
                     let board = s.boards.entry(id).or_default();
-                    board.dirty = false;
                     board.last_edit = Some(Instant::now());
                     board.not_before = None;
                 }),
@@ -838,14 +891,15 @@ impl Bridge {
                 // not edited again until the sprint moves.
                 Err(e) if e.is_permanent() => {
                     tracing::warn!(sprint = %id, error = %e, "status board cannot be edited");
-                    self.with(|s| s.boards.entry(id).or_default().dirty = false);
                 }
                 Err(e) => {
                     tracing::warn!(sprint = %id, error = %e, "status board edit failed; will retry");
                     // Not before a 429's wait is over.
                     let wait = e.retry_after().unwrap_or(Duration::from_secs(5));
                     self.with(|s| {
-                        s.boards.entry(id).or_default().not_before = Some(Instant::now() + wait);
+                        let board = s.boards.entry(id).or_default();
+                        board.dirty = true;
+                        board.not_before = Some(Instant::now() + wait);
                     });
                     next = next.min(wait);
                 }

@@ -642,6 +642,51 @@ async fn one_failing_thread_never_holds_back_the_other_sprints() {
     p.stop().await;
 }
 
+/// A thread Discord is slow to answer holds back only its own sprint: the other sprint's
+/// lines arrive while its line waits for its answer, and that line, once answered, was
+/// sent once, the sprint's lines in order.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_thread_discord_is_slow_to_answer_holds_back_only_its_own_sprint() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let (p, bot, first) = two_sprints_setup(&fake).await;
+    fake.hold_channel(first, true);
+    p.command("SPRINT-001", CommandKind::Approve, None).await;
+    p.wait_for("SPRINT-001", State::Deployed).await;
+    assert!(
+        fake.wait_until(PATIENCE, |f| f.held_requests() > 0).await,
+        "SPRINT-001's next line is on its way"
+    );
+    let s2 = p.start_sprint("web", "Second", None).await;
+    p.wait_for(&s2.id, State::Done).await;
+    assert!(
+        fake.wait_until(PATIENCE, |f| thread_of(f, "SPRINT-002").len() == 1)
+            .await
+    );
+    let second = thread_of(&fake, "SPRINT-002")[0];
+    let lines = wait_for_thread_lines(&fake, second, 4).await;
+    assert_eq!(
+        lines[3], "<@500> ✅ SPRINT-002 완료. 배포 승인해주세요",
+        "{lines:#?}"
+    );
+    let posts = |f: &FakeDiscord| {
+        f.requests()
+            .iter()
+            .filter(|r| r.is("POST", &format!("/channels/{first}/messages")))
+            .count()
+    };
+    assert!(
+        fake.held_requests() > 0,
+        "SPRINT-001's line still waits for its answer"
+    );
+    assert_eq!(thread_lines(&fake, first).len(), 4);
+    fake.hold_channel(first, false);
+    let lines = wait_for_thread_lines(&fake, first, 6).await;
+    assert_eq!(lines, HAPPY_LINES.map(|l| l.replace("discord:501", "cli")));
+    assert_eq!(posts(&fake), 6, "each of SPRINT-001's lines was sent once");
+    bot.stop().await;
+    p.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deleted_post_is_recreated_and_says_so() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;

@@ -139,6 +139,8 @@ impl FakeDiscord {
                 lose_next_post_answers: (0, 0),
                 denied_channels: Vec::new(),
                 failing_channels: Vec::new(),
+                held_channels: Vec::new(),
+                held: 0,
                 fail_next_posts: (0, 500),
                 nonces: HashMap::new(),
             }),
@@ -526,6 +528,23 @@ impl FakeDiscord {
         if let Some(status) = status {
             state.failing_channels.push((channel_id, status));
         }
+    }
+
+    /// While on, requests about this channel get no answer (a route Discord is slow on);
+    /// off, the held ones are handled.
+    pub fn hold_channel(&self, channel_id: u64, on: bool) {
+        let mut state = self.state();
+        state.held_channels.retain(|id| *id != channel_id);
+        if on {
+            state.held_channels.push(channel_id);
+        }
+        drop(state);
+        self.inner.bump();
+    }
+
+    /// How many requests wait for their answer now (`hold_channel`).
+    pub fn held_requests(&self) -> usize {
+        self.state().held
     }
 
     /// Delays every REST answer by `delay` (before the request is handled).

@@ -113,6 +113,9 @@ pub(super) async fn serve_connection(inner: Arc<Inner>, stream: TcpStream) {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
+        if !hold(&inner, &request.target).await {
+            return;
+        }
         let close = request.wants_close();
         let reply = inner.handle(&request);
         inner.bump();
@@ -120,6 +123,35 @@ pub(super) async fn serve_connection(inner: Arc<Inner>, stream: TcpStream) {
             return;
         }
     }
+}
+
+/// Waits while the request's channel is held (`FakeDiscord::hold_channel`). False when
+/// the fake stops meanwhile.
+async fn hold(inner: &Inner, target: &str) -> bool {
+    let channel = target
+        .strip_prefix(API_PREFIX)
+        .and_then(|route| route.strip_prefix("/channels/"))
+        .and_then(|rest| rest.split(['/', '?']).next())
+        .and_then(parse_id);
+    let Some(channel) = channel else {
+        return true;
+    };
+    let mut changes = inner.changed.subscribe();
+    let mut counted = false;
+    while lock(&inner.state).held_channels.contains(&channel) {
+        if !counted {
+            counted = true;
+            lock(&inner.state).held += 1;
+            inner.bump();
+        }
+        if changes.changed().await.is_err() {
+            return false;
+        }
+    }
+    if counted {
+        lock(&inner.state).held -= 1;
+    }
+    true
 }
 
 /// The JSON body of a request: plain JSON, or the `payload_json` part of a multipart form.

@@ -77,6 +77,10 @@ pub(super) struct State {
     pub(super) denied_channels: Vec<u64>,
     /// Channels whose every request fails with a status (a 503 on one thread).
     pub(super) failing_channels: Vec<(u64, u16)>,
+    /// Channels whose requests are not answered until they are let go.
+    pub(super) held_channels: Vec<u64>,
+    /// Requests being held now.
+    pub(super) held: usize,
     /// The next posts of a message (`POST /channels/{id}/messages`) to fail, and how.
     pub(super) fail_next_posts: (u32, u16),
     /// The next forum posts to be created but answered with an error status, as when
