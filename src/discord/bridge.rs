@@ -39,8 +39,9 @@ const RETRY_BASE: Duration = Duration::from_millis(250);
 const RETRY_MAX: Duration = Duration::from_secs(60);
 /// Log entries read at a time.
 const BATCH: i64 = 100;
-/// Lines read ahead of their delivery at most.
-const PENDING: usize = 1000;
+/// Lines read ahead of their delivery at most (a sprint that waits on its backoff keeps
+/// its lines here, and the others' lines are read past them).
+const PENDING: usize = 10_000;
 /// Sprints whose lines are delivered at once (each sprint's in order). Discord limits
 /// each thread on its own, and serenity waits out every limit it is told of.
 const AT_ONCE: usize = 8;
@@ -895,7 +896,10 @@ impl Bridge {
                 Err(e) => {
                     tracing::warn!(sprint = %id, error = %e, "status board edit failed; will retry");
                     // Not before a 429's wait is over.
-                    let wait = e.retry_after().unwrap_or(Duration::from_secs(5));
+                    let wait = e
+                        .retry_after()
+                        .unwrap_or(Duration::from_secs(5))
+                        .max(RETRY_BASE);
                     self.with(|s| {
                         let board = s.boards.entry(id).or_default();
                         board.dirty = true;
