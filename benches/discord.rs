@@ -3,8 +3,8 @@
 //! poise, the bridge) against the fake Discord on loopback. `SPRINTS` sprints run to
 //! `deployed`, each approved as soon as it is `done`. For every transition, the time from
 //! its commit (`at` in the log) to the fake's receipt of its line (the request whose nonce
-//! names the transition's `global_seq`): p50, p99 and the worst. Target: p99 under 50 ms
-//! (docs/benchmarks.md).
+//! names the transition's `global_seq`): p50, p99 and the worst, and which transitions
+//! the three worst were. Target: p99 under 50 ms (docs/benchmarks.md).
 
 #[allow(dead_code)] // what every benchmark prints about the machine
 #[path = "common/mod.rs"]
@@ -97,7 +97,7 @@ fn main() {
             "every line reached the fake"
         );
         let sent = fake.requests();
-        let mut latency: Vec<Duration> = log
+        let mut timed: Vec<(Duration, String)> = log
             .iter()
             .filter_map(|t| {
                 let nonce = format!("hanarang-{}", t.global_seq);
@@ -105,12 +105,12 @@ fn main() {
                 let arrived = base_ms
                     + i64::try_from(r.at.saturating_duration_since(base_instant).as_millis())
                         .unwrap_or(0);
-                Some(Duration::from_millis(
-                    u64::try_from(arrived - t.at).unwrap_or(0),
-                ))
+                let took = Duration::from_millis(u64::try_from(arrived - t.at).unwrap_or(0));
+                Some((took, format!("{} {}→{}", t.sprint_id, t.from, t.to)))
             })
             .collect();
-        latency.sort();
+        timed.sort();
+        let latency: Vec<Duration> = timed.iter().map(|(d, _)| *d).collect();
         let at = |q: f64| latency[((latency.len() as f64 - 1.0) * q).round() as usize];
         println!(
             "transition → its line at the fake Discord, {} transitions of {SPRINTS} sprints: p50 {} ms, p99 {} ms, worst {} ms",
@@ -119,6 +119,13 @@ fn main() {
             at(0.99).as_millis(),
             latency.last().map_or(0, |d| d.as_millis())
         );
+        let worst: Vec<String> = timed
+            .iter()
+            .rev()
+            .take(3)
+            .map(|(d, line)| format!("{line} {} ms", d.as_millis()))
+            .collect();
+        println!("the worst: {}", worst.join(", "));
         let _ = stop.send(());
         let _ = bot.await;
         p.stop().await;
