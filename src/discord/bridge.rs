@@ -323,7 +323,7 @@ impl Bridge {
             if failed.is_some() && lines.is_empty() {
                 if let Some(e) = failed.take() {
                     store_failures = store_failures.saturating_add(1);
-                    tracing::warn!(error = %e, "Discord delivery cannot read the log; will retry");
+                    tracing::warn!(error = %e, retry_in = ?backoff(store_failures), "Discord delivery stopped on the database; it reads the log again from its cursor after a wait");
                     retry_at = Some(now + backoff(store_failures));
                 }
                 *queue.lock().await = Queue::default();
@@ -335,10 +335,7 @@ impl Bridge {
             if read_due && failed.is_none() && retry_at.is_none() {
                 read_due = false;
                 match bridge.read(&mut *queue.lock().await).await {
-                    Ok(more) => {
-                        store_failures = 0;
-                        read_due = more;
-                    }
+                    Ok(more) => read_due = more,
                     Err(e) => {
                         failed = Some(e);
                         continue;
@@ -353,6 +350,10 @@ impl Bridge {
                     let span = tracing::info_span!("deliver", sprint = %record.sprint_id, seq = record.seq);
                     let task = lines.spawn(
                         async move {
+                            // The lease may have run out while the line waited to start.
+                            if bridge.lead.as_ref().is_some_and(|l| !l.holds()) {
+                                return Ok(Turn::Waits);
+                            }
                             let turn = bridge.deliver_in_turn(&record).await?;
                             if turn != Turn::Waits {
                                 bridge.done_with(&record, turn, &queue).await?;
@@ -403,6 +404,9 @@ impl Bridge {
                     match turn {
                         Ok(Turn::Waits) => {}
                         Ok(Turn::Delivered | Turn::Before) => {
+                            // Only a line done with, its cursor written, shows the database
+                            // works (a read alone does not: it may take no writes).
+                            store_failures = 0;
                             q.pop(&sprint);
                             boards_due = Some(Instant::now());
                         }
@@ -460,6 +464,12 @@ impl Bridge {
             if !full {
                 return Ok(false);
             }
+        }
+        if self.with(|s| s.repeated.due()) {
+            tracing::warn!(
+                lines = queue.pending.len(),
+                "Discord delivery is this many lines behind; the log is read further as they go"
+            );
         }
         Ok(true)
     }

@@ -644,7 +644,9 @@ async fn one_failing_thread_never_holds_back_the_other_sprints() {
 
 /// A thread Discord is slow to answer holds back only its own sprint: the other sprint's
 /// lines arrive while its line waits for its answer, and that line, once answered, was
-/// sent once, the sprint's lines in order.
+/// sent once, the sprint's lines in order. (The old bridge delivered one line at a time:
+/// SPRINT-002 waited for the held call's 15 s timeout, and the held line was sent again.
+/// This test so assumes SPRINT-002 gets to `done` within those 15 s.)
 #[tokio::test(flavor = "multi_thread")]
 async fn a_thread_discord_is_slow_to_answer_holds_back_only_its_own_sprint() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
