@@ -150,10 +150,23 @@ macro_rules! portable_calls {
             pub async fn next_in_queues(&self) -> crate::store::Result<Vec<crate::store::Sprint>> {
                 // The lock holders by name, not as "neither queued nor ended": the index
                 // then finds them at once, where `NOT IN` read every sprint the project
-                // ever had (2 ms with 10,000 deployed, against 0.01 ms).
+                // ever had (2 ms with 10,000 deployed, against 0.01 ms). The heads of the
+                // queues are found project by project (each project the next one after
+                // the last in the index), not by looking at every queued sprint: 17 ms
+                // with 10,000 queued in one project, on every sweep of an idle `serve`,
+                // against 0.01 ms.
                 self.sprints_where(concat!(
-                    "state = 'queued'
-                     AND number = (SELECT MIN(q.number) FROM sprints q WHERE q.project = sprints.project AND q.state = 'queued')
+                    "number IN (
+                         WITH RECURSIVE projects(name) AS (
+                             SELECT MIN(project) FROM sprints
+                             UNION ALL
+                             SELECT (SELECT MIN(p.project) FROM sprints p WHERE p.project > projects.name)
+                             FROM projects WHERE projects.name IS NOT NULL
+                         )
+                         SELECT (SELECT MIN(q.number) FROM sprints q
+                                 WHERE q.project = projects.name AND q.state = 'queued')
+                         FROM projects WHERE projects.name IS NOT NULL
+                     )
                      AND NOT EXISTS (SELECT 1 FROM sprints b WHERE b.project = sprints.project
                                      AND b.state IN (",
                     super::portable::lock_holding_states!(),
