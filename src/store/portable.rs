@@ -152,9 +152,9 @@ macro_rules! portable_calls {
                 // then finds them at once, where `NOT IN` read every sprint the project
                 // ever had (2 ms with 10,000 deployed, against 0.01 ms). The heads of the
                 // queues are found project by project (each project the next one after
-                // the last in the index), not by looking at every queued sprint: 17 ms
-                // with 10,000 queued in one project, on every sweep of an idle `serve`,
-                // against 0.01 ms.
+                // the last in the index), not by looking at every queued sprint: with
+                // 10,000 queued in one project, on every sweep of an idle `serve`, 17 ms
+                // against 0.01 ms on SQLite, 85 ms against 4 ms on PostgreSQL.
                 self.sprints_where(concat!(
                     "number IN (
                          WITH RECURSIVE projects(name) AS (
