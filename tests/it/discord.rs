@@ -609,6 +609,22 @@ async fn two_sprints_setup(fake: &FakeDiscord) -> (Pipeline, Bot, u64) {
     (p, bot, thread)
 }
 
+/// SPRINT-002 (project `web`) runs to `done`, its four lines in its own thread.
+async fn second_sprint_reaches_done(p: &Pipeline, fake: &FakeDiscord) {
+    let s2 = p.start_sprint("web", "Second", None).await;
+    p.wait_for(&s2.id, State::Done).await;
+    assert!(
+        fake.wait_until(PATIENCE, |f| thread_of(f, "SPRINT-002").len() == 1)
+            .await
+    );
+    let second = thread_of(fake, "SPRINT-002")[0];
+    let lines = wait_for_thread_lines(fake, second, 4).await;
+    assert_eq!(
+        lines[3], "<@500> ✅ SPRINT-002 완료. 배포 승인해주세요",
+        "{lines:#?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn one_failing_thread_never_holds_back_the_other_sprints() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
@@ -617,18 +633,7 @@ async fn one_failing_thread_never_holds_back_the_other_sprints() {
     fake.fail_channel(first, Some(503));
     p.command("SPRINT-001", CommandKind::Approve, None).await;
     p.wait_for("SPRINT-001", State::Deployed).await;
-    let s2 = p.start_sprint("web", "Second", None).await;
-    p.wait_for(&s2.id, State::Done).await;
-    assert!(
-        fake.wait_until(PATIENCE, |f| thread_of(f, "SPRINT-002").len() == 1)
-            .await
-    );
-    let second = thread_of(&fake, "SPRINT-002")[0];
-    let lines = wait_for_thread_lines(&fake, second, 4).await;
-    assert_eq!(
-        lines[3], "<@500> ✅ SPRINT-002 완료. 배포 승인해주세요",
-        "{lines:#?}"
-    );
+    second_sprint_reaches_done(&p, &fake).await;
     assert_eq!(
         thread_lines(&fake, first).len(),
         4,
@@ -658,18 +663,7 @@ async fn a_thread_discord_is_slow_to_answer_holds_back_only_its_own_sprint() {
         fake.wait_until(PATIENCE, |f| f.held_requests() > 0).await,
         "SPRINT-001's next line is on its way"
     );
-    let s2 = p.start_sprint("web", "Second", None).await;
-    p.wait_for(&s2.id, State::Done).await;
-    assert!(
-        fake.wait_until(PATIENCE, |f| thread_of(f, "SPRINT-002").len() == 1)
-            .await
-    );
-    let second = thread_of(&fake, "SPRINT-002")[0];
-    let lines = wait_for_thread_lines(&fake, second, 4).await;
-    assert_eq!(
-        lines[3], "<@500> ✅ SPRINT-002 완료. 배포 승인해주세요",
-        "{lines:#?}"
-    );
+    second_sprint_reaches_done(&p, &fake).await;
     let posts = |f: &FakeDiscord| {
         f.requests()
             .iter()
