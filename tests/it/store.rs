@@ -718,3 +718,35 @@ async fn sprints_queued_at_once_get_numbers_of_their_own(engine) {
     store.close().await;
 }
 }
+
+on_each_engine! {
+/// The sprints to start are the heads of the projects' queues whose lock is free: one a
+/// project, the oldest first, whatever else is queued behind them.
+async fn each_free_project_offers_the_head_of_its_queue(engine) {
+    let db = TestDb::new(engine, "store").await;
+    let store = Store::open(&db.url).await.unwrap();
+    let mut queued = Vec::new();
+    for project in ["app", "web", "app", "web", "cli"] {
+        let sprint = store
+            .create_sprint(project, "goal", None, "feature/{sprint}", 1)
+            .await
+            .unwrap();
+        queued.push(sprint);
+    }
+    let heads = |store: &Store| {
+        let store = store.clone();
+        async move {
+            let heads = store.next_in_queues().await.unwrap();
+            heads.into_iter().map(|s| s.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(heads(&store).await, ["SPRINT-001", "SPRINT-002", "SPRINT-005"]);
+    // `app`'s first sprint starts: its project's lock is held, and what is queued behind
+    // it waits.
+    commit_event(&store, &queued[0], &Event::LockAcquired, None, None, 2)
+        .await
+        .unwrap();
+    assert_eq!(heads(&store).await, ["SPRINT-002", "SPRINT-005"]);
+    store.close().await;
+}
+}
