@@ -145,6 +145,8 @@ struct Shared {
     global_wait: Option<Instant>,
     /// A Discord failure is logged once a minute, not on every retry.
     repeated: super::Repeated,
+    /// So is a bridge that is `PENDING` lines behind.
+    behind: super::Repeated,
     /// Forum posts in Discord that may belong to sprints with none recorded, by title: a
     /// bot that stopped (or lost its lease, or whose call timed out) between creating a
     /// post and recording it leaves one, and the next post for that sprint is that one.
@@ -219,14 +221,14 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// What became of one line in a pass.
+/// What became of one line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Turn {
     /// Posted now (or skipped for good): done with.
     Delivered,
-    /// Done with in an earlier pass (past the shared cursor, on the sprint's own).
+    /// Done with before (past the shared cursor, on the sprint's own).
     Before,
-    /// Its sprint waits on its backoff: not yet.
+    /// Its sprint waits on its backoff (or the lease ran out): not yet.
     Waits,
 }
 
@@ -323,7 +325,7 @@ impl Bridge {
             if failed.is_some() && lines.is_empty() {
                 if let Some(e) = failed.take() {
                     store_failures = store_failures.saturating_add(1);
-                    tracing::warn!(error = %e, retry_in = ?backoff(store_failures), "Discord delivery stopped on the database; it reads the log again from its cursor after a wait");
+                    tracing::warn!(error = %e, retry_in = ?backoff(store_failures), "Discord delivery stopped on an error (the database, or a delivery that ended without an answer); it reads the log again from its cursor after a wait");
                     retry_at = Some(now + backoff(store_failures));
                 }
                 *queue.lock().await = Queue::default();
@@ -465,7 +467,7 @@ impl Bridge {
                 return Ok(false);
             }
         }
-        if self.with(|s| s.repeated.due()) {
+        if self.with(|s| s.behind.due()) {
             tracing::warn!(
                 lines = queue.pending.len(),
                 "Discord delivery is this many lines behind; the log is read further as they go"
@@ -532,7 +534,7 @@ impl Bridge {
 
     /// One line, unless its sprint waits. A failure for now puts the sprint on its
     /// backoff; a failure for good skips the line, noted on the board. Only a refused token
-    /// and the database stop the pass.
+    /// and the database stop delivery.
     async fn deliver_in_turn(&self, record: &TransitionRecord) -> Result<Turn, DeliveryError> {
         let id = &record.sprint_id;
         if self.delivered_up_to(id).await? >= record.global_seq {
