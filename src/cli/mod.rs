@@ -283,26 +283,51 @@ fn with_config(path: Option<&Path>, f: impl FnOnce(Arc<Config>) -> Exit) -> Exit
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 fn block_on(f: impl std::future::Future<Output = Exit>) -> Exit {
-    finish_on(tokio::runtime::Builder::new_multi_thread(), f)
+    finish_on(
+        tokio::runtime::Builder::new_multi_thread(),
+        f,
+        Teardown::Shutdown,
+    )
 }
 
 /// `block_on` on a runtime of the calling thread alone: for `run` and `demo`, whose loop
 /// runs beside the console on that thread (`Orchestrator::run_here`).
 fn block_on_one_thread(f: impl std::future::Future<Output = Exit>) -> Exit {
-    finish_on(tokio::runtime::Builder::new_current_thread(), f)
+    finish_on(
+        tokio::runtime::Builder::new_current_thread(),
+        f,
+        Teardown::Leave,
+    )
+}
+
+/// What becomes of a command's runtime once the command is done.
+#[derive(Clone, Copy)]
+enum Teardown {
+    /// Shut down: its tasks are dropped, and its threads given `EXIT_GRACE` to stop.
+    Shutdown,
+    /// Left to the process's exit, for a command that has awaited everything it started
+    /// (`run`: its loop has stopped, its sisters have ended, every write is committed).
+    /// Dropping its tasks would only hand the database connection back to a pool that is
+    /// gone, and so close it while the process exits: SQLite's checkpoint, cut short or
+    /// not by chance (docs/benchmarks.md).
+    Leave,
 }
 
 fn finish_on(
     mut builder: tokio::runtime::Builder,
     f: impl std::future::Future<Output = Exit>,
+    teardown: Teardown,
 ) -> Exit {
     match builder.enable_all().build() {
         Ok(rt) => {
             let exit = rt.block_on(f);
-            // Nothing left running may hold the exit up: serenity 0.12 leaves a bot's shard
-            // runner behind, and one whose connection has ended busy-loops until its next
-            // heartbeat (41 s) without yielding.
-            rt.shutdown_timeout(EXIT_GRACE);
+            match teardown {
+                // Nothing left running may hold the exit up: serenity 0.12 leaves a bot's
+                // shard runner behind, and one whose connection has ended busy-loops until
+                // its next heartbeat (41 s) without yielding.
+                Teardown::Shutdown => rt.shutdown_timeout(EXIT_GRACE),
+                Teardown::Leave => std::mem::forget(rt),
+            }
             exit
         }
         Err(e) => {

@@ -62,6 +62,8 @@ pub(super) async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode
         errln!("hanarang run: the goal must not be empty");
         return Exit::Usage;
     }
+    // Before the database is opened: its worker thread starts on the same CPU.
+    crate::sister::cpus::keep_to_this_cpu();
     let Ok(store) = open_store(&config).await else {
         return Exit::Failure;
     };

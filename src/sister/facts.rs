@@ -108,8 +108,12 @@ async fn git(workdir: &Path, args: &[&str]) -> Result<String, GitError> {
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    let out = tokio::time::timeout(GIT_TIMEOUT, cmd.output())
+    let child = super::cpus::spawn_with_all(|| cmd.spawn())
+        .map_err(|e| GitError::Unavailable(e.to_string()))?;
+    let out = tokio::time::timeout(GIT_TIMEOUT, child.wait_with_output())
         .await
         .map_err(|_| GitError::Unavailable(format!("git {} timed out", args.join(" "))))?
         .map_err(|e| GitError::Unavailable(e.to_string()))?;

@@ -49,6 +49,33 @@ fn auto_approve_runs_to_deployed_and_exits_0() {
     );
 }
 
+/// `run` keeps its own threads on one CPU (`sister::cpus`); what it starts gets every CPU
+/// it was given: an agent pinned to one CPU would build and test at half speed.
+#[test]
+fn the_sisters_of_run_get_every_cpu_it_was_given() {
+    let cpus_here = |status: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(|l| l.trim().to_string())
+    };
+    let status = std::fs::read_to_string("/proc/self/status").expect("this process's status");
+    let given = cpus_here(&status).expect("Cpus_allowed_list in /proc/self/status");
+    let files = Files::new(&Setup::default());
+    let (code, out, err) = run(&files, &["Add a login page", "--auto-approve"], "");
+    assert_eq!(code, 0, "{out}{err}");
+    for run_id in [
+        "SPRINT-001-R01",
+        "SPRINT-001-R02",
+        "SPRINT-001-R03",
+        "SPRINT-001-R04",
+    ] {
+        let seen = std::fs::read_to_string(files.state_dir.join(format!("{run_id}.cpus")))
+            .unwrap_or_else(|e| panic!("{run_id} wrote no CPU list: {e}"));
+        assert_eq!(seen.trim(), given, "the CPUs {run_id} could run on");
+    }
+}
+
 #[test]
 fn the_terminal_is_asked_before_a_deploy() {
     let files = Files::new(&Setup::default());
