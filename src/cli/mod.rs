@@ -283,44 +283,41 @@ fn with_config(path: Option<&Path>, f: impl FnOnce(Arc<Config>) -> Exit) -> Exit
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 fn block_on(f: impl std::future::Future<Output = Exit>) -> Exit {
-    finish_on(
-        tokio::runtime::Builder::new_multi_thread(),
-        f,
-        Teardown::Shutdown,
-    )
+    finish_on(tokio::runtime::Builder::new_multi_thread(), async {
+        (f.await, Teardown::Shutdown)
+    })
 }
 
 /// `block_on` on a runtime of the calling thread alone: for `run` and `demo`, whose loop
-/// runs beside the console on that thread (`Orchestrator::run_here`).
-fn block_on_one_thread(f: impl std::future::Future<Output = Exit>) -> Exit {
-    finish_on(
-        tokio::runtime::Builder::new_current_thread(),
-        f,
-        Teardown::Leave,
-    )
+/// runs beside the console on that thread (`Orchestrator::run_here`), and which say what
+/// becomes of the runtime.
+fn block_on_one_thread(f: impl std::future::Future<Output = (Exit, Teardown)>) -> Exit {
+    finish_on(tokio::runtime::Builder::new_current_thread(), f)
 }
 
 /// What becomes of a command's runtime once the command is done.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Teardown {
-    /// Shut down: its tasks are dropped, and its threads given `EXIT_GRACE` to stop.
+    /// Shut down: its tasks are dropped (a sister's task kills its sister), and its
+    /// threads given `EXIT_GRACE` to stop.
     Shutdown,
-    /// Left to the process's exit, for a command that has awaited everything it started
-    /// (`run`: its loop has stopped, its sisters have ended, every write is committed).
-    /// Dropping its tasks would only hand the database connection back to a pool that is
-    /// gone, and so close it while the process exits: SQLite's checkpoint, cut short or
-    /// not by chance (docs/benchmarks.md).
+    /// Left to the process's exit: for `run` once its loop has stopped cleanly (every
+    /// sister it started has ended and is recorded, every write committed). What is left
+    /// is its listener on the wake-up socket, and the terminal's reader after an
+    /// unanswered deploy question; dropping the tasks would also hand the database
+    /// connection back to a pool that is gone, and so close it while the process exits:
+    /// SQLite's checkpoint, cut short or not by chance (docs/benchmarks.md). A loop that
+    /// ended in an error (or a panic) may leave a sister's task behind: `Shutdown` then.
     Leave,
 }
 
 fn finish_on(
     mut builder: tokio::runtime::Builder,
-    f: impl std::future::Future<Output = Exit>,
-    teardown: Teardown,
+    f: impl std::future::Future<Output = (Exit, Teardown)>,
 ) -> Exit {
     match builder.enable_all().build() {
         Ok(rt) => {
-            let exit = rt.block_on(f);
+            let (exit, teardown) = rt.block_on(f);
             match teardown {
                 // Nothing left running may hold the exit up: serenity 0.12 leaves a bot's
                 // shard runner behind, and one whose connection has ended busy-loops until

@@ -45,10 +45,8 @@ pub fn keep_to_this_cpu() {
     if one.set(cpu).is_err() || sched_setaffinity(this_thread, &one).is_err() {
         return;
     }
-    if KEPT.set(Kept { all, one }).is_err() {
-        // Kept already (a second call): the CPUs it saved stay.
-        tracing::debug!("the threads were kept to one CPU already");
-    }
+    // Called once, by `run`, before it starts anything.
+    let _ = KEPT.set(Kept { all, one });
 }
 
 /// Runs `spawn` (which starts a process) with the calling thread on all the process's
