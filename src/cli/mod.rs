@@ -296,7 +296,7 @@ fn block_on_one_thread(f: impl std::future::Future<Output = (Exit, Teardown)>) -
 }
 
 /// What becomes of a command's runtime once the command is done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 enum Teardown {
     /// Shut down: its tasks are dropped (a sister's task kills its sister), and its
     /// threads given `EXIT_GRACE` to stop.

@@ -53,14 +53,12 @@ fn auto_approve_runs_to_deployed_and_exits_0() {
 /// it was given: an agent pinned to one CPU would build and test at half speed.
 #[test]
 fn the_sisters_of_run_get_every_cpu_it_was_given() {
-    let cpus_here = |status: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .map(|l| l.trim().to_string())
-    };
     let status = std::fs::read_to_string("/proc/self/status").expect("this process's status");
-    let given = cpus_here(&status).expect("Cpus_allowed_list in /proc/self/status");
+    let given = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(str::trim)
+        .expect("Cpus_allowed_list in /proc/self/status");
     let files = Files::new(&Setup::default());
     let (code, out, err) = run(&files, &["Add a login page", "--auto-approve"], "");
     assert_eq!(code, 0, "{out}{err}");
