@@ -57,6 +57,7 @@ async fn queue(store: &Store, n: usize) {
                 &format!("p{}", i % PROJECTS),
                 "bench",
                 None,
+                "cli:bench@bench",
                 "b/{sprint_lower}",
                 hanarang::clock::now_ms(),
             )

@@ -114,6 +114,7 @@ pub async fn create_sprints(store: &Store, config: &Config, n: usize) -> Vec<Str
                 PROJECT,
                 &goal(i),
                 None,
+                "cli:bench@bench",
                 &config.pipeline.branch_template,
                 now_ms(),
             )

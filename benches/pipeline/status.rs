@@ -237,6 +237,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                 PROJECT,
                 &goal(i),
                 None,
+                "cli:bench@bench",
                 &config.pipeline.branch_template,
                 now_ms(),
             )

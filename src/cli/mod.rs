@@ -45,6 +45,17 @@ impl clap::ValueEnum for Dialect {
 /// How long a CLI command waits for a running orchestrator's answer.
 const COMMAND_WAIT: Duration = Duration::from_secs(30);
 
+/// Who gives a command from this command line, as the record names them:
+/// `cli:<user>@<host>`, the user this process runs as and the host's name (`[host] name`).
+fn cli_author(config: &Config) -> String {
+    let uid = nix::unistd::geteuid();
+    let user = match nix::unistd::User::from_uid(uid) {
+        Ok(Some(user)) => user.name,
+        _ => std::env::var("USER").unwrap_or_else(|_| uid.to_string()),
+    };
+    format!("cli:{user}@{}", config.host.name)
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "hanarang",

@@ -99,11 +99,13 @@ async fn drive(
         Ok(o) => o,
         Err(exit) => return exit,
     };
+    let by = super::cli_author(&config);
     let sprint = match store
         .create_sprint(
             &project,
             &args.goal,
             args.focus.as_deref(),
+            &by,
             &config.pipeline.branch_template,
             now_ms(),
         )
@@ -210,9 +212,9 @@ async fn drive(
                     }
                 };
                 let by = if args.auto_approve {
-                    "cli:auto-approve"
+                    format!("{} --auto-approve", super::cli_author(&config))
                 } else {
-                    "cli"
+                    super::cli_author(&config)
                 };
                 let (kind, text) = match decision {
                     Decision::Approve => (CommandKind::Approve, None),
@@ -231,7 +233,7 @@ async fn drive(
                     }
                 };
                 if let Err(e) = store
-                    .submit_own_command(&current.id, kind, text.as_deref(), by, now_ms())
+                    .submit_own_command(&current.id, kind, text.as_deref(), &by, now_ms())
                     .await
                 {
                     errln!("hanarang run: {e}");

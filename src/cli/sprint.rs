@@ -36,15 +36,17 @@ pub(super) async fn sprint(config: Arc<Config>, command: SprintCommand) -> Exit 
 /// One `sprint` command on an open store.
 async fn act(config: &Config, store: &Store, command: SprintCommand) -> Exit {
     let policy = Policy::from(&config.pipeline);
+    let by = super::cli_author(config);
     let submit = |id: String, kind: CommandKind, text: Option<String>| {
         let store = store.clone();
+        let by = by.clone();
         let id = parse_sprint_id(&id);
         async move {
             let request = client::Request {
                 sprint_id: &id,
                 kind,
                 text: text.as_deref(),
-                by: "cli",
+                by: &by,
             };
             let answer = client::submit(&store, &policy, request, None, COMMAND_WAIT).await;
             report_answer(&id, answer)
@@ -72,6 +74,7 @@ async fn act(config: &Config, store: &Store, command: SprintCommand) -> Exit {
                     &project,
                     &goal,
                     focus.as_deref(),
+                    &by,
                     &config.pipeline.branch_template,
                     now_ms(),
                 )

@@ -67,6 +67,7 @@ async fn start(
     if goal.trim().is_empty() {
         return reply(ctx, "the goal must not be empty").await;
     }
+    let by = format!("discord:{}", ctx.author().id.get());
     let sprint = data
         .handle
         .store
@@ -74,6 +75,7 @@ async fn start(
             &project,
             goal.trim(),
             focus.as_deref(),
+            &by,
             &data.config.pipeline.branch_template,
             now_ms(),
         )

@@ -551,6 +551,7 @@ impl Orchestrator {
                 launch = self.compose(&after, known).await;
                 // The run takes the focus with it.
                 after.focus = None;
+                after.focus_by = None;
             }
         }
         let at = now_ms();
@@ -652,10 +653,16 @@ impl Orchestrator {
         }
         match event {
             Event::RequestChanges { by, note } => {
-                after.focus = Some(format!("Changes requested by {by}: {note}"));
+                after.focus = Some(note.clone());
+                after.focus_by = Some(by.clone());
             }
-            Event::Resume { focus, .. } | Event::Handoff { focus, .. } => {
-                after.focus = focus.clone().or(after.focus);
+            Event::Resume { focus: Some(focus), by }
+            | Event::Handoff {
+                focus: Some(focus),
+                by,
+            } => {
+                after.focus = Some(focus.clone());
+                after.focus_by = Some(by.clone());
             }
             _ => {}
         }

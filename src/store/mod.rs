@@ -490,11 +490,12 @@ impl Store {
         project: &str,
         goal: &str,
         focus: Option<&str>,
+        by: &str,
         branch_template: &str,
         at: i64,
     ) -> Result<Sprint> {
         let queued = self.write("queue a sprint", || async {
-            on_engine!(self, db => db.create_sprint(project, goal, focus, branch_template, at).await)
+            on_engine!(self, db => db.create_sprint(project, goal, focus, by, branch_template, at).await)
         })
         .await?;
         self.nudge();

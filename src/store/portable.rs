@@ -19,7 +19,7 @@ macro_rules! portable_calls {
         /// The columns `SprintRaw` reads.
         macro_rules! sprint_columns {
             () => {
-                "id, number, project, goal, state, round, attempt, resume_stage, resume_round, contract_id, branch, next_run_at, focus, budget_usd, last_seq, created_at, updated_at, owner, epoch"
+                "id, number, project, goal, state, round, attempt, resume_stage, resume_round, contract_id, branch, next_run_at, focus, budget_usd, last_seq, created_at, updated_at, owner, epoch, started_by, focus_by"
             };
         }
 
@@ -50,23 +50,28 @@ macro_rules! portable_calls {
                 project: &str,
                 goal: &str,
                 focus: Option<&str>,
+                by: &str,
                 branch_template: &str,
                 at: i64,
             ) -> crate::store::Result<crate::store::Sprint> {
                 // The next number, then one statement that takes it: another sprint queued
                 // in between has taken it first (its id and number are unique), and the
-                // next one is read again.
+                // next one is read again. The insert is its own transaction, committed
+                // explicitly: the id is printed only once the commit returned (an insert
+                // whose RETURNING row was read before its implicit commit failed on a full
+                // disk printed an id that was never stored).
                 loop {
+                    let mut tx = self.begin_write().await?;
                     let number: i64 = sqlx::query_scalar(
                         "SELECT CAST(COALESCE(MAX(number), 0) + 1 AS BIGINT) FROM sprints",
                     )
-                    .fetch_one(&self.pool)
+                    .fetch_one(&mut *tx)
                     .await?;
                     let id = crate::domain::sprint_id(number);
                     let branch = crate::store::sprint_branch(branch_template, &id, project);
                     let inserted = sqlx::query_as::<_, crate::store::rows::SprintRaw>(concat!(
-                        "INSERT INTO sprints (id, number, project, goal, state, round, attempt, contract_id, branch, focus, created_at, updated_at)
-                         VALUES ($1, $2, $3, $4, 'queued', 0, 0, $1, $5, $6, $7, $7)
+                        "INSERT INTO sprints (id, number, project, goal, state, round, attempt, contract_id, branch, focus, created_at, updated_at, started_by, focus_by)
+                         VALUES ($1, $2, $3, $4, 'queued', 0, 0, $1, $5, $6, $7, $7, $8, $9)
                          RETURNING ",
                         sprint_columns!()
                     ))
@@ -77,10 +82,16 @@ macro_rules! portable_calls {
                     .bind(&branch)
                     .bind(focus)
                     .bind(at)
-                    .fetch_one(&self.pool)
+                    .bind(by)
+                    .bind(focus.map(|_| by))
+                    .fetch_all(&mut *tx)
                     .await;
                     match inserted {
-                        Ok(raw) => return crate::store::Sprint::try_from(raw),
+                        Ok(mut rows) => {
+                            let raw = rows.pop().ok_or(sqlx::Error::RowNotFound)?;
+                            tx.commit().await?;
+                            return crate::store::Sprint::try_from(raw);
+                        }
                         Err(sqlx::Error::Database(e)) if e.is_unique_violation() => continue,
                         Err(e) => return Err(e.into()),
                     }
@@ -550,8 +561,8 @@ macro_rules! portable_calls {
         }
 
         /// Binds the sprint's columns a commit writes, after those already bound: state,
-        /// round, attempt, resume stage and round, contract, branch, due time, focus,
-        /// budget, `last_seq`, `updated_at`, then the tokens and dollars its run adds.
+        /// round, attempt, resume stage and round, contract, branch, due time, focus and
+        /// its author, budget, `last_seq`, `updated_at`, then the tokens and dollars its run adds.
         fn bind_sprint_after<'q>(
             query: sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments>,
             c: &'q crate::store::Commit<'q>,
@@ -567,6 +578,7 @@ macro_rules! portable_calls {
                 .bind(&after.branch)
                 .bind(after.next_run_at)
                 .bind(&after.focus)
+                .bind(&after.focus_by)
                 .bind(after.budget_usd)
                 .bind(c.seq())
                 .bind(c.at)

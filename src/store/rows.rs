@@ -48,6 +48,12 @@ pub struct Sprint {
     /// How many times it was claimed or taken over: a write for it is guarded by this.
     #[serde(skip)]
     pub epoch: i64,
+    /// Who queued it: `discord:<id>` or `cli:<user>@<host>` (`None` before migration 0011).
+    #[serde(skip)]
+    pub started_by: Option<String>,
+    /// Who gave `focus`.
+    #[serde(skip)]
+    pub focus_by: Option<String>,
 }
 
 impl Sprint {
@@ -82,6 +88,8 @@ pub(super) struct SprintRaw {
     updated_at: i64,
     owner: Option<String>,
     epoch: i64,
+    started_by: Option<String>,
+    focus_by: Option<String>,
 }
 
 impl TryFrom<SprintRaw> for Sprint {
@@ -115,6 +123,8 @@ impl TryFrom<SprintRaw> for Sprint {
             updated_at: r.updated_at,
             host: r.owner,
             epoch: r.epoch,
+            started_by: r.started_by,
+            focus_by: r.focus_by,
             id: r.id,
         })
     }

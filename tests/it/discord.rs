@@ -312,7 +312,7 @@ async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
         .unwrap();
     let stdin = p.files.stdin_of(&fix.run_id);
     assert!(
-        stdin.ends_with("Additional focus: Changes requested by discord:777: rename the button\n"),
+        stdin.contains("rename the button"),
         "{stdin}"
     );
     bot.stop().await;

@@ -163,6 +163,7 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
                     project,
                     &format!("goal {n}"),
                     None,
+                    "cli:tester@test",
                     "feature/{sprint_lower}",
                     hanarang::clock::now_ms(),
                 )

@@ -626,7 +626,7 @@ async fn the_pipeline_goes_on_while_the_callers_runtime_is_stuck() {
     let s = hanarang::store::Store::open(&config.database.url)
         .await
         .unwrap()
-        .create_sprint("app", "Add a login page", None, "b", 1)
+        .create_sprint("app", "Add a login page", None, "cli:tester@test", "b", 1)
         .await
         .unwrap();
     let p = Pipeline::start_with(files).await;

@@ -76,7 +76,7 @@ async fn an_upgrade_backs_the_sqlite_database_up_before_migrating() {
     );
     let store = Store::open(&url).await.unwrap();
     store
-        .create_sprint("app", "keep me", None, "feature/{sprint_lower}", 1)
+        .create_sprint("app", "keep me", None, "cli:tester@test", "feature/{sprint_lower}", 1)
         .await
         .unwrap();
     store.close().await;
@@ -124,7 +124,7 @@ async fn a_bad_row_is_an_error_that_names_it(engine) {
     let db = TestDb::new(engine, "store").await;
     let store = Store::open(&db.url).await.unwrap();
     store
-        .create_sprint("app", "goal", None, "b", 1)
+        .create_sprint("app", "goal", None, "cli:tester@test", "b", 1)
         .await
         .unwrap();
     testing::overwrite_sprint_state(&store, "SPRINT-001", "sleeping")
@@ -145,7 +145,7 @@ async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing(engine) {
     let db = TestDb::new(engine, "store").await;
     let store = Store::open(&db.url).await.unwrap();
     let sprint = store
-        .create_sprint("app", "goal", None, "b", 1)
+        .create_sprint("app", "goal", None, "cli:tester@test", "b", 1)
         .await
         .unwrap();
     let lock = Event::LockAcquired;
@@ -189,7 +189,7 @@ async fn a_transition_from_a_stale_read_is_refused_and_writes_nothing(engine) {
     // every connection of the pool still go through.
     for n in 0..6 {
         let queued = store
-            .create_sprint("app", &format!("after {n}"), None, "b", 6)
+            .create_sprint("app", &format!("after {n}"), None, "cli:tester@test", "b", 6)
             .await
             .unwrap();
         commit_event(&store, &queued, &lock, None, None, 7)
@@ -204,7 +204,7 @@ async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds(engine) {
     let db = TestDb::new(engine, "store").await;
     let store = Store::open(&db.url).await.unwrap();
     let queued = store
-        .create_sprint("app", "goal", None, "b", 1)
+        .create_sprint("app", "goal", None, "cli:tester@test", "b", 1)
         .await
         .unwrap();
     // The move into planning records the planner's run in the same commit.
@@ -342,7 +342,7 @@ async fn a_sprint_and_its_log_are_read_in_one_snapshot(engine) {
     };
     for n in 1..=60 {
         let sprint = store
-            .create_sprint("app", "goal", None, "b", n)
+            .create_sprint("app", "goal", None, "cli:tester@test", "b", n)
             .await
             .unwrap();
         current.store(n as usize, Ordering::Relaxed);
@@ -385,7 +385,7 @@ async fn a_host_that_lost_a_sprint_can_write_nothing_for_it() {
     take_host_lease(&a, "token-a").await;
     take_host_lease(&b, "token-b").await;
     store
-        .create_sprint("app", "goal", None, "b", 1)
+        .create_sprint("app", "goal", None, "cli:tester@test", "b", 1)
         .await
         .unwrap();
     let claimed = a.next_in_queues().await.unwrap();
@@ -439,7 +439,7 @@ async fn a_sprint_keeps_the_first_forum_post_recorded(engine) {
     use hanarang::store::ForumPost;
     let db = TestDb::new(engine, "store").await;
     let store = Store::open(&db.url).await.unwrap();
-    let sprint = store.create_sprint("app", "goal", None, "b", 1).await.unwrap();
+    let sprint = store.create_sprint("app", "goal", None, "cli:tester@test", "b", 1).await.unwrap();
     let post = |thread: i64| ForumPost {
         sprint_id: sprint.id.clone(),
         thread_id: thread,
@@ -473,11 +473,11 @@ async fn the_log_is_read_in_the_order_its_lines_were_numbered() {
     let db = TestDb::new(Engine::Postgres, "store").await;
     let store = Store::open(&db.url).await.unwrap();
     let first = store
-        .create_sprint("a", "goal", None, "b", 1)
+        .create_sprint("a", "goal", None, "cli:tester@test", "b", 1)
         .await
         .unwrap();
     let second = store
-        .create_sprint("b", "goal", None, "b", 1)
+        .create_sprint("b", "goal", None, "cli:tester@test", "b", 1)
         .await
         .unwrap();
     let lock = Event::LockAcquired;
@@ -557,7 +557,7 @@ async fn a_host_at_its_cap_leaves_the_queue_to_the_others() {
     take_host_lease(&b, "token-b").await;
     for project in ["p1", "p2", "p3"] {
         store
-            .create_sprint(project, "goal", None, "b", 1)
+            .create_sprint(project, "goal", None, "cli:tester@test", "b", 1)
             .await
             .unwrap();
     }
@@ -689,7 +689,7 @@ async fn sprints_queued_at_once_get_numbers_of_their_own(engine) {
         tokio::spawn(async move {
             let store = Store::open(&url).await.expect("open");
             let sprint = store
-                .create_sprint("app", &format!("goal {n}"), None, "feature/{sprint}", 1)
+                .create_sprint("app", &format!("goal {n}"), None, "cli:tester@test", "feature/{sprint}", 1)
                 .await
                 .expect("queued");
             store.close().await;
@@ -728,7 +728,7 @@ async fn each_free_project_offers_the_head_of_its_queue(engine) {
     let mut queued = Vec::new();
     for project in ["app", "web", "app", "web", "cli"] {
         let sprint = store
-            .create_sprint(project, "goal", None, "feature/{sprint}", 1)
+            .create_sprint(project, "goal", None, "cli:tester@test", "feature/{sprint}", 1)
             .await
             .unwrap();
         queued.push(sprint);

@@ -171,7 +171,7 @@ impl Db {
         let raws: Vec<crate::store::rows::SprintSpendRaw> = sqlx::query_as(
             "SELECT id, number, project, goal, state, round, attempt, resume_stage, resume_round, contract_id,
                     branch, next_run_at, focus, budget_usd, last_seq, created_at, updated_at,
-                    owner, epoch, input_tokens, output_tokens, cost_usd
+                    owner, epoch, started_by, focus_by, input_tokens, output_tokens, cost_usd
              FROM sprints ORDER BY number",
         )
         .fetch_all(&self.pool)

@@ -62,10 +62,10 @@ impl Db {
         let run = c.run;
         let moved = bind_sprint_after(sqlx::query(
             "UPDATE sprints SET state = $1, round = $2, attempt = $3, resume_stage = $4, resume_round = $5,
-                 contract_id = $6, branch = $7, next_run_at = $8, focus = $9, budget_usd = $10, last_seq = $11,
-                 updated_at = $12, input_tokens = input_tokens + $13, output_tokens = output_tokens + $14,
-                 cost_usd = cost_usd + $15
-             WHERE id = $16 AND last_seq = $17 AND epoch = $18",
+                 contract_id = $6, branch = $7, next_run_at = $8, focus = $9, focus_by = $10, budget_usd = $11, last_seq = $12,
+                 updated_at = $13, input_tokens = input_tokens + $14, output_tokens = output_tokens + $15,
+                 cost_usd = cost_usd + $16
+             WHERE id = $17 AND last_seq = $18 AND epoch = $19",
         ), c)
         .bind(&c.before.id)
         .bind(c.before.last_seq)
@@ -146,7 +146,7 @@ impl Db {
             .await?;
         if new.focus.is_some() {
             // The focus goes with this run; the next one does not get it again.
-            sqlx::query("UPDATE sprints SET focus = NULL WHERE id = $1")
+            sqlx::query("UPDATE sprints SET focus = NULL, focus_by = NULL WHERE id = $1")
                 .bind(new.sprint_id)
                 .execute(&mut *tx)
                 .await?;

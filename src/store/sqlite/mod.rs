@@ -538,7 +538,7 @@ mod tests {
         let (store, _) = Db::open("sqlite::memory:").await.unwrap();
         assert_eq!(database_path("sqlite::memory:"), None);
         let sprint = store
-            .create_sprint("app", "goal", None, "b", 1)
+            .create_sprint("app", "goal", None, "cli:tester@test", "b", 1)
             .await
             .unwrap();
         assert_eq!(sprint.id, "SPRINT-001");
@@ -561,7 +561,7 @@ mod tests {
         let (store, _) = Db::open(&url).await.unwrap();
         let store = store.single_connection();
         let sprint = store
-            .create_sprint("app", "goal", None, "b", 1)
+            .create_sprint("app", "goal", None, "cli:tester@test", "b", 1)
             .await
             .unwrap();
         let handoff = HandoffDocument::default();

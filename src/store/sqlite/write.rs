@@ -52,7 +52,7 @@ const END_RUN: &str = end_run!();
 const COMMIT_BATCH: &str = concat!(
     "BEGIN IMMEDIATE;
      UPDATE sprints SET state = ?, round = ?, attempt = ?, resume_stage = ?, resume_round = ?,
-         contract_id = ?, branch = ?, next_run_at = ?, focus = ?, budget_usd = ?, last_seq = ?, updated_at = ?,
+         contract_id = ?, branch = ?, next_run_at = ?, focus = ?, focus_by = ?, budget_usd = ?, last_seq = ?, updated_at = ?,
          input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, cost_usd = cost_usd + ?
      WHERE id = ? AND last_seq = ?
      RETURNING 'sprint' AS written, last_seq AS n;
@@ -165,7 +165,7 @@ impl Db {
         // is atomic on its own; two are a transaction.
         let sql = if new.focus.is_some() {
             format!(
-                "{BEGIN_WRITE}; {INSERT_RUN}; UPDATE sprints SET focus = NULL WHERE id = ?; COMMIT"
+                "{BEGIN_WRITE}; {INSERT_RUN}; UPDATE sprints SET focus = NULL, focus_by = NULL WHERE id = ?; COMMIT"
             )
         } else {
             INSERT_RUN.to_string()

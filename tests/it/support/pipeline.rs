@@ -276,6 +276,7 @@ impl Pipeline {
                 project,
                 goal,
                 focus,
+                "cli:tester@test",
                 &self.config.pipeline.branch_template,
                 now_ms(),
             )
