@@ -656,7 +656,10 @@ impl Orchestrator {
                 after.focus = Some(note.clone());
                 after.focus_by = Some(by.clone());
             }
-            Event::Resume { focus: Some(focus), by }
+            Event::Resume {
+                focus: Some(focus),
+                by,
+            }
             | Event::Handoff {
                 focus: Some(focus),
                 by,
@@ -889,13 +892,21 @@ impl Orchestrator {
     async fn stop_all(&mut self) -> Result<(), OrchestratorError> {
         self.hold_spawns = true;
         self.memory.stop_all(Stop::Shutdown);
+        // Every sister is waited for even when recording one's end fails (a full disk):
+        // none is left running. Its run stays in flight in the database, for the next
+        // start to record as interrupted.
+        let mut failed = None;
         while self.memory.any_running() {
             let Some(done) = self.finished_rx.recv().await else {
                 break;
             };
-            self.finish(done).await?;
+            let run_id = done.run_id.clone();
+            if let Err(e) = self.finish(done).await {
+                self.memory.end(&run_id);
+                failed.get_or_insert(e);
+            }
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 }
 

@@ -34,7 +34,7 @@ use crate::pipeline::{Event, Transition};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("database {url}: {source}")]
+    #[error("database.url: cannot {verb} {url}: {source}", verb = if crate::config::is_postgres_url(url) { "connect to" } else { "open" })]
     Open { url: String, source: sqlx::Error },
     #[error("database {url}: migrations failed: {source}")]
     Migrate {
@@ -49,6 +49,10 @@ pub enum StoreError {
         "the database file {} was removed (or replaced) while in use: nothing more is written to it. Restore it from a backup (`<database>.backup-*`), or remove its -wal and -shm files to start afresh", .0.display()
     )]
     Removed(PathBuf),
+    /// The database could not keep a write (disk full, read-only, I/O error): nothing of
+    /// that write was kept.
+    #[error("database {db}: {cause}")]
+    Storage { db: String, cause: String },
     #[error("database error: {0}")]
     Sql(#[from] sqlx::Error),
     #[error("the database holds bad data in {table} {key}: {what}")]
@@ -89,6 +93,21 @@ impl StoreError {
             StoreError::Sql(sqlx::Error::PoolTimedOut) => true,
             StoreError::Sql(e) => sqlite::is_busy(e) || postgres::is_busy(e),
             _ => false,
+        }
+    }
+
+    /// A failure of the storage under the database, named with the database (`db`, a
+    /// path or a URL with its password hidden); any other error as it is.
+    fn at(self, db: &str) -> StoreError {
+        let StoreError::Sql(e) = &self else {
+            return self;
+        };
+        match sqlite::storage_failure(e).or_else(|| postgres::storage_failure(e)) {
+            Some(cause) => StoreError::Storage {
+                db: db.to_string(),
+                cause,
+            },
+            None => self,
         }
     }
 
@@ -164,6 +183,8 @@ where
 #[derive(Debug, Clone)]
 pub struct Store {
     engine: Engine,
+    /// How errors name the database: its path, or its URL with the password hidden.
+    name: std::sync::Arc<str>,
     /// Where run contract files go (for SQLite: beside the database file).
     runs_dir: PathBuf,
     /// The host this store works for, among several on one PostgreSQL database
@@ -340,6 +361,7 @@ impl Store {
         };
         Ok(Store {
             engine,
+            name: database_name(url).into(),
             runs_dir,
             scope: None,
         })
@@ -426,6 +448,7 @@ impl Store {
         };
         Store {
             engine,
+            name: self.name.clone(),
             runs_dir: self.runs_dir.clone(),
             scope: self.scope.clone(),
         }
@@ -441,7 +464,7 @@ impl Store {
             Engine::Sqlite(db) => Some(db.write_turn().await),
             Engine::Postgres(_) => None,
         };
-        retry_locked(what, op).await
+        retry_locked(what, op).await.map_err(|e| e.at(&self.name))
     }
 
     /// Where the contract file of a sprint's runs is written: one file per sprint,
@@ -661,10 +684,8 @@ impl Store {
             .await
     }
 
-    /// `submit_command` for a command this process applies itself before it says anything
-    /// of it (the answer to `run`'s deploy question), at relaxed durability: the commit
-    /// that applies it makes it durable. A power cut before that loses a command nobody
-    /// was told the outcome of: the sprint waits where it was, for the question again.
+    /// `submit_command` for a command this process applies itself (the answer to `run`'s
+    /// deploy question): a person's word, durable like any other.
     pub async fn submit_own_command(
         &self,
         sprint_id: &str,
@@ -673,7 +694,7 @@ impl Store {
         by: &str,
         at: i64,
     ) -> Result<i64> {
-        self.record_command(sprint_id, kind, text, by, at, Durability::Relaxed)
+        self.record_command(sprint_id, kind, text, by, at, Durability::Full)
             .await
     }
 
@@ -920,6 +941,18 @@ fn sprint_branch(template: &str, id: &str, project: &str) -> String {
 
 /// The database file a `sqlite:` URL names (`None` for an in-memory database, or a URL
 /// that names no file, as a PostgreSQL one).
+/// How errors name the database at `url`: the file's path, or the URL with its password
+/// hidden.
+fn database_name(url: &str) -> String {
+    match database_path(url) {
+        Some(path) => std::path::absolute(&path)
+            .unwrap_or(path)
+            .display()
+            .to_string(),
+        None => crate::config::redacted(url),
+    }
+}
+
 pub fn database_path(url: &str) -> Option<PathBuf> {
     if crate::config::is_postgres_url(url) {
         return None;

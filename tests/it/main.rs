@@ -26,6 +26,7 @@ mod reviewers;
 mod run_command;
 mod runner;
 mod steering;
+mod storage;
 mod store;
 mod validate_corpus;
 mod validate_props;

@@ -78,6 +78,26 @@ fn pool_options(max: u32) -> PgPoolOptions {
         .acquire_timeout(CONNECT_TIMEOUT)
 }
 
+/// A pool of at most `max` connections to `url`. One connection is made first, on its
+/// own: a server that refuses it (down, no such host, bad password) is said at once with
+/// its cause, where the pool would retry until its time-out and name none.
+async fn connect(url: &str, max: u32) -> Result<PgPool> {
+    use sqlx::Connection;
+    let options = options(url)?;
+    let probe = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        sqlx::postgres::PgConnection::connect_with(&options),
+    )
+    .await
+    .map_err(|_| open_err(url, sqlx::Error::PoolTimedOut))?
+    .map_err(|e| open_err(url, e))?;
+    let _ = probe.close().await;
+    pool_options(max)
+        .connect_with(options)
+        .await
+        .map_err(|e| open_err(url, e))
+}
+
 impl Db {
     /// Connects and applies the embedded migrations (sqlx holds an advisory lock while it
     /// does, so hosts starting together migrate once; each migration is a transaction of
@@ -85,10 +105,7 @@ impl Db {
     /// folder for run contract files: on this machine, named after the database.
     pub async fn open(url: &str) -> Result<(Db, PathBuf)> {
         let options = options(url)?;
-        let pool = pool_options(4)
-            .connect_with(options.clone())
-            .await
-            .map_err(|e| open_err(url, e))?;
+        let pool = connect(url, 4).await?;
         let (_, pending) = migrations_of(&pool, url).await?;
         if !pending.is_empty() {
             tracing::warn!(
@@ -234,10 +251,7 @@ impl Db {
 
     /// Reads, without changing anything, which migrations a database still needs.
     pub async fn migration_status(url: &str) -> Result<MigrationStatus> {
-        let pool = pool_options(1)
-            .connect_with(options(url)?)
-            .await
-            .map_err(|e| open_err(url, e))?;
+        let pool = connect(url, 1).await?;
         let status = migrations_of(&pool, url).await;
         pool.close().await;
         let (applied, pending) = status?;
@@ -252,10 +266,7 @@ impl Db {
 
     /// Connects to `url` only to ask the server's version.
     pub async fn version_at(url: &str) -> Result<String> {
-        let pool = pool_options(1)
-            .connect_with(options(url)?)
-            .await
-            .map_err(|e| open_err(url, e))?;
+        let pool = connect(url, 1).await?;
         let db = Db { pool };
         let version = db.server_version().await;
         db.close().await;
@@ -296,6 +307,20 @@ pub(super) fn is_busy(e: &sqlx::Error) -> bool {
     e.as_database_error()
         .and_then(|d| d.try_downcast_ref::<sqlx::postgres::PgDatabaseError>())
         .is_some_and(|d| matches!(d.code(), "55P03" | "40001" | "40P01" | "25P03"))
+}
+
+/// What a failure of the storage under the server is, in a few words (`None` for any other
+/// error).
+pub(super) fn storage_failure(e: &sqlx::Error) -> Option<String> {
+    let d = e
+        .as_database_error()?
+        .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?;
+    match d.code() {
+        "53100" => Some("disk full (on the database server)".into()),
+        "25006" => Some(format!("read-only: {}", d.message())),
+        "58030" => Some(format!("I/O error on the database server: {}", d.message())),
+        _ => None,
+    }
 }
 
 /// The constraint a unique violation names, if `e` is one.

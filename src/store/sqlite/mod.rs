@@ -154,7 +154,7 @@ impl Db {
     /// folder for run contract files: beside the database file.
     pub async fn open(url: &str) -> Result<(Db, PathBuf)> {
         let open_err = |source| StoreError::Open {
-            url: url.to_string(),
+            url: crate::config::redacted(url),
             source,
         };
         let options = SqliteConnectOptions::from_str(url)
@@ -236,7 +236,7 @@ impl Db {
                 .run(&pool)
                 .await
                 .map_err(|source| StoreError::Migrate {
-                    url: url.to_string(),
+                    url: crate::config::redacted(url),
                     source,
                 })?;
             if !in_memory {
@@ -253,7 +253,7 @@ impl Db {
         } else {
             use std::os::unix::fs::MetadataExt;
             let m = std::fs::metadata(&filename).map_err(|e| StoreError::Open {
-                url: url.to_string(),
+                url: crate::config::redacted(url),
                 source: sqlx::Error::Io(e),
             })?;
             Some((filename.clone(), (m.dev(), m.ino())))
@@ -420,7 +420,7 @@ impl Db {
     /// Reads, without changing anything, which migrations a database still needs.
     pub async fn migration_status(url: &str) -> Result<MigrationStatus> {
         let open_err = |source| StoreError::Open {
-            url: url.to_string(),
+            url: crate::config::redacted(url),
             source,
         };
         let options = SqliteConnectOptions::from_str(url).map_err(open_err)?;
@@ -512,6 +512,26 @@ pub(super) fn is_busy(e: &sqlx::Error) -> bool {
         .and_then(sqlx::error::DatabaseError::code)
         .and_then(|c| c.parse::<i64>().ok())
         .is_some_and(|c| matches!(c & 0xff, 5 | 6))
+}
+
+/// What a failure of the storage under the database is, in a few words: the disk is full,
+/// the file cannot be written, an I/O error. `None` for any other error.
+pub(super) fn storage_failure(e: &sqlx::Error) -> Option<String> {
+    use sqlx::error::DatabaseError;
+    let d = e
+        .as_database_error()?
+        .try_downcast_ref::<sqlx::sqlite::SqliteError>()?;
+    let code = d.code()?.parse::<i64>().ok()?;
+    match code & 0xff {
+        13 => Some("disk full".into()),
+        8 => Some(format!(
+            "cannot write (read-only file or file system): {}",
+            d.message()
+        )),
+        10 => Some(format!("I/O error: {}", d.message())),
+        14 => Some(format!("cannot open the file: {}", d.message())),
+        _ => None,
+    }
 }
 
 /// The status rows' lines as SQLite handed them over (`Db::status_rows`), read where they

@@ -25,6 +25,7 @@ pub mod fake_model;
 pub mod hosts;
 pub mod http;
 pub mod pipeline;
+pub mod small_disk;
 
 /// A fresh folder, removed when dropped.
 pub struct TempDir(PathBuf);
