@@ -256,13 +256,16 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
         Ok(None) => return no_sprint(id),
         Err(e) => return failed(&e),
     };
-    let (transitions, runs, usage) = match (
+    let (transitions, runs, usage, commands) = match (
         store.transitions(id).await,
         store.runs(id).await,
         store.usage(id).await,
+        store.commands_of(id).await,
     ) {
-        (Ok(t), Ok(r), Ok(u)) => (t, r, u),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return failed(&e),
+        (Ok(t), Ok(r), Ok(u), Ok(c)) => (t, r, u, c),
+        (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
+            return failed(&e);
+        }
     };
     if as_json {
         return print_json(&json!({
@@ -273,8 +276,10 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             "round": sprint.round,
             "attempt": sprint.attempt,
             "branch": sprint.branch,
+            "started_by": sprint.started_by,
             "transitions": transitions,
             "runs": runs,
+            "commands": commands,
             "usage": usage,
         }));
     }
@@ -287,16 +292,41 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
         sprint.project,
         escape_controls(&sprint.branch)
     );
+    if let Some(by) = &sprint.started_by {
+        outln!("Started by {}\n", escape_controls(by));
+    }
     outln!("Transitions:");
     let cx = Context::new(config, &sprint);
     for t in &transitions {
+        let by =
+            t.by.as_deref()
+                .map(|by| format!("  (by {})", escape_controls(by)))
+                .unwrap_or_default();
         outln!(
-            "  #{:<3} {}  {:>12} → {:<12} {}",
+            "  #{:<3} {}  {:>12} → {:<12} {}{by}",
             t.seq,
             time(t.at),
             t.from.as_str(),
             t.to.as_str(),
             escape_controls(&render(t, &cx).text)
+        );
+    }
+    if !commands.is_empty() {
+        outln!("\nCommands:");
+    }
+    for c in &commands {
+        let answer = c
+            .result
+            .as_deref()
+            .map(|r| format!(": {}", escape_controls(&one_line(r))))
+            .unwrap_or_default();
+        outln!(
+            "  #{:<3} {}  {:<15} by {}  {}{answer}",
+            c.id,
+            time(c.created_at),
+            c.kind.as_str(),
+            escape_controls(&c.by),
+            c.status.as_str()
         );
     }
     outln!(

@@ -963,6 +963,15 @@ impl Bridge {
             text.push('\n');
             text.push_str(&reviewers);
         }
+        let commands = self.store.commands_of(&sprint.id).await?;
+        if let Some(people) = super::render::people_line(
+            sprint.started_by.as_deref(),
+            &commands,
+            self.config.pipeline.locale,
+        ) {
+            text.push('\n');
+            text.push_str(&people);
+        }
         if let Some(skipped) = self.with(|s| s.skipped.get(&sprint.id).cloned()) {
             let (n, why, id) = (skipped.lines, one_line(&skipped.last_error), &sprint.id);
             text.push_str(&match self.config.pipeline.locale {

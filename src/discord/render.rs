@@ -126,6 +126,63 @@ pub fn board(
     cut(&text, MAX_CONTENT)
 }
 
+/// A command's author as Discord shows it: a Discord user as their mention (the board is
+/// sent with no mention allowed, so it names them without a ping), a CLI user as
+/// `user@host (CLI)`.
+pub fn author(by: &str) -> String {
+    match by.split_once(':') {
+        Some(("discord", id)) if id.parse::<u64>().is_ok() => format!("<@{id}>"),
+        Some(("cli", who)) => format!("`{}` (CLI)", who.replace('`', "'")),
+        _ => format!("`{}`", by.replace('`', "'")),
+    }
+}
+
+/// The board's line of who started the sprint and who steered it (the commands applied,
+/// the latest five); `None` when nothing is on record.
+pub fn people_line(
+    started_by: Option<&str>,
+    commands: &[crate::store::Command],
+    locale: Locale,
+) -> Option<String> {
+    use crate::store::{CommandKind, CommandStatus};
+    let mut parts = Vec::new();
+    if let Some(by) = started_by {
+        parts.push(match locale {
+            Locale::Ko => format!("시작 {}", author(by)),
+            Locale::En => format!("started by {}", author(by)),
+        });
+    }
+    let applied: Vec<&crate::store::Command> = commands
+        .iter()
+        .filter(|c| c.status == CommandStatus::Applied)
+        .collect();
+    for c in &applied[applied.len().saturating_sub(5)..] {
+        let what = match (c.kind, locale) {
+            (CommandKind::Approve, Locale::Ko) => "배포 승인",
+            (CommandKind::RequestChanges, Locale::Ko) => "변경 요청",
+            (CommandKind::Resume, Locale::Ko) => "재개",
+            (CommandKind::Abort, Locale::Ko) => "중단",
+            (CommandKind::Handoff, Locale::Ko) => "핸드오프",
+            (CommandKind::Approve, Locale::En) => "deploy approved by",
+            (CommandKind::RequestChanges, Locale::En) => "changes requested by",
+            (CommandKind::Resume, Locale::En) => "resumed by",
+            (CommandKind::Abort, Locale::En) => "aborted by",
+            (CommandKind::Handoff, Locale::En) => "handed off by",
+        };
+        parts.push(match locale {
+            Locale::Ko => format!("{what} {}", author(&c.by)),
+            Locale::En => format!("{what} {}", author(&c.by)),
+        });
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(match locale {
+        Locale::Ko => format!("사람: {}", parts.join(" · ")),
+        Locale::En => format!("People: {}", parts.join(" · ")),
+    })
+}
+
 /// The board's line of darang's reviewers, when it has several: where each stands in the
 /// round under way (or its verdict). `None` without reviewers' runs in the round.
 pub fn reviewers_line(runs: &[crate::store::Run], locale: Locale) -> Option<String> {
@@ -179,6 +236,36 @@ mod tests {
         assert!(cut_text.encode_utf16().count() <= MAX_CONTENT);
         assert!(cut_text.chars().rev().skip(1).all(|c| c == '🚀'));
         assert_eq!(cut("short", 10), "short");
+    }
+
+    #[test]
+    fn the_people_line_names_the_starter_and_the_steering_applied() {
+        use crate::store::{Command, CommandKind, CommandStatus};
+        let command = |kind, by: &str, status| Command {
+            id: 1,
+            sprint_id: "SPRINT-001".into(),
+            kind,
+            text: None,
+            by: by.into(),
+            created_at: 0,
+            status,
+            result: None,
+        };
+        let commands = [
+            command(CommandKind::Approve, "discord:42", CommandStatus::Refused),
+            command(
+                CommandKind::RequestChanges,
+                "cli:ops@build",
+                CommandStatus::Applied,
+            ),
+            command(CommandKind::Approve, "discord:43", CommandStatus::Applied),
+        ];
+        let line = people_line(Some("discord:7"), &commands, Locale::En).unwrap_or_default();
+        assert_eq!(
+            line,
+            "People: started by <@7> · changes requested by `ops@build` (CLI) · deploy approved by <@43>"
+        );
+        assert_eq!(people_line(None, &[], Locale::En), None);
     }
 
     #[test]

@@ -290,6 +290,18 @@ impl Event {
         }
     }
 
+    /// Who gave it, for an event a person gave (`discord:<id>`, `cli:<user>@<host>`).
+    pub fn by(&self) -> Option<&str> {
+        match self {
+            Event::Approve { by }
+            | Event::RequestChanges { by, .. }
+            | Event::Resume { by, .. }
+            | Event::Abort { by, .. }
+            | Event::Handoff { by, .. } => Some(by),
+            _ => None,
+        }
+    }
+
     /// Given by a person (CLI or Discord), not by a sister or the orchestrator.
     pub fn is_human(&self) -> bool {
         matches!(

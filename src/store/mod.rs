@@ -279,6 +279,7 @@ impl Commit<'_> {
             at: self.at,
             run_id: self.run.map(|r| r.run_id.clone()),
             branch: Some(self.after.branch.clone()),
+            by: self.event.by().map(str::to_string),
             detail: self.event.clone(),
             note: self.transition.note.clone(),
         }
@@ -724,6 +725,11 @@ impl Store {
             return db.pending_commands_for(scope).await;
         }
         on_engine!(self, db => db.pending_commands().await)
+    }
+
+    /// Every command given for a sprint, in the order given.
+    pub async fn commands_of(&self, sprint_id: &str) -> Result<Vec<Command>> {
+        on_engine!(self, db => db.commands_of(sprint_id).await)
     }
 
     pub async fn command(&self, id: i64) -> Result<Option<Command>> {

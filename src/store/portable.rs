@@ -324,6 +324,15 @@ macro_rules! portable_calls {
                 raws.into_iter().map(crate::store::Command::try_from).collect()
             }
 
+            pub async fn commands_of(&self, sprint_id: &str) -> crate::store::Result<Vec<crate::store::Command>> {
+                let raws: Vec<crate::store::rows::CommandRaw> =
+                    sqlx::query_as("SELECT * FROM commands WHERE sprint_id = $1 ORDER BY id")
+                        .bind(sprint_id)
+                        .fetch_all(&self.pool)
+                        .await?;
+                raws.into_iter().map(crate::store::Command::try_from).collect()
+            }
+
             pub async fn command(&self, id: i64) -> crate::store::Result<Option<crate::store::Command>> {
                 let raw: Option<crate::store::rows::CommandRaw> =
                     sqlx::query_as("SELECT * FROM commands WHERE id = $1")

@@ -154,6 +154,9 @@ pub struct TransitionRecord {
     /// The sprint's branch at that moment.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
+    /// Who gave the command that caused it, when a person did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
     /// The whole event, with who gave it and what they said.
     pub detail: Event,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -183,6 +186,8 @@ impl TryFrom<TransitionRaw> for TransitionRecord {
     fn try_from(r: TransitionRaw) -> Result<Self, StoreError> {
         let key = format!("{}#{}", r.sprint_id, r.seq);
         let bad = |what: &str| StoreError::corrupt("transitions", &key, what);
+        let detail: Event =
+            serde_json::from_str(&r.event_json).map_err(|e| bad(&format!("event_json: {e}")))?;
         Ok(TransitionRecord {
             global_seq: r.global_seq,
             seq: r.seq,
@@ -194,8 +199,8 @@ impl TryFrom<TransitionRaw> for TransitionRecord {
             at: r.at,
             run_id: r.run_id,
             branch: r.branch,
-            detail: serde_json::from_str(&r.event_json)
-                .map_err(|e| bad(&format!("event_json: {e}")))?,
+            by: detail.by().map(str::to_string),
+            detail,
             note: match r.note_json {
                 Some(n) => {
                     Some(serde_json::from_str(&n).map_err(|e| bad(&format!("note_json: {e}")))?)

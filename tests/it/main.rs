@@ -8,6 +8,7 @@
 
 mod support;
 
+mod authors;
 mod config;
 mod crash;
 mod discord;
