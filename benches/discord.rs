@@ -43,8 +43,6 @@ fn main() {
             fake.config().forum_channel_id,
             fake.base_url()
         ));
-        // SQLite's log as `serve` keeps it.
-        hanarang::store::folds_log_at_stop();
         let p = Pipeline::start_with(files).await;
         // The bot on a runtime of its own, as `serve` runs it.
         let bot_rt = tokio::runtime::Builder::new_multi_thread()

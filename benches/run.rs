@@ -23,11 +23,9 @@ mod common;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
-use sqlx::{Connection, SqliteConnection};
+use hanarang::store::testing::Floor;
 
 const WARMUP: usize = 5;
 const ITERATIONS: usize = 40;
@@ -213,24 +211,12 @@ fn toml_string(s: &str) -> String {
     serde_json::to_string(s).expect("a string")
 }
 
-fn options(db: &Path) -> SqliteConnectOptions {
-    SqliteConnectOptions::from_str(&format!("sqlite://{}", db.display()))
-        .expect("a database path")
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Full)
-}
-
 fn prepare_floor(db: &Path) {
     let rt = runtime();
     rt.block_on(async {
-        let mut conn = SqliteConnection::connect_with(&options(db))
-            .await
-            .expect("the floor's database");
-        sqlx::query("CREATE TABLE IF NOT EXISTS steps (sprint TEXT NOT NULL, step TEXT NOT NULL)")
-            .execute(&mut conn)
-            .await
-            .expect("the floor's table");
+        let floor = Floor::open(db, false).await.expect("the floor's database");
+        floor.create_log().await.expect("the floor's table");
+        floor.close().await;
     });
 }
 
@@ -246,19 +232,12 @@ fn runtime() -> tokio::runtime::Runtime {
 fn floor_child(db: &Path, workdir: &Path, sprint: &str, script: &str) {
     let rt = runtime();
     rt.block_on(async {
-        let mut conn = SqliteConnection::connect_with(&options(db))
-            .await
-            .expect("the floor's database");
+        let floor = Floor::open(db, false).await.expect("the floor's database");
         let prompt = "p".repeat(PROMPT_BYTES);
+        let mut seq = 0;
         let mut commit = async |step: &str| {
-            let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.expect("begin");
-            sqlx::query("INSERT INTO steps (sprint, step) VALUES (?, ?)")
-                .bind(sprint)
-                .bind(step)
-                .execute(&mut *tx)
-                .await
-                .expect("insert");
-            tx.commit().await.expect("commit");
+            seq += 1;
+            floor.append(1, seq, step, sprint, 0).await.expect("commit");
         };
         commit("created").await;
         commit("lock_acquired").await;
@@ -289,5 +268,6 @@ fn floor_child(db: &Path, workdir: &Path, sprint: &str, script: &str) {
             assert!(out.contains(&format!("\"actor\":\"{role}\"")), "{out}");
             commit(role).await;
         }
+        floor.close().await;
     });
 }

@@ -10,7 +10,7 @@ use crate::domain::parse_run_id;
 use crate::notify::messages::{Context, one_line, one_line_cow, render};
 use crate::output::escape_controls;
 use crate::output::{Exit, print_json};
-use crate::store::{Run, Spend, Sprint, SprintStatus, StatusRow, Store};
+use crate::store::{Run, Spend, Sprint, SprintStatus, Store};
 use crate::{errln, out, outln};
 
 /// How many of a failed run's last stderr lines `sprint log` shows under it.
@@ -26,68 +26,70 @@ fn no_sprint(id: &str) -> Exit {
     Exit::Failure
 }
 
-pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
-    if as_json && id.is_none() {
-        return match store.status_json().await {
-            Ok(json) => {
-                outln!("{json}");
-                Exit::Success
-            }
-            Err(e) => failed(&e),
-        };
-    }
-    if id.is_none() && !as_json {
-        let read = match store.status_rows().await {
-            Ok(read) => read,
-            Err(e) => return failed(&e),
-        };
-        return match read.rows() {
-            Ok(rows) => table(&rows),
-            Err(e) => failed(&e),
-        };
-    }
-    let sprints = match id {
-        Some(id) => match store.sprint(id).await {
-            Ok(Some(s)) => vec![s],
-            Ok(None) => return no_sprint(id),
-            Err(e) => return failed(&e),
-        },
-        None => match store.sprints().await {
-            Ok(all) => all,
-            Err(e) => return failed(&e),
-        },
-    };
-    let spend = match store.spend_by_sprint().await {
-        Ok(s) => s,
-        Err(e) => return failed(&e),
-    };
-    let spend_of = |s: &Sprint| spend.get(&s.id).cloned().unwrap_or_default();
-    if as_json {
-        let spends: Vec<Spend> = sprints.iter().map(spend_of).collect();
-        let rows: Vec<SprintStatus<'_>> = sprints
-            .iter()
-            .zip(&spends)
-            .map(|(sprint, usage)| SprintStatus { sprint, usage })
-            .collect();
-        return match (id, rows.first()) {
-            (Some(_), Some(one)) => print_json(one),
-            _ => print_json(&rows),
-        };
-    }
-    let rows: Vec<StatusRow> = sprints
-        .iter()
-        .map(|s| StatusRow {
-            id: s.id.as_str().into(),
-            state: s.state.to_string().into(),
-            project: s.project.as_str().into(),
+/// A sprint as the `sprint status` table shows it: only its columns.
+struct StatusRow<'a> {
+    id: &'a str,
+    state: &'static str,
+    project: &'a str,
+    round: i64,
+    attempt: i64,
+    cost_usd: f64,
+    next_run_at: Option<i64>,
+    goal: &'a str,
+}
+
+impl<'a> StatusRow<'a> {
+    fn of(s: &'a Sprint, spend: &Spend) -> StatusRow<'a> {
+        StatusRow {
+            id: &s.id,
+            state: s.state.as_str(),
+            project: &s.project,
             round: i64::from(s.round),
             attempt: i64::from(s.attempt),
-            cost_usd: spend_of(s).cost_usd,
+            cost_usd: spend.cost_usd,
             next_run_at: s.next_run_at,
-            goal: s.goal.as_str().into(),
-        })
-        .collect();
-    table(&rows)
+            goal: &s.goal,
+        }
+    }
+}
+
+pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
+    let Some(id) = id else {
+        let all = match store.sprints_with_spend().await {
+            Ok(all) => all,
+            Err(e) => return failed(&e),
+        };
+        if as_json {
+            return match SprintStatus::list_json(&all) {
+                Ok(json) => {
+                    outln!("{json}");
+                    Exit::Success
+                }
+                Err(e) => failed(&e),
+            };
+        }
+        let rows: Vec<StatusRow> = all
+            .iter()
+            .map(|(s, spend)| StatusRow::of(s, spend))
+            .collect();
+        return table(&rows);
+    };
+    let sprint = match store.sprint(id).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return no_sprint(id),
+        Err(e) => return failed(&e),
+    };
+    let spend = match store.spend_by_sprint().await {
+        Ok(s) => s.get(&sprint.id).cloned().unwrap_or_default(),
+        Err(e) => return failed(&e),
+    };
+    if as_json {
+        return print_json(&SprintStatus {
+            sprint: &sprint,
+            usage: &spend,
+        });
+    }
+    table(&[StatusRow::of(&sprint, &spend)])
 }
 
 /// The `sprint status` table, written at once. Two passes over the rows (the widths,
@@ -144,9 +146,9 @@ fn table(rows: &[StatusRow]) -> Exit {
     for (s, next) in rows.iter().zip(&next_runs) {
         goals += s.goal.len();
         let cells = [
-            chars(&s.id),
-            chars(&s.state),
-            chars(&s.project),
+            chars(s.id),
+            chars(s.state),
+            chars(s.project),
             digits(s.round),
             digits(s.attempt),
             width_of(Cost(s.cost_usd)),
@@ -182,9 +184,9 @@ fn table(rows: &[StatusRow]) -> Exit {
             write(text);
             pad(text, from, widths[i]);
         };
-        cell(&mut text, 0, &|t| t.push_str(&s.id));
-        cell(&mut text, 1, &|t| t.push_str(&s.state));
-        cell(&mut text, 2, &|t| t.push_str(&s.project));
+        cell(&mut text, 0, &|t| t.push_str(s.id));
+        cell(&mut text, 1, &|t| t.push_str(s.state));
+        cell(&mut text, 2, &|t| t.push_str(s.project));
         cell(&mut text, 3, &|t| {
             let _ = write!(t, "{}", s.round);
         });
@@ -197,7 +199,7 @@ fn table(rows: &[StatusRow]) -> Exit {
         cell(&mut text, 6, &|t| {
             t.push_str(next.as_deref().unwrap_or("-"))
         });
-        text.push_str(&escape_controls(&one_line_cow(&s.goal)));
+        text.push_str(&escape_controls(&one_line_cow(s.goal)));
         text.push('\n');
     }
     out!("{text}");

@@ -62,8 +62,6 @@ pub async fn serve(config: Arc<Config>) -> Exit {
             Some((d.clone(), token))
         }
     };
-    // `serve` folds SQLite's log into the database when it stops (`Store::close`).
-    crate::store::folds_log_at_stop();
     let Ok(store) = open_store(&config).await else {
         return Exit::Failure;
     };
@@ -116,7 +114,7 @@ pub async fn serve(config: Arc<Config>) -> Exit {
         r = &mut bot => bot_result = Some(r),
     }
     tracing::info!("shutting down");
-    crate::store::stopping();
+    store.stopping();
     let _ = stop.send(());
     if has_bot && bot_result.is_none() {
         bot_result = Some(bot.await);

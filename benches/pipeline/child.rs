@@ -75,7 +75,10 @@ pub fn child_main(mode: &str, n: usize) {
     }
     if mode == "trace" {
         tracing_subscriber::fmt()
-            .with_env_filter("hanarang=debug,sqlx::query=debug")
+            .with_env_filter(format!(
+                "hanarang=debug,{}=debug",
+                hanarang::store::testing::SQL_EVENTS
+            ))
             .with_timer(tracing_subscriber::fmt::time::uptime())
             .with_ansi(false)
             .with_writer(std::io::stderr)

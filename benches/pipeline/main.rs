@@ -23,7 +23,7 @@
 //! Part 1 also prints where the pipeline's extra time goes: the same pipeline with the
 //! database on tmpfs (no fsync), without git on PATH, and both (the last two in a child
 //! process of this benchmark, `--pipeline-child <mode> <n>`, since PATH is per process),
-//! the SQL statements it runs per sprint (counted from sqlx's statement events in another
+//! the SQL statements it runs per sprint (counted from the store's statement events in another
 //! child), and reference costs of one git call, one commit, one runner run. Part 3 times
 //! the status command's steps in process as well.
 //!

@@ -1,10 +1,12 @@
-//! Counts the SQL statements sqlx runs (its `sqlx::query` debug events), and the time
+//! Counts the SQL statements the store runs (its `SQL_EVENTS` debug events), and the time
 //! each spent in SQLite, in the `count` child. `BEGIN` and `COMMIT` are not among them.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use hanarang::store::testing::SQL_EVENTS;
 
 static STATEMENTS: AtomicU64 = AtomicU64::new(0);
 static NANOS: AtomicU64 = AtomicU64::new(0);
@@ -44,7 +46,7 @@ impl tracing::field::Visit for Fields {
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Counter {
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        if event.metadata().target() != "sqlx::query" {
+        if event.metadata().target() != SQL_EVENTS {
             return;
         }
         let mut fields = Fields::default();
@@ -71,7 +73,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Counter {
 pub fn install() {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let filter = tracing_subscriber::EnvFilter::new("sqlx::query=debug");
+    let filter = tracing_subscriber::EnvFilter::new(format!("{SQL_EVENTS}=debug"));
     let _ = tracing_subscriber::registry()
         .with(tracing_subscriber::Layer::with_filter(Counter, filter))
         .try_init();

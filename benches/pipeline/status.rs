@@ -188,7 +188,7 @@ pub fn status(
     for db in dbs.iter().skip(1) {
         let steps = rt.block_on(status_steps(&db.setup));
         println!(
-            "in process, median of {}, {}: Store::open {}; sprints() {} (sqlx fetching the raw rows alone: {}); spend_by_sprint() {}; JSON: to_value {}, pretty text {} (compact: {})",
+            "in process, median of {}, {}: Store::open {}; sprints() {} (the raw rows fetched alone: {}); spend_by_sprint() {}; JSON: to_value {}, pretty text {} (compact: {})",
             2 * STATUS_SAMPLES,
             db.label,
             us(steps.open),

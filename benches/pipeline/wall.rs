@@ -311,7 +311,7 @@ fn reference_costs(
 
     // A read of the kind the loop makes on every pass (`step`: pending commands, the
     // queue, sprints in stages; `spawn`: the sprint's runs; `finish`: the sprint), and
-    // what one statement through a pool costs with and without sqlx's ping of the
+    // what one statement through a pool costs with and without the pool's ping of the
     // connection at every acquire (`test_before_acquire`, on in the store's pool).
     let (read, ping_on, ping_off) = rt.block_on(async {
         let store = Store::open(&setup.url()).await.expect("open a database");
@@ -350,7 +350,7 @@ fn reference_costs(
     });
 
     // How many statements the orchestrator runs per sprint (a child process counts
-    // sqlx's statement events; BEGIN and COMMIT are not among them, nor the bench's
+    // the store's statement events; BEGIN and COMMIT are not among them, nor the bench's
     // own approval insert, taken off here).
     let (_, problems, fields) = pipeline_child("count", WALL_SPRINTS);
     let per_sprint = |key: &str| {
@@ -377,7 +377,7 @@ fn reference_costs(
         }
     );
     println!(
-        "reference costs, median: git rev-parse in the workdir {}; one durable commit {} (from B); runner vs bare spawn of this sister {} vs {} (+{}, outcomes {:?}); one read (sprints_in_stages) {}; `SELECT 1` through a pool {} with sqlx's ping at acquire, {} without",
+        "reference costs, median: git rev-parse in the workdir {}; one durable commit {} (from B); runner vs bare spawn of this sister {} vs {} (+{}, outcomes {:?}); one read (sprints_in_stages) {}; `SELECT 1` through a pool {} with the pool's ping at acquire, {} without",
         us(git),
         us(commit),
         us(median(&runner)),

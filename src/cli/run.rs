@@ -162,7 +162,7 @@ async fn drive(
             p = console.next(store, &mut events, &config) => p,
             () = &mut shutdown => {
                 interrupted = true;
-                crate::store::stopping();
+                store.stopping();
                 break Exit::Failure;
             }
             // The orchestrator stopped on its own (an error): nothing more will happen.
@@ -206,7 +206,7 @@ async fn drive(
                         // Ctrl-C at the question: where the sprint stands is said below.
                         () = &mut shutdown => {
                             interrupted = true;
-                            crate::store::stopping();
+                            store.stopping();
                             break Exit::Failure;
                         }
                     }

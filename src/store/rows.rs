@@ -2,8 +2,6 @@
 //! Everything read from the database is parsed here, and bad data is an error that
 //! names the table and the row, never a panic.
 
-use std::borrow::Cow;
-
 use serde::Serialize;
 
 use super::{NewRun, RunEnd, StoreError};
@@ -423,92 +421,6 @@ pub(super) struct KeyedSpend {
     pub key: String,
     #[sqlx(flatten)]
     pub spend: Spend,
-}
-
-/// A sprint as the `sprint status` table shows it: only its columns. Its text borrows
-/// from what the store read where it can (`StatusRows::rows`).
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-pub struct StatusRow<'a> {
-    #[serde(borrow)]
-    pub id: Cow<'a, str>,
-    #[serde(borrow)]
-    pub state: Cow<'a, str>,
-    #[serde(borrow)]
-    pub project: Cow<'a, str>,
-    pub round: i64,
-    pub attempt: i64,
-    pub cost_usd: f64,
-    pub next_run_at: Option<i64>,
-    #[serde(borrow)]
-    pub goal: Cow<'a, str>,
-}
-
-/// Every sprint's row of the `sprint status` table, as the store read them: on SQLite
-/// the JSON arrays each sprint row keeps (migration 0010), one a line, decoded by `rows`
-/// into rows that borrow their text from them; on PostgreSQL the rows themselves.
-#[derive(Debug)]
-pub enum StatusRows {
-    Json {
-        count: usize,
-        lines: super::sqlite::StatusLines,
-    },
-    Rows(Vec<StatusRow<'static>>),
-}
-
-impl StatusRows {
-    /// The rows, oldest sprint first.
-    pub fn rows(&self) -> Result<Cow<'_, [StatusRow<'_>]>, StoreError> {
-        match self {
-            StatusRows::Json { count, lines } => {
-                let mut rows = Vec::with_capacity(*count);
-                for row in serde_json::Deserializer::from_str(lines.text()?).into_iter() {
-                    rows.push(row.map_err(|e| {
-                        StoreError::corrupt(
-                            "sprints",
-                            "",
-                            &format!("a status row that does not read: {e}"),
-                        )
-                    })?);
-                }
-                Ok(Cow::Owned(rows))
-            }
-            StatusRows::Rows(rows) => Ok(Cow::Borrowed(rows)),
-        }
-    }
-}
-
-/// A sprint with its spend: one entry of `sprint status --json`.
-#[derive(Debug, Serialize)]
-pub struct SprintStatus<'a> {
-    #[serde(flatten)]
-    pub sprint: &'a Sprint,
-    pub usage: &'a Spend,
-}
-
-impl SprintStatus<'_> {
-    /// The list `sprint status --json` prints, compact.
-    pub fn list_json(sprints: &[(Sprint, Spend)]) -> Result<String, StoreError> {
-        let list: Vec<SprintStatus<'_>> = sprints
-            .iter()
-            .map(|(sprint, usage)| SprintStatus { sprint, usage })
-            .collect();
-        serde_json::to_string(&list).map_err(|e| StoreError::Encode("sprint status", e))
-    }
-}
-
-/// A sprint row with its rolled-up spend.
-#[derive(sqlx::FromRow)]
-pub(super) struct SprintSpendRaw {
-    #[sqlx(flatten)]
-    sprint: SprintRaw,
-    #[sqlx(flatten)]
-    spend: Spend,
-}
-
-impl SprintSpendRaw {
-    pub(super) fn parse(self) -> Result<(Sprint, Spend), StoreError> {
-        Ok((Sprint::try_from(self.sprint)?, self.spend))
-    }
 }
 
 /// A sprint's spend, in all and per sister.

@@ -207,7 +207,7 @@ async fn a_database_from_a_newer_hanarang_is_refused_naming_both_versions() {
             .success()
     );
     let url = files.config().database.url;
-    // A newer binary's migration, as sqlx records it.
+    // A newer binary's migration, as its migrator records it.
     let store = hanarang::store::Store::open_existing(&url).await.unwrap();
     hanarang::store::testing::record_newer_migration(&store, 20991231000000)
         .await
@@ -223,7 +223,7 @@ async fn a_database_from_a_newer_hanarang_is_refused_naming_both_versions() {
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(
-            stderr.contains("was migrated by a newer hanarang: it has migration 20991231000000, this binary knows migrations up to 10"),
+            stderr.contains("was migrated by a newer hanarang: it has migration 20991231000000, this binary knows migrations up to 12"),
             "{args:?}: {stderr}"
         );
     }

@@ -4,6 +4,7 @@
 //! on the time.
 
 use super::Db;
+use crate::store::database::IsGone;
 use crate::store::rows::SprintRaw;
 use crate::store::{HostRecord, HostScope, Lease, Result, Sprint};
 
@@ -12,22 +13,20 @@ const DB_NOW: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
 
 /// The states in which a sprint holds its project's pipeline lock (a queued sprint does
 /// once a host has claimed it).
-const HOLDS_LOCK: &str = concat!(
-    "(b.state IN (",
-    crate::store::portable::lock_holding_states!(),
-    ") OR (b.state = 'queued' AND b.owner IS NOT NULL))"
-);
+const HOLDS_LOCK: &str =
+    "(b.state IN ('planning', 'implementing', 'reviewing', 'done', 'deploying', 'escalated')
+     OR (b.state = 'queued' AND b.owner IS NOT NULL))";
 
 impl Db {
     /// Takes the host's name, unless a live process holds it (its lease not expired, and,
     /// on this same machine, `is_gone` does not say it died): then that holder is
     /// returned. From another machine only the lease's expiry, on the database's clock,
     /// tells.
-    pub async fn acquire_host(
+    pub(super) async fn acquire_host(
         &self,
         scope: &HostScope,
         me: &Lease,
-        is_gone: &impl Fn(&Lease) -> bool,
+        is_gone: IsGone<'_>,
     ) -> Result<Result<(), Lease>> {
         let mut tx = self.begin_write().await?;
         let sql = format!(
@@ -73,7 +72,7 @@ impl Db {
     }
 
     /// Renews the host's lease; `false` when another process took the name.
-    pub async fn renew_host(&self, scope: &HostScope, token: &str) -> Result<bool> {
+    pub(super) async fn renew_host(&self, scope: &HostScope, token: &str) -> Result<bool> {
         let sql =
             format!("UPDATE hosts SET heartbeat_at = {DB_NOW} WHERE name = $1 AND token = $2");
         let done = sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -85,7 +84,7 @@ impl Db {
     }
 
     /// Gives the name up: the host's sprints are free for the others at once.
-    pub async fn release_host(&self, scope: &HostScope, token: &str) -> Result<()> {
+    pub(super) async fn release_host(&self, scope: &HostScope, token: &str) -> Result<()> {
         sqlx::query("DELETE FROM hosts WHERE name = $1 AND token = $2")
             .bind(&scope.name)
             .bind(token)
@@ -96,7 +95,7 @@ impl Db {
 
     /// The hosts whose lease runs that answer for `sprint`: its owner, or while it has
     /// none, those that serve its project.
-    pub async fn live_hosts_for(&self, sprint: &Sprint) -> Result<Vec<String>> {
+    pub(super) async fn hosts_answering(&self, sprint: &Sprint) -> Result<Vec<String>> {
         let sql = format!(
             "SELECT name FROM hosts
              WHERE heartbeat_at + lease_ttl_ms >= {DB_NOW}
@@ -111,7 +110,7 @@ impl Db {
     }
 
     /// Every host on record, by name, with the sprints it owns.
-    pub async fn hosts(&self) -> Result<Vec<HostRecord>> {
+    pub(super) async fn hosts_on_record(&self) -> Result<Vec<HostRecord>> {
         let sql = format!(
             "SELECT h.name, h.pid, h.machine, h.projects, h.lease_ttl_ms, h.started_at, h.heartbeat_at,
                     {DB_NOW} - h.heartbeat_at AS heartbeat_age_ms,
@@ -133,7 +132,7 @@ impl Db {
     ///
     /// A host with `max_sisters` claims no more than it has room for (`room`): the other
     /// hosts take the rest.
-    pub async fn claim(&self, scope: &HostScope) -> Result<()> {
+    pub(super) async fn claim(&self, scope: &HostScope) -> Result<()> {
         // Only the projects with a sprint to claim, oldest first: one read when there is
         // none.
         let waiting: Vec<String> = sqlx::query_scalar(
@@ -194,12 +193,12 @@ impl Db {
 
     /// The queued sprints `scope`'s host owns (claimed, not yet moved into planning),
     /// oldest first.
-    pub async fn owned_queued(&self, scope: &HostScope) -> Result<Vec<Sprint>> {
+    pub(super) async fn owned_queued(&self, scope: &HostScope) -> Result<Vec<Sprint>> {
         self.sprints_owned(scope, "state = 'queued'").await
     }
 
     /// The sprints `scope`'s host owns in a stage with a sister to run, oldest first.
-    pub async fn owned_in_stages(&self, scope: &HostScope) -> Result<Vec<Sprint>> {
+    pub(super) async fn owned_in_stages(&self, scope: &HostScope) -> Result<Vec<Sprint>> {
         self.sprints_owned(
             scope,
             "state IN ('planning', 'implementing', 'reviewing', 'deploying')",
@@ -212,10 +211,7 @@ impl Db {
         scope: &HostScope,
         condition: &'static str,
     ) -> Result<Vec<Sprint>> {
-        let sql = format!(
-            "SELECT {} FROM sprints WHERE owner = $1 AND {condition} ORDER BY number",
-            super::SPRINT_COLUMNS
-        );
+        let sql = format!("SELECT * FROM sprints WHERE owner = $1 AND {condition} ORDER BY number");
         let raws: Vec<SprintRaw> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(&scope.name)
             .fetch_all(&self.pool)
@@ -224,7 +220,10 @@ impl Db {
     }
 
     /// The runs never ended of the sprints `scope`'s host owns.
-    pub async fn owned_runs_in_flight(&self, scope: &HostScope) -> Result<Vec<crate::store::Run>> {
+    pub(super) async fn owned_runs_in_flight(
+        &self,
+        scope: &HostScope,
+    ) -> Result<Vec<crate::store::Run>> {
         let raws: Vec<crate::store::rows::RunRaw> = sqlx::query_as(
             "SELECT r.* FROM runs r JOIN sprints s ON s.id = r.sprint_id
              WHERE r.outcome IS NULL AND s.owner = $1 ORDER BY r.sprint_id, r.number",
@@ -237,7 +236,7 @@ impl Db {
 
     /// The commands `scope`'s host answers: for the sprints it owns, and for the queued
     /// sprints of its projects no host has claimed.
-    pub async fn pending_commands_for(
+    pub(super) async fn pending_commands_for(
         &self,
         scope: &HostScope,
     ) -> Result<Vec<crate::store::Command>> {
@@ -259,7 +258,7 @@ impl Db {
     /// Takes over the open sprints of `scope`'s projects whose owner's lease expired (or
     /// whose owner gave its name up), oldest first and as many as it has room for: each is
     /// this host's from now on, at a new epoch. Returns them.
-    pub async fn take_over(&self, scope: &HostScope) -> Result<Vec<Sprint>> {
+    pub(super) async fn take_over_expired(&self, scope: &HostScope) -> Result<Vec<Sprint>> {
         let room = i64::try_from(self.room(scope).await?).unwrap_or(i64::MAX);
         if room == 0 {
             return Ok(Vec::new());
@@ -273,8 +272,7 @@ impl Db {
                    AND owner NOT IN (SELECT name FROM hosts WHERE heartbeat_at + lease_ttl_ms >= {DB_NOW})
                  ORDER BY number LIMIT $3
                  FOR UPDATE SKIP LOCKED)
-             RETURNING {}",
-            super::SPRINT_COLUMNS
+             RETURNING *"
         );
         let raws: Vec<SprintRaw> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(&scope.name)
@@ -294,7 +292,12 @@ impl Db {
 impl Db {
     /// Takes `role` for `scope`'s host under `token`, if nobody holds it or its holder's
     /// lease ran out; renews it if this token holds it. Whether this token holds it now.
-    pub async fn acquire_leader(&self, scope: &HostScope, role: &str, token: &str) -> Result<bool> {
+    pub(super) async fn acquire_leader(
+        &self,
+        scope: &HostScope,
+        role: &str,
+        token: &str,
+    ) -> Result<bool> {
         let sql = format!(
             "INSERT INTO leaders (role, host, token, heartbeat_at, lease_ttl_ms) VALUES ($1, $2, $3, {DB_NOW}, $4)
              ON CONFLICT (role) DO UPDATE SET host = excluded.host, token = excluded.token,
@@ -313,7 +316,7 @@ impl Db {
     }
 
     /// Gives `role` up, if this token holds it: a standby host takes it at once.
-    pub async fn release_leader(&self, role: &str, token: &str) -> Result<()> {
+    pub(super) async fn release_leader(&self, role: &str, token: &str) -> Result<()> {
         sqlx::query("DELETE FROM leaders WHERE role = $1 AND token = $2")
             .bind(role)
             .bind(token)

@@ -4,10 +4,13 @@
 //! lock where SQLite's single writer made numbering safe, reading PostgreSQL's error
 //! codes, and its migrations (`migrations/postgres/`).
 //!
-//! `Db` answers each call once: waiting out a lock is the store's (`Store`), for every
-//! engine alike.
+//! `queries.rs` answers the store's interface, `write.rs` holds a transition's commit and
+//! a run's start and end, `hosts.rs` what several hosts on one database share (SPEC §9).
+//! A `Db` with a `HostScope` answers for that host: each call that differs says so.
 
 mod hosts;
+pub(super) mod queries;
+#[cfg(feature = "testing")]
 pub mod testing;
 mod write;
 
@@ -18,11 +21,9 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
-use super::{Durability, MigrationStatus, Result, StoreError};
+use super::{HostScope, MigrationStatus, Result, StoreError};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
-
-super::portable::portable_calls!(Postgres);
 
 /// The channel the triggers of migration 0003 notify.
 const NOTIFY_CHANNEL: &str = "hanarang";
@@ -49,9 +50,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub(super) struct Db {
     pool: PgPool,
+    /// The host this handle answers for, among several (`Store::shared_by`); `None`: the
+    /// only orchestrator on the database.
+    scope: Option<HostScope>,
 }
-
-type PgQuery<'q> = sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>;
 
 fn options(url: &str) -> Result<PgConnectOptions> {
     Ok(PgConnectOptions::from_str(url)
@@ -131,37 +133,7 @@ impl Db {
             "_",
         );
         let runs_dir = std::env::temp_dir().join("hanarang-runs").join(name);
-        Ok((Db { pool }, runs_dir))
-    }
-
-    /// Nothing to check: the database is not a file on this machine.
-    pub fn check_file(&self) -> Result<()> {
-        Ok(())
-    }
-
-    /// The same pool: PostgreSQL keeps its cache in the server, shared by every
-    /// connection, so the loop gains nothing from a connection of its own.
-    pub fn single_connection(&self) -> Db {
-        self.clone()
-    }
-
-    pub async fn close(&self) {
-        self.pool.close().await;
-    }
-
-    /// Nothing to close: `single_connection` handed back the shared pool.
-    pub async fn close_single_connection(&self) {}
-
-    /// One write statement (`sql`, its parameters bound by `bind`) and the rows it returns,
-    /// at the server's durability whatever is asked (`synchronous_commit`: one setting for
-    /// every write).
-    async fn write_returning<'q>(
-        &self,
-        sql: &'static str,
-        _: Durability,
-        bind: impl FnOnce(PgQuery<'q>) -> PgQuery<'q>,
-    ) -> Result<Vec<sqlx::postgres::PgRow>> {
-        Ok(bind(sqlx::query(sql)).fetch_all(&self.pool).await?)
+        Ok((Db { pool, scope: None }, runs_dir))
     }
 
     /// A write transaction that takes `WRITE_LOCK` first (released at its end).
@@ -182,57 +154,11 @@ impl Db {
             .await?)
     }
 
-    /// Every sprint with its spend as one JSON array, built here from the rows (this
-    /// engine keeps no stored documents).
-    pub async fn status_json(&self) -> Result<String> {
-        let raws: Vec<crate::store::rows::SprintSpendRaw> = sqlx::query_as(
-            "SELECT id, number, project, goal, state, round, attempt, resume_stage, resume_round, contract_id,
-                    branch, next_run_at, focus, budget_usd, last_seq, created_at, updated_at,
-                    owner, epoch, started_by, focus_by, input_tokens, output_tokens, cost_usd
-             FROM sprints ORDER BY number",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        let sprints = raws
-            .into_iter()
-            .map(crate::store::rows::SprintSpendRaw::parse)
-            .collect::<Result<Vec<_>>>()?;
-        crate::store::SprintStatus::list_json(&sprints)
-    }
-
-    /// Every sprint's row of the `sprint status` table, oldest first: its columns only.
-    pub async fn status_rows(&self) -> Result<crate::store::StatusRows> {
-        type Fields = (String, String, String, i64, i64, f64, Option<i64>, String);
-        let rows: Vec<Fields> = sqlx::query_as(
-            "SELECT id, state, project, round, attempt, cost_usd, next_run_at, goal FROM sprints ORDER BY number",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(crate::store::StatusRows::Rows(
-            rows.into_iter()
-                .map(
-                    |(id, state, project, round, attempt, cost_usd, next_run_at, goal)| {
-                        crate::store::StatusRow {
-                            id: id.into(),
-                            state: state.into(),
-                            project: project.into(),
-                            round,
-                            attempt,
-                            cost_usd,
-                            next_run_at,
-                            goal: goal.into(),
-                        }
-                    },
-                )
-                .collect(),
-        ))
-    }
-
     /// Wakes `wake` whenever another writer notifies the hosts (migration 0003: a
     /// command, a queued sprint, a freed pipeline lock, a host gone), from a task on the
     /// caller's runtime that lives as long as it does. A lost connection is made again;
     /// meanwhile the caller's own poll still finds everything.
-    pub async fn listen(&self, wake: std::sync::Arc<tokio::sync::Notify>) -> Result<()> {
+    async fn start_listening(&self, wake: std::sync::Arc<tokio::sync::Notify>) -> Result<()> {
         let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool).await?;
         listener.listen(NOTIFY_CHANNEL).await?;
         tokio::spawn(async move {
@@ -267,18 +193,17 @@ impl Db {
     /// Connects to `url` only to ask the server's version.
     pub async fn version_at(url: &str) -> Result<String> {
         let pool = connect(url, 1).await?;
-        let db = Db { pool };
-        let version = db.server_version().await;
-        db.close().await;
+        let version = server_version(&pool).await;
+        pool.close().await;
         version
     }
+}
 
-    pub async fn server_version(&self) -> Result<String> {
-        let version: String = sqlx::query_scalar("SHOW server_version")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(format!("PostgreSQL {version}"))
-    }
+async fn server_version(pool: &PgPool) -> Result<String> {
+    let version: String = sqlx::query_scalar("SHOW server_version")
+        .fetch_one(pool)
+        .await?;
+    Ok(format!("PostgreSQL {version}"))
 }
 
 /// How many migrations a database has applied, and which of this binary's it lacks. A

@@ -84,7 +84,7 @@ impl HeldCommit {
 }
 
 impl super::Db {
-    pub(crate) async fn hold_commit_open(
+    pub(in crate::store) async fn hold_commit_open(
         &self,
         c: &crate::store::Commit<'_>,
     ) -> Result<HeldCommit> {
@@ -94,7 +94,7 @@ impl super::Db {
     }
 
     /// How many of this database's sessions wait for a lock another one holds.
-    pub(crate) async fn lock_waiters(&self) -> Result<i64> {
+    pub(in crate::store) async fn lock_waiters(&self) -> Result<i64> {
         Ok(sqlx::query_scalar(
             "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
              WHERE NOT l.granted AND d.datname = current_database()",
@@ -102,4 +102,15 @@ impl super::Db {
         .fetch_one(&self.pool)
         .await?)
     }
+}
+
+/// Runs a plain-text `pg_dump` (its psql meta-commands removed) into the database `url`
+/// names, on a connection of its own (a dump sets its session's `search_path`).
+pub async fn restore_postgres(url: &str, dump: &str) -> Result<()> {
+    let mut conn = PgConnectOptions::from_str(url)?.connect().await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(dump.to_string()))
+        .execute(&mut conn)
+        .await?;
+    conn.close().await?;
+    Ok(())
 }

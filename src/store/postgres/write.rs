@@ -6,11 +6,10 @@
 
 use sqlx::Row;
 
-use super::{
-    Db, RESOLVE_COMMAND, bind_log_entry, bind_new_run, bind_run_end, bind_sprint_after,
-    unique_violation,
-};
-use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, StoreError, TransitionRecord};
+use super::{Db, unique_violation};
+use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, StoreError};
+
+type Query<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
 /// The advisory lock a commit holds from its log entry to its end: log entries become
 /// visible in the order of their `global_seq` (a sequence alone hands out numbers in the
@@ -21,8 +20,8 @@ const LOG_LOCK: i64 = 0x6861_6e61_726c_6f67; // "hanarlog"
 const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
 
-/// How a run ended; bound by `bind_run_end`. Its spend is rolled up on the sprint by the
-/// caller, in the same transaction.
+/// How a run ended; bound by `bind_run_end`. A run already ended (recorded `interrupted`
+/// by the host that took its sprint over) keeps its end.
 const END_RUN: &str = "
     UPDATE runs SET outcome = $1, detail = $2, rejection = $3, exit_code = $4, signal = $5, duration_ms = $6,
         stdout_tail = $7, stderr_tail = $8, message_json = $9, input_tokens = $10, output_tokens = $11,
@@ -44,13 +43,6 @@ impl Db {
         }
     }
 
-    pub async fn commit(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
-        let mut tx = self.pool.begin().await?;
-        let global_seq = self.write_commit(&mut tx, c).await?;
-        tx.commit().await?;
-        Ok(c.record(global_seq))
-    }
-
     /// A commit's statements in `tx`, up to its end: the log entry's `global_seq`.
     pub(super) async fn write_commit(
         &self,
@@ -60,13 +52,30 @@ impl Db {
         let (event_json, note_json) = c.encoded()?;
         let seq = c.seq();
         let run = c.run;
-        let moved = bind_sprint_after(sqlx::query(
+        let after = c.after;
+        let moved = sqlx::query(
             "UPDATE sprints SET state = $1, round = $2, attempt = $3, resume_stage = $4, resume_round = $5,
                  contract_id = $6, branch = $7, next_run_at = $8, focus = $9, focus_by = $10, budget_usd = $11, last_seq = $12,
                  updated_at = $13, input_tokens = input_tokens + $14, output_tokens = output_tokens + $15,
                  cost_usd = cost_usd + $16
              WHERE id = $17 AND last_seq = $18 AND epoch = $19",
-        ), c)
+        )
+        .bind(after.state.as_str())
+        .bind(i64::from(after.round))
+        .bind(i64::from(after.attempt))
+        .bind(after.resume.map(|r| r.stage.state().as_str()))
+        .bind(after.resume.map(|r| i64::from(r.round)))
+        .bind(&after.contract_id)
+        .bind(&after.branch)
+        .bind(after.next_run_at)
+        .bind(&after.focus)
+        .bind(&after.focus_by)
+        .bind(after.budget_usd)
+        .bind(seq)
+        .bind(c.at)
+        .bind(run.and_then(|r| r.input_tokens).unwrap_or(0))
+        .bind(run.and_then(|r| r.output_tokens).unwrap_or(0))
+        .bind(run.and_then(|r| r.cost_usd).unwrap_or(0.0))
         .bind(&c.before.id)
         .bind(c.before.last_seq)
         .bind(c.before.epoch)
@@ -83,13 +92,16 @@ impl Db {
                 .await?;
         }
         if let Some((id, result)) = c.command {
-            sqlx::query(RESOLVE_COMMAND)
-                .bind(CommandStatus::Applied.as_str())
-                .bind(result)
-                .bind(c.at)
-                .bind(id)
-                .execute(&mut **tx)
-                .await?;
+            sqlx::query(
+                "UPDATE commands SET status = $1, result = $2, applied_at = $3
+                 WHERE id = $4 AND status = 'pending'",
+            )
+            .bind(CommandStatus::Applied.as_str())
+            .bind(result)
+            .bind(c.at)
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
         }
         if let Some(new) = &c.start {
             let started = bind_new_run(sqlx::query(INSERT_RUN), new)?
@@ -113,24 +125,33 @@ impl Db {
             .bind(LOG_LOCK)
             .execute(&mut **tx)
             .await?;
-        let entry = sqlx::query(
+        let global_seq: i64 = sqlx::query(
             "INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              RETURNING global_seq",
         )
         .bind(&c.before.id)
-        .bind(seq);
-        let global_seq: i64 = bind_log_entry(entry, c, &event_json, note_json.as_deref())
-            .fetch_one(&mut **tx)
-            .await?
-            .try_get(0)?;
+        .bind(seq)
+        .bind(c.transition.from.state.as_str())
+        .bind(c.transition.to.state.as_str())
+        .bind(c.event.name())
+        .bind(&event_json)
+        .bind(note_json.as_deref())
+        .bind(i64::from(c.transition.to.round))
+        .bind(i64::from(c.transition.to.attempt))
+        .bind(run.map(|r| r.run_id.as_str()))
+        .bind(&after.branch)
+        .bind(c.at)
+        .fetch_one(&mut **tx)
+        .await?
+        .try_get(0)?;
         Ok(global_seq)
     }
 
     /// At full durability, whatever the stage: PostgreSQL's `synchronous_commit` is the
     /// server's setting, not this store's. Only while the sprint is still at `epoch`: a
     /// host that lost it starts nothing for it.
-    pub async fn start_run(&self, new: &NewRun<'_>, epoch: i64) -> Result<String> {
+    pub(super) async fn insert_run(&self, new: &NewRun<'_>, epoch: i64) -> Result<String> {
         let mut tx = self.pool.begin().await?;
         let held = sqlx::query("SELECT 1 FROM sprints WHERE id = $1 AND epoch = $2 FOR SHARE")
             .bind(new.sprint_id)
@@ -157,7 +178,7 @@ impl Db {
 
     /// A run already ended (recorded `interrupted` by the host that took its sprint over)
     /// keeps its end; this one is dropped.
-    pub async fn end_run(&self, run: &RunEnd) -> Result<()> {
+    pub(super) async fn record_run_end(&self, run: &RunEnd) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         let ended = bind_run_end(sqlx::query(END_RUN), run)?
             .execute(&mut *tx)
@@ -181,4 +202,49 @@ impl Db {
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// Binds a new run's columns, in `INSERT_RUN`'s order.
+fn bind_new_run<'q>(query: Query<'q>, new: &NewRun<'q>) -> Result<Query<'q>> {
+    let handoff_json =
+        serde_json::to_string(new.handoff).map_err(|e| StoreError::Encode("handoff", e))?;
+    Ok(query
+        .bind(crate::domain::run_id(new.sprint_id, new.number))
+        .bind(new.sprint_id)
+        .bind(new.number)
+        .bind(new.actor.as_str())
+        .bind(i64::from(new.round))
+        .bind(i64::from(new.attempt))
+        .bind(new.parent_run_id)
+        .bind(handoff_json)
+        .bind(i64::from(new.synthesized))
+        .bind(new.focus)
+        .bind(new.git_head)
+        .bind(new.started_at)
+        .bind(new.reviewer))
+}
+
+/// Binds a run's end, in `END_RUN`'s order.
+fn bind_run_end<'q>(query: Query<'q>, run: &'q RunEnd) -> Result<Query<'q>> {
+    let message_json = run
+        .message
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::Encode("message", e))?;
+    Ok(query
+        .bind(run.outcome.as_str())
+        .bind(&run.detail)
+        .bind(&run.rejection)
+        .bind(run.exit_code)
+        .bind(run.signal)
+        .bind(run.duration_ms)
+        .bind(&run.stdout_tail)
+        .bind(&run.stderr_tail)
+        .bind(message_json)
+        .bind(run.input_tokens)
+        .bind(run.output_tokens)
+        .bind(run.cost_usd)
+        .bind(run.ended_at)
+        .bind(&run.run_id))
 }

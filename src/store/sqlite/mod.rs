@@ -1,13 +1,12 @@
 //! The SQLite engine: the embedded default, one file beside the config (§5). Everything
 //! that is SQLite's own lives here: the pragmas and the set-up lock of `open`, the
-//! `VACUUM INTO` backup before an upgrade, `BEGIN IMMEDIATE`, the relaxed durability of
-//! some writes, one-round-trip batches with `?` parameters counted across statements,
-//! `last_insert_rowid`, `sqlite_master`, `group_concat`, reading SQLite's error codes,
-//! and the JSON triggers of its migrations (`migrations/sqlite/`).
-//!
-//! `Db` answers each call once: waiting out a lock held by another process is the store's
-//! (`Store` in `store/mod.rs`), for every engine alike.
+//! `VACUUM INTO` backup before an upgrade, `BEGIN IMMEDIATE`, the wake-up socket beside
+//! the file, reading SQLite's error codes, and its migrations (`migrations/sqlite/`).
+//! `queries.rs` answers the store's interface; `write.rs` holds a transition's commit
+//! and a run's start and end.
 
+pub(super) mod queries;
+#[cfg(feature = "testing")]
 pub mod testing;
 mod write;
 
@@ -16,71 +15,15 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Row, Sqlite, SqlitePool, Transaction};
+use sqlx::{Sqlite, SqlitePool, Transaction};
 
-use super::{Durability, MigrationStatus, Result, StoreError};
+use super::{MigrationStatus, Result, StoreError};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
-
-super::portable::portable_calls!(Sqlite);
-
-/// Takes SQLite's write lock at once, so a write transaction never fails half-way
-/// because another connection wrote first.
-const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
-
-/// Runs `sql` at `synchronous = NORMAL` on the connection it gets, and puts FULL back: for
-/// the writes whose loss in a power cut loses no result and lets nothing happen without a
-/// human's word (see `Store::start_run`). In WAL mode such a write
-/// survives a crash of this process all the same, and the next FULL commit makes it
-/// durable: the log is written in order.
-fn relaxed(sql: &str) -> String {
-    format!("PRAGMA synchronous = NORMAL; {sql}; PRAGMA synchronous = FULL;")
-}
-
-/// How many pages SQLite's log may hold before a commit folds it into the database (a
-/// checkpoint), instead of SQLite's 1,000. Only `serve` checkpoints when it stops: a
-/// command that exits (`run` too) leaves the log to the next process, which reads all of it
-/// before its first statement. 200 pages (800 KiB) is about three sprints' worth.
-const WAL_AUTOCHECKPOINT: &str = "200";
-
-/// The same in a process that folds the log when it stops (`serve`, `folds_log_at_stop`):
-/// SQLite's default. A checkpoint runs inside the commit that crosses the limit, and holds
-/// that transition (and its line in Discord) for its fsyncs; a long log costs such a
-/// process nothing, and five times fewer checkpoints keep them out of its latency.
-const WAL_AUTOCHECKPOINT_SERVING: &str = "1000";
-
-static FOLDS_AT_STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Called by `serve` before it opens the database: every connection this process opens
-/// from then on uses `WAL_AUTOCHECKPOINT_SERVING`.
-pub fn folds_log_at_stop() {
-    FOLDS_AT_STOP.store(true, std::sync::atomic::Ordering::Relaxed);
-}
 
 /// How long one statement waits for SQLite's write lock before it reports the database
 /// locked (and `retry_locked` tries it again).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
-
-type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>;
-
-/// Executes a batch that would leave its connection changed if it stopped half-way (a
-/// transaction open, `synchronous` lowered): after an error that connection is closed,
-/// never handed to anyone else. Returns the rows it returned (what a batch changed, SQLite
-/// counts for its last statement only).
-async fn execute_batch(
-    pool: &SqlitePool,
-    query: SqliteQuery<'_>,
-) -> Result<Vec<sqlx::sqlite::SqliteRow>> {
-    let mut conn = pool.acquire().await?;
-    // Every statement runs, the last one (`synchronous` put back) too.
-    match query.fetch_all(&mut *conn).await {
-        Ok(rows) => Ok(rows),
-        Err(e) => {
-            conn.close_on_drop();
-            Err(e.into())
-        }
-    }
-}
 
 /// A SQLite database; cheap to clone.
 #[derive(Debug, Clone)]
@@ -95,8 +38,6 @@ pub(super) struct Db {
     /// Whether `pool` is the loop's own connection (`single_connection`), not the shared
     /// pool of the store it came from.
     own: bool,
-    /// This process's writers take turns here (`Db::write_turn`).
-    writes: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Db {
@@ -115,7 +56,7 @@ impl Db {
     /// lease says so, so a socket left by an earlier one is replaced) and notifies `wake`
     /// at each datagram. `false` when it cannot be bound (an in-memory database, a path
     /// longer than a socket's): the loop then polls.
-    pub async fn listen(&self, wake: std::sync::Arc<tokio::sync::Notify>) -> Result<bool> {
+    async fn bind_wake_socket(&self, wake: std::sync::Arc<tokio::sync::Notify>) -> Result<bool> {
         let Some(path) = self.wake_path() else {
             return Ok(false);
         };
@@ -139,7 +80,7 @@ impl Db {
     /// Tells the orchestrator listening beside the database that something was written
     /// for it. Never waits and never fails: with nobody listening, the datagram goes
     /// nowhere, and the orchestrator's sweep finds the write all the same.
-    pub fn nudge(&self) {
+    fn send_nudge(&self) {
         let Some(path) = self.wake_path() else {
             return;
         };
@@ -164,15 +105,7 @@ impl Db {
             // FULL: a committed transition survives a power cut, not just a crash.
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(BUSY_TIMEOUT)
-            .foreign_keys(true)
-            .pragma(
-                "wal_autocheckpoint",
-                if FOLDS_AT_STOP.load(std::sync::atomic::Ordering::Relaxed) {
-                    WAL_AUTOCHECKPOINT_SERVING
-                } else {
-                    WAL_AUTOCHECKPOINT
-                },
-            );
+            .foreign_keys(true);
         let filename = options.get_filename().to_path_buf();
         let in_memory = file_of(&options, url).is_none();
         let connect = || {
@@ -275,14 +208,14 @@ impl Db {
                 single,
                 file,
                 own: false,
-                writes: std::sync::Arc::default(),
             },
             runs_dir,
         ))
     }
+
     /// Whether the database file is still the one this store opened: removed (or replaced)
     /// under a running process, every write would go to a file nobody can open again.
-    pub fn check_file(&self) -> Result<()> {
+    fn file_unchanged(&self) -> Result<()> {
         use std::os::unix::fs::MetadataExt;
         let Some((path, opened)) = &self.file else {
             return Ok(());
@@ -307,7 +240,7 @@ impl Db {
     /// Call it on the runtime that will use it: sqlx hands a connection back to its pool
     /// in a task on the runtime that dropped it, and the pool has no other task (no idle
     /// timeout, no maximum lifetime: the connection stays open, and its cache warm).
-    pub fn single_connection(&self) -> Db {
+    fn own_connection(&self) -> Db {
         let Some(options) = &self.single else {
             return self.clone();
         };
@@ -323,98 +256,10 @@ impl Db {
         }
     }
 
-    pub async fn close(&self) {
-        self.pool.close().await;
-    }
-
-    /// This process's turn to write, held for one write (with its retries). Two
-    /// connections of one process that write at once meet SQLite's lock, and the one that
-    /// waits sleeps in SQLite's busy handler (1, 2, 5, 10 ms…) well past the moment the
-    /// lock is free: the Discord bridge's cursor behind the loop's commit, or the other
-    /// way round. Queued here, each starts as the one before it ends. Another process's
-    /// writes still meet the lock.
-    pub async fn write_turn(&self) -> tokio::sync::OwnedMutexGuard<()> {
-        self.writes.clone().lock_owned().await
-    }
-
-    /// Closes the connection `single_connection` opened; the shared pool it handed back
-    /// for an in-memory database stays open.
-    pub async fn close_single_connection(&self) {
-        if self.own {
-            self.pool.close().await;
-        }
-    }
-
-    /// One write statement (`sql`, its parameters bound by `bind`) and the rows it returns;
-    /// at `Durability::Relaxed`, run at `synchronous = NORMAL` (`relaxed`).
-    async fn write_returning<'q>(
-        &self,
-        sql: &str,
-        durability: Durability,
-        bind: impl FnOnce(SqliteQuery<'q>) -> SqliteQuery<'q>,
-    ) -> Result<Vec<sqlx::sqlite::SqliteRow>> {
-        match durability {
-            Durability::Full => Ok(bind(sqlx::query(sqlx::AssertSqlSafe(sql.to_string())))
-                .fetch_all(&self.pool)
-                .await?),
-            Durability::Relaxed => {
-                let query = bind(sqlx::query(sqlx::AssertSqlSafe(relaxed(sql))));
-                execute_batch(&self.pool, query).await
-            }
-        }
-    }
-
-    /// A write transaction that takes SQLite's write lock at once (`BEGIN_WRITE`).
+    /// A write transaction that takes SQLite's write lock at once, so it never fails
+    /// half-way because another connection wrote first.
     async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>> {
-        Ok(self.pool.begin_with(BEGIN_WRITE).await?)
-    }
-
-    pub async fn server_version(&self) -> Result<String> {
-        let version: String = sqlx::query_scalar("SELECT sqlite_version()")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(format!("SQLite {version}"))
-    }
-
-    /// A read transaction: SQLite reads all of it from one snapshot.
-    async fn begin_snapshot(&self) -> Result<Transaction<'static, Sqlite>> {
-        Ok(self.pool.begin().await?)
-    }
-
-    /// Every sprint with its spend as one JSON array: the documents each sprint row keeps
-    /// (kept current by the triggers of migration 0010), joined in order by SQLite, so no
-    /// 10,000 rows are built and handed one by one across sqlx's worker thread.
-    pub async fn status_json(&self) -> Result<String> {
-        // The subquery hands the rows over in its order (a sort inside the aggregate,
-        // `string_agg(.. ORDER BY number)`, costs three times the whole query).
-        let json: Option<String> = sqlx::query_scalar(
-            "SELECT '[' || COALESCE(group_concat(status_doc, ','), '') || ']'
-             FROM (SELECT status_doc FROM sprints ORDER BY number)",
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(json.unwrap_or_else(|| "[]".into()))
-    }
-
-    /// Every sprint's row of the `sprint status` table, oldest first: the arrays each
-    /// sprint row keeps (kept current by the triggers of migration 0010), joined in order
-    /// by SQLite, one a line, with their count. Building them per call (`json_array`, and
-    /// each cost written as text) cost twice what joining them does; decoding 10,000 rows
-    /// one by one, more than the rest of the command.
-    pub async fn status_rows(&self) -> Result<crate::store::StatusRows> {
-        // The subquery hands the rows over in its order (see `status_json`). A line break
-        // parts them: JSON writes none inside a value.
-        let row = sqlx::query(
-            "SELECT count(*), COALESCE(group_concat(status_row, char(10)), '')
-             FROM (SELECT status_row FROM sprints ORDER BY number)",
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        let count: i64 = row.try_get(0)?;
-        Ok(crate::store::StatusRows::Json {
-            count: usize::try_from(count).unwrap_or(0),
-            lines: StatusLines(row),
-        })
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 
     /// Reads, without changing anything, which migrations a database still needs.
@@ -534,23 +379,10 @@ pub(super) fn storage_failure(e: &sqlx::Error) -> Option<String> {
     }
 }
 
-/// The status rows' lines as SQLite handed them over (`Db::status_rows`), read where they
-/// lie: not copied, the rows' text borrows from the row sqlx read.
-#[derive(Debug)]
-pub struct StatusLines(sqlx::sqlite::SqliteRow);
-
-impl StatusLines {
-    pub fn text(&self) -> Result<&str> {
-        Ok(self.0.try_get(1)?)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::Actor;
-    use crate::handoff::HandoffDocument;
-    use crate::store::NewRun;
+    use crate::store::Database;
 
     #[tokio::test]
     async fn an_in_memory_database_opens_and_leaves_no_file() {
@@ -570,8 +402,8 @@ mod tests {
         );
     }
 
-    /// A relaxed write that fails half-way must not leave its connection at NORMAL: the
-    /// next transition committed on it would then not be durable.
+    /// A cursor's relaxed write that fails half-way must not leave its connection at
+    /// NORMAL: the next transition committed on it would then not be durable.
     #[tokio::test(flavor = "multi_thread")]
     async fn a_failed_relaxed_write_leaves_no_connection_at_normal() {
         let dir = std::env::temp_dir().join(format!("hanarang-relaxed-{}", std::process::id()));
@@ -579,27 +411,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let url = format!("sqlite://{}", dir.join("hanarang.db").display());
         let (store, _) = Db::open(&url).await.unwrap();
-        let store = store.single_connection();
-        let sprint = store
-            .create_sprint("app", "goal", None, "cli:tester@test", "b", 1)
-            .await
-            .unwrap();
-        let handoff = HandoffDocument::default();
-        let new = NewRun {
-            sprint_id: &sprint.id,
-            number: 1,
-            actor: Actor::Harang,
-            round: 0,
-            attempt: 1,
-            parent_run_id: None,
-            handoff: &handoff,
-            synthesized: true,
-            focus: None,
-            git_head: None,
-            started_at: 2,
-            reviewer: None,
-        };
-        store.start_run(&new).await.unwrap();
+        let store = store.own_connection();
+        store.set_cursor("discord", 1).await.unwrap();
         let level = || async {
             sqlx::query_scalar::<_, i64>("PRAGMA synchronous")
                 .fetch_one(&store.pool)
@@ -607,10 +420,14 @@ mod tests {
                 .unwrap()
         };
         assert_eq!(level().await, 2, "FULL after a relaxed write");
-        // The same number again: the INSERT fails between the two PRAGMAs.
-        assert!(store.start_run(&new).await.is_err());
+        // The cursor's INSERT fails between the two PRAGMAs.
+        sqlx::query("DROP TABLE delivery_cursors")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        assert!(store.set_cursor("discord", 2).await.is_err());
         assert_eq!(level().await, 2, "FULL after a failed relaxed write");
-        store.close().await;
+        store.pool.close().await;
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

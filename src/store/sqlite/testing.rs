@@ -1,9 +1,6 @@
-//! What the test suite and the benchmarks do to a SQLite database that only SQLite has: a
-//! schema from before its last migration, the write lock held by another process, and
-//! the bare floor a benchmark compares the store with (`store::testing`). Every function
-//! opens its own
-//! connection to `url`, as another process would, and closes it before it returns (the last
-//! connection to close moves SQLite's write-ahead log into the file).
+//! What the test suite and the benchmarks do to a SQLite database that only SQLite has:
+//! the write lock held by another process, and the bare floor a benchmark compares the
+//! store with (`store::testing`). Each opens its own connection, as another process would.
 
 use std::path::Path;
 use std::str::FromStr;
@@ -19,25 +16,6 @@ use crate::store::Result;
 
 async fn connect(url: &str) -> Result<SqliteConnection> {
     Ok(SqliteConnectOptions::from_str(url)?.connect().await?)
-}
-
-/// Takes the database back to before the migrations of its stored status texts (0007,
-/// the documents; 0010, the table's rows), as a database an older hanarang left.
-pub async fn undo_status_migrations(url: &str) -> Result<()> {
-    let mut conn = connect(url).await?;
-    for undo in [
-        "DROP TRIGGER sprints_status_insert",
-        "DROP TRIGGER sprints_status_update",
-        "DROP INDEX sprints_status_rows",
-        "DROP VIEW sprint_status_doc",
-        "ALTER TABLE sprints DROP COLUMN status_row",
-        "ALTER TABLE sprints DROP COLUMN status_doc",
-        "DELETE FROM _sqlx_migrations WHERE version IN (7, 10)",
-    ] {
-        sqlx::query(undo).execute(&mut conn).await?;
-    }
-    conn.close().await?;
-    Ok(())
 }
 
 /// The database's write lock, held by a connection of its own (as a backup or the

@@ -1,42 +1,25 @@
-//! The writes that are SQLite's own: a transition's commit in one round trip to SQLite's
-//! thread, and a run's start and end as batches (a run's start at relaxed durability
-//! where that loses nothing, `relaxed`). Their `?` parameters count on across the
-//! statements of a batch.
+//! The writes that are more than one statement on SQLite: a transition's commit in one
+//! round trip to SQLite's thread, a run's start and end, and a delivery cursor (the one
+//! write made at less than full durability).
 
 use sqlx::Row;
+use sqlx::sqlite::SqliteArguments;
 
-use super::{
-    BEGIN_WRITE, Db, bind_log_entry, bind_new_run, bind_run_end, bind_sprint_after, execute_batch,
-    relaxed,
-};
-use crate::domain::{Actor, run_id};
+use super::Db;
 use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, StoreError, TransitionRecord};
 
-/// The head of a run's insert; its 13 parameters are bound by `bind_new_run`.
-macro_rules! insert_run {
-    () => {
-        "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer)"
-    };
-}
+type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, SqliteArguments>;
 
-/// A run's start (`Store::start_run`).
-const INSERT_RUN: &str = concat!(
-    insert_run!(),
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-);
+/// A run's start; bound by `bind_new_run`.
+const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
-/// How a run ended; its parameters are bound by `bind_run_end`. Its spend is rolled up
-/// on the sprint by the caller, in the same transaction.
-macro_rules! end_run {
-    () => {
-        "
-    UPDATE runs SET outcome = ?, detail = ?, rejection = ?, exit_code = ?, signal = ?, duration_ms = ?,
+/// How a run ended; bound by `bind_run_end`. A run already ended (recorded `interrupted`
+/// at a restart) keeps its end.
+const END_RUN: &str = "UPDATE runs SET outcome = ?, detail = ?, rejection = ?, exit_code = ?, signal = ?, duration_ms = ?,
         stdout_tail = ?, stderr_tail = ?, message_json = ?, input_tokens = ?, output_tokens = ?,
         cost_usd = ?, ended_at = ?
-    WHERE id = ?;"
-    };
-}
-const END_RUN: &str = end_run!();
+     WHERE id = ? AND outcome IS NULL";
 
 /// A transition's commit, in one round trip to SQLite's thread: the sprint (the run's
 /// spend is rolled up here), the log entry, the run's end, the command's answer, the next
@@ -44,13 +27,9 @@ const END_RUN: &str = end_run!();
 /// `seq` from the sprint row only where the update matched the `last_seq` read before: a
 /// stale read makes it NULL (or a taken `seq`), and the insert fails before the COMMIT.
 ///
-/// One text whatever goes with the transition: what does not is bound as NULL and touches
-/// no row (the run's end and the command's answer match no id, the next run's insert
-/// selects nothing). SQLite then prepares it once per connection; preparing it costs more
-/// than running it (the sprint's update compiles the status document's trigger), and a
-/// short `hanarang run` made four variants of it.
-const COMMIT_BATCH: &str = concat!(
-    "BEGIN IMMEDIATE;
+/// One text whatever goes with the transition (what does not is bound as NULL and touches
+/// no row), so SQLite prepares it once per connection.
+const COMMIT_BATCH: &str = "BEGIN IMMEDIATE;
      UPDATE sprints SET state = ?, round = ?, attempt = ?, resume_stage = ?, resume_round = ?,
          contract_id = ?, branch = ?, next_run_at = ?, focus = ?, focus_by = ?, budget_usd = ?, last_seq = ?, updated_at = ?,
          input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, cost_usd = cost_usd + ?
@@ -58,42 +37,67 @@ const COMMIT_BATCH: &str = concat!(
      RETURNING 'sprint' AS written, last_seq AS n;
      INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
      VALUES (?, (SELECT last_seq FROM sprints WHERE id = ? AND last_seq = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-     RETURNING 'transition' AS written, global_seq AS n;",
-    end_run!(),
-    // The command's answer: status, result, time, id.
-    "UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending';",
-    insert_run!(),
-    " SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE ?;
-     COMMIT;"
-);
+     RETURNING 'transition' AS written, global_seq AS n;
+     UPDATE runs SET outcome = ?, detail = ?, rejection = ?, exit_code = ?, signal = ?, duration_ms = ?,
+         stdout_tail = ?, stderr_tail = ?, message_json = ?, input_tokens = ?, output_tokens = ?,
+         cost_usd = ?, ended_at = ?
+     WHERE id = ? AND outcome IS NULL;
+     UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending';
+     INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer)
+     SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE ?;
+     COMMIT;";
 
 /// How many parameters the run's end, the command's answer and the next run take.
 const END_RUN_PARAMETERS: usize = 14;
 const RESOLVE_COMMAND_PARAMETERS: usize = 4;
 const INSERT_RUN_PARAMETERS: usize = 13;
 
-/// Binds `n` NULLs: the parameters of a statement of the batch that is to touch nothing.
-fn bind_nulls<'q>(
-    mut query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
-    n: usize,
-) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
-    for _ in 0..n {
-        query = query.bind(None::<i64>);
-    }
-    query
-}
+/// A cursor's move at `synchronous = NORMAL`: no fsync of its own (one lost in a power cut
+/// only has its lines sent again, and the next commit at FULL makes it durable: the log
+/// is written in order). FULL is put back in the same batch.
+const SET_CURSOR: &str = "PRAGMA synchronous = NORMAL;
+     INSERT INTO delivery_cursors (consumer, global_seq) VALUES (?, ?)
+     ON CONFLICT (consumer) DO UPDATE SET global_seq = excluded.global_seq;
+     PRAGMA synchronous = FULL;";
 
 impl Db {
-    pub async fn commit(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
+    pub(super) async fn commit_batch(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
         let (event_json, note_json) = c.encoded()?;
         let seq = c.seq();
-        let sprint = bind_sprint_after(sqlx::query(COMMIT_BATCH), c)
+        let after = c.after;
+        let mut query = sqlx::query(COMMIT_BATCH)
+            .bind(after.state.as_str())
+            .bind(i64::from(after.round))
+            .bind(i64::from(after.attempt))
+            .bind(after.resume.map(|r| r.stage.state().as_str()))
+            .bind(after.resume.map(|r| i64::from(r.round)))
+            .bind(&after.contract_id)
+            .bind(&after.branch)
+            .bind(after.next_run_at)
+            .bind(&after.focus)
+            .bind(&after.focus_by)
+            .bind(after.budget_usd)
+            .bind(seq)
+            .bind(c.at)
+            .bind(c.run.and_then(|r| r.input_tokens).unwrap_or(0))
+            .bind(c.run.and_then(|r| r.output_tokens).unwrap_or(0))
+            .bind(c.run.and_then(|r| r.cost_usd).unwrap_or(0.0))
             .bind(&c.before.id)
             .bind(c.before.last_seq)
+            // The log entry.
             .bind(&c.before.id)
             .bind(&c.before.id)
-            .bind(seq);
-        let mut query = bind_log_entry(sprint, c, &event_json, note_json.as_deref());
+            .bind(seq)
+            .bind(c.transition.from.state.as_str())
+            .bind(c.transition.to.state.as_str())
+            .bind(c.event.name())
+            .bind(&event_json)
+            .bind(note_json.as_deref())
+            .bind(i64::from(c.transition.to.round))
+            .bind(i64::from(c.transition.to.attempt))
+            .bind(c.run.map(|r| r.run_id.as_str()))
+            .bind(&after.branch)
+            .bind(c.at);
         query = match c.run {
             Some(run) => bind_run_end(query, run)?,
             None => bind_nulls(query, END_RUN_PARAMETERS),
@@ -160,44 +164,116 @@ impl Db {
         Ok(c.record(global_seq))
     }
 
-    pub async fn start_run(&self, new: &NewRun<'_>) -> Result<String> {
-        // The focus goes with this run; the next one does not get it again. One statement
-        // is atomic on its own; two are a transaction.
-        let sql = if new.focus.is_some() {
-            format!(
-                "{BEGIN_WRITE}; {INSERT_RUN}; UPDATE sprints SET focus = NULL, focus_by = NULL WHERE id = ?; COMMIT"
-            )
+    /// A run's start; with a focus, the sprint's is cleared in the same transaction (the
+    /// next run does not get it again).
+    pub(super) async fn insert_run(&self, new: &NewRun<'_>) -> Result<String> {
+        let insert = bind_new_run(sqlx::query(INSERT_RUN), new)?;
+        if new.focus.is_none() {
+            insert.execute(&self.pool).await?;
         } else {
-            INSERT_RUN.to_string()
-        };
-        let sql = if new.actor == Actor::Erang {
-            sql
-        } else {
-            relaxed(&sql)
-        };
-        let mut query = bind_new_run(sqlx::query(sqlx::AssertSqlSafe(sql)), new)?;
-        if new.focus.is_some() {
-            query = query.bind(new.sprint_id);
+            let mut tx = self.begin_write().await?;
+            insert.execute(&mut *tx).await?;
+            sqlx::query("UPDATE sprints SET focus = NULL, focus_by = NULL WHERE id = ?")
+                .bind(new.sprint_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
         }
-        execute_batch(&self.pool, query).await?;
-        Ok(run_id(new.sprint_id, new.number))
+        Ok(crate::domain::run_id(new.sprint_id, new.number))
     }
 
-    pub async fn end_run(&self, run: &RunEnd) -> Result<()> {
-        let sql = format!(
-            "{END_RUN}
-             UPDATE sprints SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
-                 cost_usd = cost_usd + ?
-             WHERE id = (SELECT sprint_id FROM runs WHERE id = ?);"
-        );
-        let query = bind_run_end(sqlx::query(sqlx::AssertSqlSafe(sql)), run)?
-            .bind(run.input_tokens.unwrap_or(0))
-            .bind(run.output_tokens.unwrap_or(0))
-            .bind(run.cost_usd.unwrap_or(0.0))
-            .bind(&run.run_id);
+    /// A run's end, its spend rolled up on its sprint; a run already ended keeps its end.
+    pub(super) async fn record_run_end(&self, run: &RunEnd) -> Result<()> {
         let mut tx = self.begin_write().await?;
-        query.execute(&mut *tx).await?;
+        let ended = bind_run_end(sqlx::query(END_RUN), run)?
+            .execute(&mut *tx)
+            .await?;
+        if ended.rows_affected() == 0 {
+            tx.rollback().await?;
+            tracing::warn!(run = %run.run_id, "this run's end was already recorded; this one is dropped");
+            return Ok(());
+        }
+        sqlx::query(
+            "UPDATE sprints SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+                 cost_usd = cost_usd + ?
+             WHERE id = (SELECT sprint_id FROM runs WHERE id = ?)",
+        )
+        .bind(run.input_tokens.unwrap_or(0))
+        .bind(run.output_tokens.unwrap_or(0))
+        .bind(run.cost_usd.unwrap_or(0.0))
+        .bind(&run.run_id)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(())
     }
+
+    /// `SET_CURSOR`. Should it stop half-way, its connection (maybe left at NORMAL) is
+    /// closed, never handed to the next transition's commit.
+    pub(super) async fn write_cursor(&self, consumer: &str, global_seq: i64) -> Result<()> {
+        let mut conn = self.pool.acquire().await?;
+        let moved = sqlx::query(SET_CURSOR)
+            .bind(consumer)
+            .bind(global_seq)
+            .execute(&mut *conn)
+            .await;
+        if let Err(e) = moved {
+            conn.close_on_drop();
+            return Err(e.into());
+        }
+        Ok(())
+    }
+}
+
+/// Binds `n` NULLs: the parameters of a statement of the batch that is to touch nothing.
+fn bind_nulls(mut query: Query<'_>, n: usize) -> Query<'_> {
+    for _ in 0..n {
+        query = query.bind(None::<i64>);
+    }
+    query
+}
+
+/// Binds a new run's columns, in `INSERT_RUN`'s order.
+fn bind_new_run<'q>(query: Query<'q>, new: &NewRun<'q>) -> Result<Query<'q>> {
+    let handoff_json =
+        serde_json::to_string(new.handoff).map_err(|e| StoreError::Encode("handoff", e))?;
+    Ok(query
+        .bind(crate::domain::run_id(new.sprint_id, new.number))
+        .bind(new.sprint_id)
+        .bind(new.number)
+        .bind(new.actor.as_str())
+        .bind(i64::from(new.round))
+        .bind(i64::from(new.attempt))
+        .bind(new.parent_run_id)
+        .bind(handoff_json)
+        .bind(i64::from(new.synthesized))
+        .bind(new.focus)
+        .bind(new.git_head)
+        .bind(new.started_at)
+        .bind(new.reviewer))
+}
+
+/// Binds a run's end, in `END_RUN`'s order.
+fn bind_run_end<'q>(query: Query<'q>, run: &'q RunEnd) -> Result<Query<'q>> {
+    let message_json = run
+        .message
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::Encode("message", e))?;
+    Ok(query
+        .bind(run.outcome.as_str())
+        .bind(&run.detail)
+        .bind(&run.rejection)
+        .bind(run.exit_code)
+        .bind(run.signal)
+        .bind(run.duration_ms)
+        .bind(&run.stdout_tail)
+        .bind(&run.stderr_tail)
+        .bind(message_json)
+        .bind(run.input_tokens)
+        .bind(run.output_tokens)
+        .bind(run.cost_usd)
+        .bind(run.ended_at)
+        .bind(&run.run_id))
 }

@@ -1,7 +1,9 @@
 //! The database as operators meet it, on each engine (`on_each_engine!`): several
 //! processes opening a fresh database at once, bad rows reported, not panicked on, a
 //! database from a newer hanarang refused, a transition prepared on a stale read refused
-//! whole; and for SQLite an upgrade that backs the file up before migrating.
+//! whole. Databases made by an older hanarang: `upgrade`.
+
+mod upgrade;
 
 use hanarang::handoff::HandoffDocument;
 use hanarang::handoff::{Actor, Verdict};
@@ -16,8 +18,8 @@ use crate::support::{commit_event, planner_run, transition_of};
 /// How many migrations a current database of `engine` has applied.
 fn migrations(engine: Engine) -> usize {
     match engine {
-        Engine::Sqlite => 10,
-        Engine::Postgres => 4,
+        Engine::Sqlite => 12,
+        Engine::Postgres => 5,
     }
 }
 
@@ -64,66 +66,6 @@ async fn a_database_from_a_newer_hanarang_is_refused(engine) {
         other => panic!("expected a newer database to be refused, got {other:?}"),
     }
 }
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn an_upgrade_backs_the_sqlite_database_up_before_migrating() {
-    let db = TestDb::new(Engine::Sqlite, "store").await;
-    let (dir, url) = (&db.dir, db.url.clone());
-    assert_eq!(
-        Store::migration_status(&url).await.unwrap(),
-        MigrationStatus::NotCreated
-    );
-    let store = Store::open(&url).await.unwrap();
-    store
-        .create_sprint(
-            "app",
-            "keep me",
-            None,
-            "cli:tester@test",
-            "feature/{sprint_lower}",
-            1,
-        )
-        .await
-        .unwrap();
-    store.close().await;
-    // Make it look like a database from before the last migration.
-    testing::undo_status_migrations(&url).await.unwrap();
-    assert_eq!(
-        Store::migration_status(&url).await.unwrap(),
-        MigrationStatus::Pending(vec![7, 10])
-    );
-
-    let store = Store::open(&url).await.unwrap();
-    assert_eq!(
-        store.sprint("SPRINT-001").await.unwrap().unwrap().goal,
-        "keep me"
-    );
-    // The migration filled in what the old rows lacked.
-    let listed: serde_json::Value =
-        serde_json::from_str(&store.status_json().await.unwrap()).unwrap();
-    assert_eq!(listed[0]["goal"], "keep me", "{listed}");
-    let read = store.status_rows().await.unwrap();
-    let rows = read.rows().unwrap();
-    assert_eq!(
-        (rows.len(), &*rows[0].id, &*rows[0].goal),
-        (1, "SPRINT-001", "keep me")
-    );
-    let backups: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("hanarang.db.backup-")
-        })
-        .collect();
-    assert_eq!(backups.len(), 1, "one backup beside the database");
-    let backup = format!("sqlite://{}", backups[0].path().display());
-    assert_eq!(
-        Store::migration_status(&backup).await.unwrap(),
-        MigrationStatus::Pending(vec![7, 10])
-    );
 }
 
 on_each_engine! {
@@ -265,28 +207,11 @@ async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds(engine) {
     assert_eq!(usage.total.cost_usd, 0.5);
     let rolled_up = store.status_json().await.unwrap();
     assert!(rolled_up.contains("\"cost_usd\":0.5"), "{rolled_up}");
-    // The table's row of the sprint follows every commit too.
-    let read = store.status_rows().await.unwrap();
-    let rows = read.rows().unwrap();
-    let row = &rows[0];
-    assert_eq!(
-        (&*row.id, &*row.state, &*row.project, &*row.goal),
-        (
-            implementing.id.as_str(),
-            "implementing",
-            implementing.project.as_str(),
-            implementing.goal.as_str()
-        )
-    );
-    assert_eq!(
-        (row.round, row.attempt, row.cost_usd, row.next_run_at),
-        (
-            i64::from(implementing.round),
-            i64::from(implementing.attempt),
-            0.5,
-            implementing.next_run_at
-        )
-    );
+    // The sprint's spend as `sprint status` reads it follows every commit too.
+    let listed = store.sprints_with_spend().await.unwrap();
+    let (sprint, spend) = &listed[0];
+    assert_eq!((&sprint.id, sprint.state), (&implementing.id, State::Implementing));
+    assert_eq!(spend.cost_usd, 0.5);
 
     // A run whose number is taken fails the whole commit: no log entry, no move.
     let done = Event::Reported {
