@@ -65,7 +65,9 @@ impl Sprint {
     }
 }
 
-#[derive(sqlx::FromRow)]
+/// A sprint row; SQLite's `sprints_with_spend` hands it over as a JSON array of these
+/// fields, in this order.
+#[derive(sqlx::FromRow, serde::Deserialize)]
 pub(super) struct SprintRaw {
     id: String,
     number: i64,
@@ -400,7 +402,7 @@ impl TryFrom<RunRaw> for Run {
 }
 
 /// Tokens and dollars, summed over runs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize, sqlx::FromRow)]
 pub struct Spend {
     pub input_tokens: i64,
     pub output_tokens: i64,
