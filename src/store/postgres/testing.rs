@@ -114,3 +114,52 @@ pub async fn restore_postgres(url: &str, dump: &str) -> Result<()> {
     conn.close().await?;
     Ok(())
 }
+
+/// The writes and counts `store::testing` asks of every engine.
+impl super::Db {
+    pub(super) async fn insert_commands_together(
+        &self,
+        sprint_id: &str,
+        kinds: &[crate::store::CommandKind],
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for kind in kinds {
+            sqlx::query(
+                "INSERT INTO commands (sprint_id, kind, text, by, created_at) VALUES ($1, $2, NULL, 'cli', 1)",
+            )
+            .bind(sprint_id)
+            .bind(kind.as_str())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn insert_newer_migration(&self, version: i64) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+             VALUES ($1, 'from a newer hanarang', TRUE, $2, 0)",
+        )
+        .bind(version)
+        .bind(vec![0u8])
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn write_sprint_state(&self, sprint_id: &str, state: &str) -> Result<()> {
+        sqlx::query("UPDATE sprints SET state = $1 WHERE id = $2")
+            .bind(state)
+            .bind(sprint_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub(super) async fn runs_on_record(&self) -> Result<i64> {
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM runs")
+            .fetch_one(&self.pool)
+            .await?)
+    }
+}

@@ -513,48 +513,22 @@ impl Database for Db {
 
     #[cfg(feature = "testing")]
     async fn submit_commands_together(&self, sprint_id: &str, kinds: &[CommandKind]) -> Result<()> {
-        let mut tx = self.begin_write().await?;
-        for kind in kinds {
-            sqlx::query(
-                "INSERT INTO commands (sprint_id, kind, text, by, created_at) VALUES (?, ?, NULL, 'cli', 1)",
-            )
-            .bind(sprint_id)
-            .bind(kind.as_str())
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        self.insert_commands_together(sprint_id, kinds).await
     }
 
     #[cfg(feature = "testing")]
     async fn record_newer_migration(&self, version: i64) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
-             VALUES (?, 'from a newer hanarang', TRUE, ?, 0)",
-        )
-        .bind(version)
-        .bind(vec![0u8])
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        self.insert_newer_migration(version).await
     }
 
     #[cfg(feature = "testing")]
     async fn overwrite_sprint_state(&self, sprint_id: &str, state: &str) -> Result<()> {
-        sqlx::query("UPDATE sprints SET state = ? WHERE id = ?")
-            .bind(state)
-            .bind(sprint_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.write_sprint_state(sprint_id, state).await
     }
 
     #[cfg(feature = "testing")]
     async fn count_runs(&self) -> Result<i64> {
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM runs")
-            .fetch_one(&self.pool)
-            .await?)
+        self.runs_on_record().await
     }
 
     #[cfg(feature = "testing")]

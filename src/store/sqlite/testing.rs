@@ -120,3 +120,52 @@ impl Floor {
         self.0.close().await;
     }
 }
+
+/// The writes and counts `store::testing` asks of every engine.
+impl super::Db {
+    pub(super) async fn insert_commands_together(
+        &self,
+        sprint_id: &str,
+        kinds: &[crate::store::CommandKind],
+    ) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        for kind in kinds {
+            sqlx::query(
+                "INSERT INTO commands (sprint_id, kind, text, by, created_at) VALUES (?, ?, NULL, 'cli', 1)",
+            )
+            .bind(sprint_id)
+            .bind(kind.as_str())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn insert_newer_migration(&self, version: i64) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+             VALUES (?, 'from a newer hanarang', TRUE, ?, 0)",
+        )
+        .bind(version)
+        .bind(vec![0u8])
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn write_sprint_state(&self, sprint_id: &str, state: &str) -> Result<()> {
+        sqlx::query("UPDATE sprints SET state = ? WHERE id = ?")
+            .bind(state)
+            .bind(sprint_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub(super) async fn runs_on_record(&self) -> Result<i64> {
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM runs")
+            .fetch_one(&self.pool)
+            .await?)
+    }
+}
