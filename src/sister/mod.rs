@@ -8,7 +8,6 @@
 //! believes it.
 
 pub mod contract;
-pub mod cpus;
 pub mod facts;
 pub mod process;
 
@@ -245,7 +244,7 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
     } = prepared;
     let spec = &req.spec;
     let forks = process::forks();
-    let mut child = match cpus::spawn_with_all(|| command.spawn()) {
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => return RunReport::early(RunOutcome::SpawnFailed, spawn_error(&spec.program, &e)),
     };

@@ -181,6 +181,17 @@ pub fn alive(pids: &[u32]) -> Vec<u32> {
         .collect()
 }
 
+/// How the CLI names its author on `host` (`[host] name`): `cli:<user>@<host>`, the user
+/// this process runs as.
+pub fn cli_author(host: &str) -> String {
+    let user = nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .expect("this process's user");
+    format!("cli:{user}@{host}")
+}
+
 /// Runs git in `dir` with a fixed identity; panics when it fails. Its stdout, trimmed.
 pub fn git(dir: &std::path::Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
