@@ -243,7 +243,6 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
         prompt,
     } = prepared;
     let spec = &req.spec;
-    let forks = process::forks();
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => return RunReport::early(RunOutcome::SpawnFailed, spawn_error(&spec.program, &e)),
@@ -337,8 +336,7 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
     // whatever left the group (a daemon started with `setsid`) but kept the run's
     // environment.
     let markers = process::run_markers(&req.contract.run_id, &req.contract_path);
-    let since = process::Since::new(pgid, forks);
-    process::kill_run(Some(pgid), &markers, spec.kill_grace, since).await;
+    process::kill_run(Some(pgid), &markers, spec.kill_grace).await;
     let status = match status {
         Some(status) => status,
         None => child.wait().await,
