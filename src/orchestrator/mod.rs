@@ -22,10 +22,11 @@ use memory::Memory;
 pub use lease::{LeaseError, LeaseGuard};
 
 use crate::config::Config;
-use crate::domain::FailureKind;
 use crate::handoff::message::HandoffMessage;
 use crate::pipeline::fsm::Note;
-use crate::pipeline::{Event, Facts, Failure, Policy, State, Transition, apply};
+use crate::pipeline::{
+    Budget, Event, Facts, Policy, RunResult, State, Transition, apply, event_of, next_run_at,
+};
 use crate::sister::{RunOutcome, RunReport, Stop};
 use crate::store::{
     Command, CommandKind, CommandStatus, Run, RunEnd, Sprint, Store, StoreError, TransitionRecord,
@@ -446,13 +447,16 @@ impl Orchestrator {
     }
 
     /// `Some((spent, limit))` when the sprint has spent more than it may: checked before
-    /// every spawn, so nothing more is spent without a human's word. `runs`: all of the
-    /// sprint's, as recorded (what `Store::usage` sums).
+    /// every spawn. `runs`: all of the sprint's, as recorded (what `Store::usage` sums).
     fn over_budget(&self, sprint: &Sprint, runs: &[Run]) -> Option<(f64, f64)> {
-        let limit = self.config.pipeline.max_cost_usd?;
-        let limit = sprint.budget_usd.unwrap_or(limit);
-        let spent = spent_usd(runs);
-        (spent > limit).then_some((spent, limit))
+        self.budget(sprint).exceeded(spent_usd(runs))
+    }
+
+    fn budget(&self, sprint: &Sprint) -> Budget {
+        Budget {
+            limit_usd: self.config.pipeline.max_cost_usd,
+            raised_usd: sprint.budget_usd,
+        }
     }
 
     /// The sprint's runs: `known` when the loop kept them, read otherwise.
@@ -522,16 +526,12 @@ impl Orchestrator {
                 return Ok(None);
             }
         };
-        let mut after = self.next_sprint(sprint, &t, &event, run);
-        if let (Event::Resume { .. }, Some(limit)) = (&event, self.config.pipeline.max_cost_usd) {
-            // A human's resume is their word to spend more: another `max_cost_usd` from
-            // what is spent now, summed as the budget check sums it.
+        let mut after = next_sprint(sprint, &t, &event, run, now_ms());
+        if let (Event::Resume { .. }, Some(_)) = (&event, self.config.pipeline.max_cost_usd) {
+            // A human's resume is their word to spend more.
             let known = self.runs_of(sprint, runs.take()).await?;
-            let spent = spent_usd(&known);
+            after.budget_usd = self.budget(sprint).after_resume(spent_usd(&known));
             runs = Some(known);
-            if spent >= sprint.budget_usd.unwrap_or(limit) {
-                after.budget_usd = Some(spent + limit);
-            }
         }
         // Several reviewers are started by the pass (`review`), not with the commit.
         let starts_now = after.state.stage().is_some()
@@ -608,68 +608,6 @@ impl Orchestrator {
             self.memory.keep(after, runs, fans_out);
         }
         Ok(Some(record))
-    }
-
-    /// The sprint after a transition: the new position, plus what the event tells.
-    fn next_sprint(
-        &self,
-        before: &Sprint,
-        t: &Transition,
-        event: &Event,
-        run: Option<&RunEnd>,
-    ) -> Sprint {
-        let mut after = before.clone();
-        after.state = t.to.state;
-        after.round = t.to.round;
-        after.attempt = t.to.attempt;
-        after.resume = t.to.resume;
-        // A pause waits for the reset it was given, to the millisecond; a retry for its
-        // backoff from now.
-        after.next_run_at = match (&t.note, event) {
-            (Some(Note::Paused { resume_at_ms, .. }), _) => Some(*resume_at_ms),
-            // One reviewer's verdict leaves another's retry waiting on its backoff.
-            (None, Event::Reviewed { .. }) => before.next_run_at,
-            _ => t
-                .retry_delay()
-                .map(|d| now_ms().saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))),
-        };
-        let message: Option<HandoffMessage> = run
-            .and_then(|r| r.message.clone())
-            .and_then(|m| serde_json::from_value(m).ok());
-        if t.to.state != State::Aborted {
-            match &message {
-                Some(HandoffMessage::Harang(m)) => {
-                    if let Some(p) = &m.payload {
-                        after.contract_id = p.contract_id.clone();
-                    }
-                }
-                Some(HandoffMessage::Narang(m)) => {
-                    if let Some(p) = &m.payload {
-                        after.branch = p.branch.clone();
-                    }
-                }
-                _ => {}
-            }
-        }
-        match event {
-            Event::RequestChanges { by, note } => {
-                after.focus = Some(note.clone());
-                after.focus_by = Some(by.clone());
-            }
-            Event::Resume {
-                focus: Some(focus),
-                by,
-            }
-            | Event::Handoff {
-                focus: Some(focus),
-                by,
-            } => {
-                after.focus = Some(focus.clone());
-                after.focus_by = Some(by.clone());
-            }
-            _ => {}
-        }
-        after
     }
 
     /// A user's command, from the CLI or Discord.
@@ -802,47 +740,18 @@ impl Orchestrator {
                 self.store.end_run(&end).await?;
                 return Ok(());
             }
-            let failure = |outcome: &RunOutcome| Failure {
-                kind: outcome.failure_kind().unwrap_or(FailureKind::Interrupted),
-                detail: report.detail.clone(),
-            };
-            let event = match (&report.outcome, &report.message, reviewer) {
-                // One of several reviewers: its answer, or its failure, is its own.
-                (RunOutcome::Handoff, Some(valid), Some((reviewer, _)))
-                    if let Some(verdict) =
-                        crate::pipeline::review::ReviewVerdict::of(valid.message.verdict()) =>
-                {
-                    Event::Reviewed { reviewer, verdict }
-                }
-                (outcome, _, Some((reviewer, attempt)))
-                    if !matches!(outcome, RunOutcome::Handoff | RunOutcome::Paused) =>
-                {
-                    Event::ReviewerFailed {
-                        reviewer,
-                        attempt,
-                        failure: failure(outcome),
-                    }
-                }
-                (RunOutcome::Handoff, Some(valid), _) => Event::Reported {
-                    actor: valid.message.actor(),
-                    verdict: valid.message.verdict(),
-                    sprint_id: valid.message.claimed_sprint_id().map(str::to_string),
-                    reason: valid.message.reason(),
+            let event = event_of(
+                RunResult {
+                    outcome: report.outcome,
+                    message: report.message.as_ref().map(|valid| &valid.message),
+                    detail: &report.detail,
+                    resume_at_ms: report.resume_at_ms,
+                    reviewer: reviewer
+                        .as_ref()
+                        .map(|(name, attempt)| (name.as_str(), *attempt)),
                 },
-                // A usage limit: the stage waits for its reset, using no attempt.
-                (RunOutcome::Paused, _, _) => {
-                    let now = now_ms();
-                    let resume_at_ms = report.resume_at_ms.unwrap_or(now).max(now);
-                    Event::Paused {
-                        resume_at_ms,
-                        delay_ms: u64::try_from(resume_at_ms - now).unwrap_or(0),
-                        detail: report.detail.clone(),
-                    }
-                }
-                (outcome, _, _) => Event::Failed {
-                    failure: failure(outcome),
-                },
-            };
+                now_ms(),
+            );
             let facts = Facts {
                 sprint_id: &sprint.id,
                 sister_running: false,
@@ -926,6 +835,59 @@ fn host_scope(
 /// What a sprint's runs cost, in USD.
 fn spent_usd(runs: &[Run]) -> f64 {
     runs.iter().filter_map(|r| r.cost_usd).sum()
+}
+
+/// The sprint after a transition: the new position, plus what the event tells.
+fn next_sprint(
+    before: &Sprint,
+    t: &Transition,
+    event: &Event,
+    run: Option<&RunEnd>,
+    now_ms: i64,
+) -> Sprint {
+    let mut after = before.clone();
+    after.state = t.to.state;
+    after.round = t.to.round;
+    after.attempt = t.to.attempt;
+    after.resume = t.to.resume;
+    after.next_run_at = next_run_at(t, event, before.next_run_at, now_ms);
+    let message: Option<HandoffMessage> = run
+        .and_then(|r| r.message.clone())
+        .and_then(|m| serde_json::from_value(m).ok());
+    if t.to.state != State::Aborted {
+        match &message {
+            Some(HandoffMessage::Harang(m)) => {
+                if let Some(p) = &m.payload {
+                    after.contract_id = p.contract_id.clone();
+                }
+            }
+            Some(HandoffMessage::Narang(m)) => {
+                if let Some(p) = &m.payload {
+                    after.branch = p.branch.clone();
+                }
+            }
+            _ => {}
+        }
+    }
+    match event {
+        Event::RequestChanges { by, note } => {
+            after.focus = Some(note.clone());
+            after.focus_by = Some(by.clone());
+        }
+        Event::Resume {
+            focus: Some(focus),
+            by,
+        }
+        | Event::Handoff {
+            focus: Some(focus),
+            by,
+        } => {
+            after.focus = Some(focus.clone());
+            after.focus_by = Some(by.clone());
+        }
+        _ => {}
+    }
+    after
 }
 
 /// A sprint's runs with one of them ended, as recording `end` leaves them.
