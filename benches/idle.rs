@@ -74,7 +74,14 @@ fn main() {
         rt.block_on(async {
             for n in 0..size {
                 store
-                    .create_sprint("app", &format!("idle {n}"), None, "cli:tester@test", "b/{sprint_lower}", 1)
+                    .create_sprint(
+                        "app",
+                        &format!("idle {n}"),
+                        None,
+                        "cli:tester@test",
+                        "b/{sprint_lower}",
+                        1,
+                    )
                     .await
                     .expect("queue a sprint");
             }

@@ -656,7 +656,10 @@ impl Orchestrator {
                 after.focus = Some(note.clone());
                 after.focus_by = Some(by.clone());
             }
-            Event::Resume { focus: Some(focus), by }
+            Event::Resume {
+                focus: Some(focus),
+                by,
+            }
             | Event::Handoff {
                 focus: Some(focus),
                 by,

@@ -254,7 +254,14 @@ async fn a_sister_is_found_by_its_environment_and_another_databases_is_not() {
     let store = Store::open(&config.database.url).await.unwrap();
     // SPRINT-001 in planning, its planner's run on record.
     let queued = store
-        .create_sprint("app", "goal", None, "cli:tester@test", &config.pipeline.branch_template, 1)
+        .create_sprint(
+            "app",
+            "goal",
+            None,
+            "cli:tester@test",
+            &config.pipeline.branch_template,
+            1,
+        )
         .await
         .unwrap();
     commit_event(&store, &queued, &Event::LockAcquired, None, None, 2)

@@ -76,7 +76,14 @@ async fn an_upgrade_backs_the_sqlite_database_up_before_migrating() {
     );
     let store = Store::open(&url).await.unwrap();
     store
-        .create_sprint("app", "keep me", None, "cli:tester@test", "feature/{sprint_lower}", 1)
+        .create_sprint(
+            "app",
+            "keep me",
+            None,
+            "cli:tester@test",
+            "feature/{sprint_lower}",
+            1,
+        )
         .await
         .unwrap();
     store.close().await;
