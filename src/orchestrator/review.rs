@@ -89,12 +89,13 @@ fn review_of(reviewer: &str, m: &DarangMessage) -> Review<ReviewIssue, Checklist
 }
 
 /// What the round's reviewers said, for the implementer that comes after it: every issue
-/// and failed checklist item with its reviewer's name, their documents merged, and the
-/// reviewer run that finished last (its parent). `None` when the runs end with no
+/// and failed checklist item with its reviewer's name (and who raised it, as the prompt
+/// names it: `darang/<reviewer>`), their documents merged (with the runs they came from),
+/// and the reviewer run that finished last (its parent). `None` when the runs end with no
 /// reviewer's answer (darang reviewed alone).
 pub(super) struct RoundFindings {
-    pub issues: Vec<ReviewIssue>,
-    pub handoff: Option<HandoffDocument>,
+    pub issues: Vec<(ReviewIssue, String)>,
+    pub handoff: Option<(HandoffDocument, String)>,
     pub parent: Run,
 }
 
@@ -121,9 +122,13 @@ pub(super) fn round_findings(runs: &[Run]) -> Option<RoundFindings> {
     let issues = match merge(&reviews) {
         Merged::RequestChanges { issues, failed, .. } => {
             // Each with its reviewer's name first.
-            let tagged = |reviewer: &str, issue: ReviewIssue| ReviewIssue {
-                message: format!("[{reviewer}] {}", issue.message),
-                ..issue
+            let tagged = |reviewer: &str, issue: ReviewIssue| {
+                let by = format!("{}/{reviewer}", crate::domain::Actor::Darang);
+                let issue = ReviewIssue {
+                    message: format!("[{reviewer}] {}", issue.message),
+                    ..issue
+                };
+                (issue, by)
             };
             let failed = failed
                 .into_iter()
@@ -137,17 +142,20 @@ pub(super) fn round_findings(runs: &[Run]) -> Option<RoundFindings> {
         _ => Vec::new(),
     };
     // Their documents, one after the other in reviewer order, each line with its name.
-    let mut docs: Vec<(&str, HandoffDocument)> = answered
+    let mut docs: Vec<(&str, HandoffDocument, String)> = answered
         .iter()
-        .filter_map(|(r, m)| Some((r.reviewer.as_deref()?, m.common.handoff.clone()?)))
+        .filter_map(|(r, m)| {
+            let doc = m.common.handoff.clone()?;
+            Some((r.reviewer.as_deref()?, doc, super::spawn::run_label(r)))
+        })
         .collect();
     docs.sort_by(|a, b| a.0.cmp(b.0));
-    let handoff = docs.first().map(|(_, first)| {
+    let handoff = docs.first().map(|(_, first, _)| {
         let mut merged = HandoffDocument {
             goal: first.goal.clone(),
             ..HandoffDocument::default()
         };
-        for (name, doc) in &docs {
+        for (name, doc, _) in &docs {
             let tag = |lines: &[String]| -> Vec<String> {
                 lines.iter().map(|l| format!("[{name}] {l}")).collect()
             };
@@ -157,7 +165,8 @@ pub(super) fn round_findings(runs: &[Run]) -> Option<RoundFindings> {
             merged.critical_context.extend(tag(&doc.critical_context));
             merged.next_steps.extend(tag(&doc.next_steps));
         }
-        merged
+        let runs: Vec<&str> = docs.iter().map(|(_, _, run)| run.as_str()).collect();
+        (merged, format!("{} (merged)", runs.join(", ")))
     });
     Some(RoundFindings {
         issues,

@@ -154,38 +154,51 @@ impl Orchestrator {
             Some(f) => Some(&f.parent),
             None => runs.iter().rev().find(handed),
         };
-        let previous_message: Option<HandoffMessage> = match &findings {
-            Some(f) => f.parent.message.clone(),
+        let previous_run = match &findings {
+            Some(f) => Some(&f.parent),
             None => runs
                 .iter()
                 .rev()
                 .filter(|r| reviewer.is_none() || r.actor == crate::domain::Actor::Narang)
-                .find(|r| r.outcome == Some(RunOutcome::Handoff))
-                .and_then(|r| r.message.clone()),
-        }
-        .and_then(|m| serde_json::from_value(m).ok());
+                .find(|r| r.outcome == Some(RunOutcome::Handoff)),
+        };
+        let previous_message: Option<HandoffMessage> = previous_run
+            .and_then(|r| r.message.clone())
+            .and_then(|m| serde_json::from_value(m).ok());
         let known = Known {
             goal: &sprint.goal,
             branch: &sprint.branch,
             contract_id: &sprint.contract_id,
             round: sprint.round,
         };
-        let (handoff, synthesized) = match parent {
+        // Where the document comes from, for the prompt: the run that wrote it, or the
+        // orchestrator.
+        let (handoff, synthesized, handoff_by) = match parent {
             Some(stopped) if stopped.outcome == Some(RunOutcome::HandedOff) => {
                 let observed = observe(stopped, &workdir).await;
                 let sister = format!("{} ({})", actor.korean_name(), actor);
-                (after_handoff(&stopped.handoff, &sister, &observed), true)
+                let by = format!("{SYNTHESIZED} from {}", run_label(stopped));
+                (
+                    after_handoff(&stopped.handoff, &sister, &observed),
+                    true,
+                    by,
+                )
             }
-            _ => match findings
-                .as_ref()
-                .and_then(|f| f.handoff.clone())
-                .or_else(|| {
+            _ => match findings.as_ref().and_then(|f| f.handoff.clone()) {
+                Some((doc, by)) => (doc, false, by),
+                None => match (
                     previous_message
                         .as_ref()
-                        .and_then(|m| m.common().handoff.clone())
-                }) {
-                Some(doc) => (doc, false),
-                None => (synthesize(known, previous_message.as_ref(), stage), true),
+                        .and_then(|m| m.common().handoff.clone()),
+                    previous_run,
+                ) {
+                    (Some(doc), Some(run)) => (doc, false, run_label(run)),
+                    _ => (
+                        synthesize(known, previous_message.as_ref(), stage),
+                        true,
+                        SYNTHESIZED.to_string(),
+                    ),
+                },
             },
         };
         let parent_run_id = parent.map(|r| r.run_id.clone());
@@ -201,12 +214,14 @@ impl Orchestrator {
             }
             None => previous_rejection(&runs, sprint, attempt),
         };
-        let review_issues = match (&findings, &previous_message, stage) {
-            (Some(f), _, _) => f.issues.clone(),
+        let (review_issues, review_issues_by) = match (findings, &previous_message, stage) {
+            (Some(f), _, _) => f.issues.into_iter().unzip(),
             (None, Some(HandoffMessage::Darang(m)), crate::pipeline::Stage::Implementing) => {
-                review_issues(m)
+                let issues = review_issues(m);
+                let by = vec![crate::domain::Actor::Darang.to_string(); issues.len()];
+                (issues, by)
             }
-            _ => Vec::new(),
+            _ => (Vec::new(), Vec::new()),
         };
         let git_head = sister::facts::head(&workdir).await;
 
@@ -230,6 +245,10 @@ impl Orchestrator {
             focus: sprint.focus.clone(),
             previous_rejection,
             schema: schema::schema(Some(actor), Dialect::Draft07).unwrap_or_default(),
+            goal_by: sprint.started_by.clone(),
+            focus_by: sprint.focus_by.clone(),
+            review_issues_by,
+            handoff_by: Some(handoff_by),
         };
         let spec = match reviewer {
             Some((name, _)) => self.config.agent.reviewer_spec(name)?,
@@ -327,6 +346,18 @@ async fn observe(stopped: &Run, workdir: &std::path::Path) -> Observed {
         log_tail: stopped.stderr_tail.clone().unwrap_or_default(),
         files_changed,
         commits,
+    }
+}
+
+/// The source of a document the orchestrator composed, as a prompt names it.
+const SYNTHESIZED: &str = "synthesized by the orchestrator";
+
+/// A run as the source of a text in a prompt: `narang run SPRINT-001-R02`, with a
+/// reviewer's name as `darang/static`.
+pub(super) fn run_label(run: &Run) -> String {
+    match &run.reviewer {
+        Some(reviewer) => format!("{}/{reviewer} run {}", run.actor, run.run_id),
+        None => format!("{} run {}", run.actor, run.run_id),
     }
 }
 

@@ -311,7 +311,13 @@ async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
         .find(|r| r.actor == hanarang::handoff::message::Actor::Narang)
         .unwrap();
     let stdin = p.files.stdin_of(&fix.run_id);
-    assert!(stdin.contains("rename the button"), "{stdin}");
+    // Quoted as the approver's, who wrote it.
+    assert!(
+        stdin.ends_with(&format!(
+            "Additional focus: <focus from=\"discord:{STRANGER}\">rename the button</focus>\n"
+        )),
+        "{stdin}"
+    );
     bot.stop().await;
     p.stop().await;
 }

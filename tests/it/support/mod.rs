@@ -165,6 +165,10 @@ pub fn contract(actor: Actor, workdir: &Path) -> ContractFile {
         focus: None,
         previous_rejection: None,
         schema: schema::schema(Some(actor), Dialect::Draft07).unwrap_or_default(),
+        goal_by: None,
+        focus_by: None,
+        review_issues_by: Vec::new(),
+        handoff_by: None,
     }
 }
 
