@@ -503,7 +503,13 @@ async fn serve_runs_the_pipeline_while_discord_is_down_and_catches_up_later() {
     let approve = files.hanarang(&["sprint", "approve", "1"]);
     assert_eq!(approve.status.code(), Some(0));
     let lines = wait_for_lines(&fake, 6).await;
-    assert_eq!(lines[4], "🚀 cli님 배포 승인: 이랑이가 배포 시작");
+    assert_eq!(
+        lines[4],
+        format!(
+            "🚀 {}님 배포 승인: 이랑이가 배포 시작",
+            support::cli_author(&files.config().host.name)
+        )
+    );
     assert_eq!(lines[5], HAPPY_LINES[5]);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(serve.id() as i32),
@@ -998,7 +1004,13 @@ async fn with_several_hosts_one_bot_runs_and_a_standby_takes_it_over() {
     .await;
     let lines = wait_for_lines(&fake, 6).await;
     assert_eq!(lines[..4], HAPPY_LINES[..4]);
-    assert_eq!(lines[4], "🚀 cli님 배포 승인: 이랑이가 배포 시작");
+    assert_eq!(
+        lines[4],
+        format!(
+            "🚀 {}님 배포 승인: 이랑이가 배포 시작",
+            support::cli_author(&files.config().host.name)
+        )
+    );
     assert_eq!(lines[5], HAPPY_LINES[5]);
     assert_eq!(lines.len(), 6, "no line posted twice: {lines:#?}");
     assert_eq!(fake.threads().len(), 1, "the same forum post");
