@@ -1,8 +1,10 @@
 //! The pipeline's rules: the pure state machine, the retry policy, the merge of a review
 //! round's verdicts, and what a run's end, a retry's wait and a budget mean.
 
+mod event;
 pub mod fsm;
 pub mod policy;
+mod position;
 pub mod review;
 pub mod rules;
 
