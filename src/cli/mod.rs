@@ -4,6 +4,7 @@
 //! `validate`, `config check`). Start-up wiring is `crate::startup`; the exit codes and
 //! the output helpers are `crate::output`.
 
+mod console;
 mod run;
 mod sprint;
 mod tools;

@@ -5,9 +5,9 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::console::{Console, Progress};
 use crate::clock::now_ms;
 use crate::config::Config;
-use crate::notify::console::{Console, Progress};
 use crate::output::Exit;
 use crate::pipeline::State;
 use crate::startup::{open_store, shutdown_signal, start_orchestrator};

@@ -6,7 +6,7 @@ use tracing::Instrument;
 
 use super::{Finished, Orchestrator, OrchestratorError, now_ms};
 use crate::pipeline::fsm::Note;
-use crate::pipeline::{Facts, RunResult, apply, event_of};
+use crate::pipeline::{Answer, Facts, RunResult, apply, event_of};
 use crate::sister::{RunOutcome, RunReport, Stop};
 use crate::store::{CommandKind, CommandStatus, Run, RunEnd};
 
@@ -69,10 +69,19 @@ impl Orchestrator {
                 self.store.end_run(&end).await?;
                 return Ok(());
             }
+            let answer = report
+                .message
+                .as_ref()
+                .map(|valid| (&valid.message, valid.message.reason()));
             let event = event_of(
                 RunResult {
                     outcome: report.outcome,
-                    message: report.message.as_ref().map(|valid| &valid.message),
+                    answer: answer.as_ref().map(|(m, reason)| Answer {
+                        actor: m.actor(),
+                        verdict: m.verdict(),
+                        sprint_id: m.claimed_sprint_id(),
+                        reason: reason.as_deref(),
+                    }),
                     detail: &report.detail,
                     resume_at_ms: report.resume_at_ms,
                     reviewer: reviewer

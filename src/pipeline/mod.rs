@@ -11,4 +11,4 @@ pub mod rules;
 pub use crate::domain::FailureKind;
 pub use fsm::{Event, Facts, Failure, Position, Refusal, Stage, State, Transition, apply};
 pub use policy::{Backoff, Policy};
-pub use rules::{Budget, RunResult, event_of, next_run_at};
+pub use rules::{Answer, Budget, RunResult, event_of, next_run_at};

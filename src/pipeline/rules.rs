@@ -6,15 +6,25 @@ use std::time::Duration;
 
 use super::fsm::{Event, Failure, Note, Transition};
 use super::review::ReviewVerdict;
-use crate::domain::{FailureKind, RunOutcome};
-use crate::handoff::HandoffMessage;
+use crate::domain::{Actor, FailureKind, RunOutcome, Verdict};
+
+/// What a sister's valid message said, as the rules need it.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer<'a> {
+    pub actor: Actor,
+    pub verdict: Verdict,
+    /// The sprint the message says it is about (harang's `payload.sprintId`).
+    pub sprint_id: Option<&'a str>,
+    /// The sister's reason, for ERROR, DEPLOY_FAILED and ABORT.
+    pub reason: Option<&'a str>,
+}
 
 /// How a sister's run ended, as the rules need it.
 #[derive(Debug, Clone, Copy)]
 pub struct RunResult<'a> {
     pub outcome: RunOutcome,
-    /// The validated message, when the run gave one.
-    pub message: Option<&'a HandoffMessage>,
+    /// What its valid message said, when the run gave one.
+    pub answer: Option<Answer<'a>>,
     /// What the runner said of it (the failure's reason).
     pub detail: &'a str,
     /// When a paused agent's usage limit resets (unix ms), if it said.
@@ -29,10 +39,10 @@ pub fn event_of(run: RunResult<'_>, now_ms: i64) -> Event {
         kind: outcome.failure_kind().unwrap_or(FailureKind::Interrupted),
         detail: run.detail.to_string(),
     };
-    match (run.outcome, run.message, run.reviewer) {
+    match (run.outcome, run.answer, run.reviewer) {
         // One of several reviewers: its answer, or its failure, is its own.
-        (RunOutcome::Handoff, Some(message), Some((reviewer, _)))
-            if let Some(verdict) = ReviewVerdict::of(message.verdict()) =>
+        (RunOutcome::Handoff, Some(answer), Some((reviewer, _)))
+            if let Some(verdict) = ReviewVerdict::of(answer.verdict) =>
         {
             Event::Reviewed {
                 reviewer: reviewer.to_string(),
@@ -48,11 +58,11 @@ pub fn event_of(run: RunResult<'_>, now_ms: i64) -> Event {
                 failure: failure(outcome),
             }
         }
-        (RunOutcome::Handoff, Some(message), _) => Event::Reported {
-            actor: message.actor(),
-            verdict: message.verdict(),
-            sprint_id: message.claimed_sprint_id().map(str::to_string),
-            reason: message.reason(),
+        (RunOutcome::Handoff, Some(answer), _) => Event::Reported {
+            actor: answer.actor,
+            verdict: answer.verdict,
+            sprint_id: answer.sprint_id.map(str::to_string),
+            reason: answer.reason.map(str::to_string),
         },
         // A usage limit: the stage waits for its reset, using no attempt.
         (RunOutcome::Paused, _, _) => {
@@ -150,7 +160,7 @@ mod tests {
     fn a_pause_waits_for_its_reset_never_before_now() {
         let run = RunResult {
             outcome: RunOutcome::Paused,
-            message: None,
+            answer: None,
             detail: "usage limit",
             resume_at_ms: Some(500),
             reviewer: None,
@@ -169,7 +179,7 @@ mod tests {
     fn a_reviewers_failure_is_its_own_and_a_sisters_is_the_stages() {
         let run = RunResult {
             outcome: RunOutcome::Timeout,
-            message: None,
+            answer: None,
             detail: "took too long",
             resume_at_ms: None,
             reviewer: Some(("static", 2)),
