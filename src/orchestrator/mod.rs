@@ -205,12 +205,9 @@ impl Orchestrator {
         self.handle.clone()
     }
 
-    /// `run` on a thread of its own, with a single-threaded runtime: what `serve` and
-    /// `run` do. The loop, its sisters' tasks and its database connection then share one
-    /// thread, so a run's end reaches the loop without waking another thread (on a 2-core
-    /// VM that cost more than a second worker gained: docs/benchmarks.md), and nothing
-    /// else in the process (the Discord bot) can hold the loop up. The handle works from
-    /// any thread.
+    /// `run` on a thread of its own, with a current-thread runtime (what `serve` does):
+    /// nothing else in the process, the Discord bot included, can hold the loop up. The
+    /// handle works from any thread.
     pub fn run_on_own_thread(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -253,11 +250,8 @@ impl Orchestrator {
         result
     }
 
-    /// The loop as a task of the runtime it is called on, through the store's own pool:
-    /// what the foreground `hanarang run` does, whose process holds nothing else the loop
-    /// could wait behind (no Discord bot). One thread and one database connection then
-    /// serve the console and the loop: a short command pays for no second thread,
-    /// runtime or connection (docs/benchmarks.md).
+    /// The loop as a task of the runtime it is called on: `hanarang run` and `demo`, whose
+    /// process has no bot the loop could wait behind.
     pub fn run_here(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,

@@ -151,7 +151,7 @@ fn schema_inputs(req: &RunRequest) -> std::io::Result<SchemaInputs> {
         if uses(name) {
             std::fs::create_dir_all(&dir)?;
             let path = dir.join(format!("{stem}.{suffix}"));
-            write_in_place(&path, text(dialect)?.as_bytes())?;
+            std::fs::write(&path, text(dialect)?)?;
             *slot = path.display().to_string();
         }
     }
@@ -163,23 +163,9 @@ fn write_contract(req: &RunRequest) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     let json = serde_json::to_vec_pretty(&req.contract).map_err(std::io::Error::other)?;
-    write_in_place(&req.contract_path, &json)
+    std::fs::write(&req.contract_path, json)
 }
 
-/// Writes a file over its old content, then cuts it to length. An existing file keeps
-/// its inode and blocks: on ext4 that is several times cheaper than creating a file or
-/// truncating it to zero first (docs/benchmarks.md). Nobody reads the file while it is
-/// written: a run's files are written before its sister exists.
-fn write_in_place(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)?;
-    file.write_all_at(bytes, 0)?;
-    file.set_len(u64::try_from(bytes.len()).unwrap_or(u64::MAX))
-}
 
 pub(super) fn spawn_error(program: &str, e: &std::io::Error) -> String {
     match e.kind() {
