@@ -166,7 +166,6 @@ fn write_contract(req: &RunRequest) -> std::io::Result<()> {
     std::fs::write(&req.contract_path, json)
 }
 
-
 pub(super) fn spawn_error(program: &str, e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => {
