@@ -524,8 +524,57 @@ pub struct DiscordConfig {
     pub approver_user_ids: Vec<Snowflake>,
     #[serde(default)]
     pub approver_role_ids: Vec<Snowflake>,
+    /// Who may start sprints from Discord without steering them (SPEC §11).
+    #[serde(default)]
+    pub starter_user_ids: Vec<Snowflake>,
+    #[serde(default)]
+    pub starter_role_ids: Vec<Snowflake>,
+    /// Whether the person who started a sprint may approve its deploy alone.
+    #[serde(default)]
+    pub approval: Approval,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_proxy: Option<String>,
+}
+
+/// `[discord] approval`: who may approve a sprint's deploy from Discord.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Approval {
+    /// Any approver, the sprint's starter included.
+    #[default]
+    Any,
+    /// Any approver but the one who started the sprint (the CLI is not bound by it).
+    NotStarter,
+}
+
+impl DiscordConfig {
+    /// Who may start sprints and who may approve deploys, for `config check` and `doctor`.
+    pub fn access(&self) -> [String; 2] {
+        let ids = |ids: &[Snowflake]| -> String {
+            let list: Vec<String> = ids.iter().map(|s| s.0.to_string()).collect();
+            format!("[{}]", list.join(", "))
+        };
+        let approvers = format!(
+            "user {}, approver_user_ids {}, approver_role_ids {}",
+            self.user_id.0,
+            ids(&self.approver_user_ids),
+            ids(&self.approver_role_ids)
+        );
+        let rule = match self.approval {
+            Approval::Any => "approval = \"any\": a sprint's starter may approve it too",
+            Approval::NotStarter => {
+                "approval = \"not-starter\": a sprint's starter may not approve it alone"
+            }
+        };
+        [
+            format!(
+                "start sprints: {approvers}, starter_user_ids {}, starter_role_ids {}",
+                ids(&self.starter_user_ids),
+                ids(&self.starter_role_ids)
+            ),
+            format!("steer and approve: {approvers} ({rule})"),
+        ]
+    }
 }
 
 pub const DEFAULT_TOKEN_ENV: &str = "DISCORD_TOKEN";

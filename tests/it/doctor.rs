@@ -56,7 +56,9 @@ async fn a_sound_deployment_passes_every_check() {
         "ok   discord forum: ",
         "is a forum channel",
         "ok   discord permissions: the bot may view, post and reply",
-        "all 12 checks passed",
+        "ok   discord start: start sprints: user ",
+        "ok   discord approve: steer and approve: user ",
+        "all 14 checks passed",
     ] {
         assert!(out.contains(line), "{line:?} missing from\n{out}");
     }
