@@ -12,7 +12,9 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::support;
-use crate::support::fake_discord::{FakeConfig, FakeDiscord, ResponseKind};
+use crate::support::fake_discord::{
+    FakeConfig, FakeDiscord, FakeMessage, InteractionResponse, ResponseKind,
+};
 use crate::support::pipeline::{Files, PATIENCE, Pipeline, Setup};
 
 const USER: u64 = 500;
@@ -149,6 +151,23 @@ async fn wait_for_lines(fake: &FakeDiscord, n: usize) -> Vec<String> {
     texts(fake)
 }
 
+/// `who` clicks the approve button of the `done` line; its first `answers` responses.
+async fn click_approve(
+    fake: &FakeDiscord,
+    who: u64,
+    done: &FakeMessage,
+    answers: usize,
+) -> Vec<InteractionResponse> {
+    let click = fake.button(
+        who,
+        &[],
+        "hanarang:approve:SPRINT-001",
+        done.id,
+        done.channel_id,
+    );
+    fake.wait_for_responses(click.id, answers, PATIENCE).await
+}
+
 fn no_mentions() -> Value {
     json!({"parse": [], "users": [], "roles": []})
 }
@@ -230,14 +249,7 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
     // A stranger's click, and the starter's (who may start but not steer), are refused
     // in private and change nothing.
     for who in [STRANGER, STARTER] {
-        let click = fake.button(
-            who,
-            &[],
-            "hanarang:approve:SPRINT-001",
-            done.id,
-            done.channel_id,
-        );
-        let refused = fake.wait_for_responses(click.id, 1, PATIENCE).await;
+        let refused = click_approve(&fake, who, &done, 1).await;
         assert_eq!(refused[0].kind, ResponseKind::Callback(4));
         assert!(refused[0].is_ephemeral());
         assert!(
@@ -253,14 +265,7 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
     );
 
     // An approver's click deploys.
-    let click = fake.button(
-        APPROVER,
-        &[],
-        "hanarang:approve:SPRINT-001",
-        done.id,
-        done.channel_id,
-    );
-    let approved = fake.wait_for_responses(click.id, 2, PATIENCE).await;
+    let approved = click_approve(&fake, APPROVER, &done, 2).await;
     assert_eq!(approved[0].kind, ResponseKind::Callback(5));
     assert_eq!(approved[1].content(), Some("SPRINT-001: done → deploying"));
     p.wait_for("SPRINT-001", State::Deployed).await;
@@ -451,14 +456,7 @@ async fn the_done_buttons_still_work_after_the_bot_restarts() {
 
     // A new process's bot: the button's id carries the sprint, the state is in the database.
     let bot = Bot::start(&p, &fake).await;
-    let click = fake.button(
-        USER,
-        &[],
-        "hanarang:approve:SPRINT-001",
-        done.id,
-        done.channel_id,
-    );
-    let answer = fake.wait_for_responses(click.id, 2, PATIENCE).await;
+    let answer = click_approve(&fake, USER, &done, 2).await;
     assert_eq!(answer[1].content(), Some("SPRINT-001: done → deploying"));
     p.wait_for(&s.id, State::Deployed).await;
     bot.stop().await;
@@ -925,14 +923,7 @@ async fn with_not_starter_the_starter_cannot_approve_their_own_sprint() {
     wait_for_lines(&fake, 4).await;
     let done = fake.post_lines().pop().unwrap();
 
-    let click = fake.button(
-        APPROVER,
-        &[],
-        "hanarang:approve:SPRINT-001",
-        done.id,
-        done.channel_id,
-    );
-    let refused = fake.wait_for_responses(click.id, 1, PATIENCE).await;
+    let refused = click_approve(&fake, APPROVER, &done, 1).await;
     assert!(refused[0].is_ephemeral());
     let text = refused[0].content().unwrap_or_default().to_string();
     assert!(
@@ -959,14 +950,7 @@ async fn with_not_starter_the_starter_cannot_approve_their_own_sprint() {
     );
 
     // Another approver (here the configured user) may.
-    let click = fake.button(
-        USER,
-        &[],
-        "hanarang:approve:SPRINT-001",
-        done.id,
-        done.channel_id,
-    );
-    let approved = fake.wait_for_responses(click.id, 2, PATIENCE).await;
+    let approved = click_approve(&fake, USER, &done, 2).await;
     assert_eq!(approved[1].content(), Some("SPRINT-001: done → deploying"));
     p.wait_for("SPRINT-001", State::Deployed).await;
     bot.stop().await;
