@@ -4,6 +4,7 @@
 //! `validate`, `config check`). Start-up wiring is `crate::startup`; the exit codes and
 //! the output helpers are `crate::output`.
 
+mod console;
 mod run;
 mod sprint;
 mod tools;
@@ -294,48 +295,25 @@ fn with_config(path: Option<&Path>, f: impl FnOnce(Arc<Config>) -> Exit) -> Exit
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 fn block_on(f: impl std::future::Future<Output = Exit>) -> Exit {
-    finish_on(tokio::runtime::Builder::new_multi_thread(), async {
-        (f.await, Teardown::Shutdown)
-    })
+    finish_on(tokio::runtime::Builder::new_multi_thread(), f)
 }
 
 /// `block_on` on a runtime of the calling thread alone: for `run` and `demo`, whose loop
-/// runs beside the console on that thread (`Orchestrator::run_here`), and which say what
-/// becomes of the runtime.
-fn block_on_one_thread(f: impl std::future::Future<Output = (Exit, Teardown)>) -> Exit {
+/// runs beside the console on that thread (`Orchestrator::run_here`).
+fn block_on_one_thread(f: impl std::future::Future<Output = Exit>) -> Exit {
     finish_on(tokio::runtime::Builder::new_current_thread(), f)
-}
-
-/// What becomes of a command's runtime once the command is done.
-#[derive(Debug, Clone, Copy)]
-enum Teardown {
-    /// Shut down: its tasks are dropped (a sister's task kills its sister), and its
-    /// threads given `EXIT_GRACE` to stop.
-    Shutdown,
-    /// Left to the process's exit: for `run` once its loop has stopped cleanly (every
-    /// sister it started has ended and is recorded, every write committed). What is left
-    /// is its listener on the wake-up socket, and the terminal's reader after an
-    /// unanswered deploy question; dropping the tasks would also hand the database
-    /// connection back to a pool that is gone, and so close it while the process exits:
-    /// SQLite's checkpoint, cut short or not by chance (docs/benchmarks.md). A loop that
-    /// ended in an error (or a panic) may leave a sister's task behind: `Shutdown` then.
-    Leave,
 }
 
 fn finish_on(
     mut builder: tokio::runtime::Builder,
-    f: impl std::future::Future<Output = (Exit, Teardown)>,
+    f: impl std::future::Future<Output = Exit>,
 ) -> Exit {
     match builder.enable_all().build() {
         Ok(rt) => {
-            let (exit, teardown) = rt.block_on(f);
-            match teardown {
-                // Nothing left running may hold the exit up: serenity 0.12 leaves a bot's
-                // shard runner behind, and one whose connection has ended busy-loops until
-                // its next heartbeat (41 s) without yielding.
-                Teardown::Shutdown => rt.shutdown_timeout(EXIT_GRACE),
-                Teardown::Leave => std::mem::forget(rt),
-            }
+            let exit = rt.block_on(f);
+            // Dropping what is left kills any sister a failed loop left behind; nothing may
+            // hold the exit up longer (serenity 0.12 leaves a busy-looping shard runner).
+            rt.shutdown_timeout(EXIT_GRACE);
             exit
         }
         Err(e) => {

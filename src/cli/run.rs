@@ -5,10 +5,9 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Teardown;
+use super::console::{Console, Progress};
 use crate::clock::now_ms;
 use crate::config::Config;
-use crate::notify::console::{Console, Progress};
 use crate::output::Exit;
 use crate::pipeline::State;
 use crate::startup::{open_store, shutdown_signal, start_orchestrator};
@@ -23,14 +22,14 @@ pub(super) enum RunMode {
     Demo,
 }
 
-pub(super) async fn demo() -> (Exit, Teardown) {
+pub(super) async fn demo() -> Exit {
     let dir =
         std::env::temp_dir().join(format!("hanarang-demo-{}-{}", std::process::id(), now_ms()));
     let config = match crate::demo::config(&dir) {
         Ok(c) => Arc::new(c),
         Err(e) => {
             errln!("hanarang demo: cannot prepare {}: {e}", dir.display());
-            return (Exit::Failure, Teardown::Shutdown);
+            return Exit::Failure;
         }
     };
     outln!(
@@ -50,50 +49,34 @@ pub(super) async fn demo() -> (Exit, Teardown) {
 
 /// One sprint in the foreground: the orchestrator drives it (and the sprints its project
 /// must finish first), the console prints its lines, and the terminal is asked for deploy
-/// approval unless `--auto-approve`. With the exit code, what becomes of the runtime: it is
-/// left to the process's exit only once the loop has stopped cleanly (every sister it
-/// started has ended and is recorded); otherwise dropping its tasks stops what is left.
-pub(super) async fn run_sprint(
-    config: Arc<Config>,
-    args: RunArgs,
-    mode: RunMode,
-) -> (Exit, Teardown) {
+/// approval unless `--auto-approve`.
+pub(super) async fn run_sprint(config: Arc<Config>, args: RunArgs, mode: RunMode) -> Exit {
     let project = match config.project(args.project.as_deref()) {
         Ok((name, _)) => name.to_string(),
         Err(e) => {
             errln!("hanarang run: {e}");
-            return (Exit::Usage, Teardown::Shutdown);
+            return Exit::Usage;
         }
     };
     if args.goal.trim().is_empty() {
         errln!("hanarang run: the goal must not be empty");
-        return (Exit::Usage, Teardown::Shutdown);
+        return Exit::Usage;
     }
-    // Before the database is opened: its worker thread starts on the same CPU.
-    crate::sister::cpus::keep_to_this_cpu();
     let Ok(store) = open_store(&config).await else {
-        return (Exit::Failure, Teardown::Shutdown);
+        return Exit::Failure;
     };
-    let mut stopped_cleanly = false;
-    let exit = drive(config, args, mode, &store, project, &mut stopped_cleanly).await;
+    let exit = drive(config, args, mode, &store, project).await;
     store.exit().await;
-    let teardown = if stopped_cleanly {
-        Teardown::Leave
-    } else {
-        Teardown::Shutdown
-    };
-    (exit, teardown)
+    exit
 }
 
-/// `run_sprint` once the database is open; `stopped_cleanly` is set once the loop has
-/// stopped without an error.
+/// `run_sprint` once the database is open.
 async fn drive(
     config: Arc<Config>,
     args: RunArgs,
     mode: RunMode,
     store: &crate::store::Store,
     project: String,
-    stopped_cleanly: &mut bool,
 ) -> Exit {
     let orchestrator = match start_orchestrator(config.clone(), store.clone()).await {
         Ok(o) => o,
@@ -254,7 +237,6 @@ async fn drive(
         errln!("hanarang run: {e}");
         return Exit::Failure;
     }
-    *stopped_cleanly = true;
     if interrupted {
         // The orchestrator has stopped the sister and recorded where the sprint stands.
         match store.sprint(&current.id).await {

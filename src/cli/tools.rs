@@ -98,6 +98,12 @@ pub(super) fn config_check(path: Option<&std::path::Path>) -> Exit {
                         reviewers.join(", ")
                     );
                 }
+                if let Some(discord) = &config.discord {
+                    outln!("\n# Who may act from Discord:");
+                    for line in discord.access() {
+                        outln!("#   {line}");
+                    }
+                }
                 Exit::Success
             }
             Err(e) => {

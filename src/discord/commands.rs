@@ -1,7 +1,7 @@
 //! `/sprint …` slash commands and the buttons/modal of the `done` line. Every interaction
 //! is acknowledged first (deferred, or refused at once), then answered from the database:
 //! Discord's 3-second deadline holds even when the database is busy. Steering needs an
-//! approver; anyone in the guild may start a sprint or look at one.
+//! approver, starting a sprint an approver or a starter; anyone in the guild may look.
 
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use serenity::{
     CreateInteractionResponseMessage, CreateModal, InputTextStyle, ModalInteraction,
 };
 
-use super::checks::may_steer;
+use super::checks::{may_approve, may_start, may_steer};
 use super::render::{MAX_EPHEMERAL, cut};
 use super::{Context, Data, Error};
 use crate::clock::now_ms;
@@ -60,6 +60,10 @@ async fn start(
 ) -> Result<(), Error> {
     ctx.defer_ephemeral().await?;
     let data = ctx.data();
+    let (user, roles) = author_of(ctx).await;
+    if !may_start(&data.discord, user, &roles) {
+        return reply(ctx, &not_a_starter(data.config.pipeline.locale)).await;
+    }
     let project = match data.config.project(project.as_deref()) {
         Ok((name, _)) => name.to_string(),
         Err(e) => return reply(ctx, &e).await,
@@ -67,8 +71,8 @@ async fn start(
     if goal.trim().is_empty() {
         return reply(ctx, "the goal must not be empty").await;
     }
-    let by = format!("discord:{}", ctx.author().id.get());
-    let sprint = data
+    let by = format!("discord:{user}");
+    let queued = data
         .handle
         .store
         .create_sprint(
@@ -79,7 +83,14 @@ async fn start(
             &data.config.pipeline.branch_template,
             now_ms(),
         )
-        .await?;
+        .await;
+    let sprint = match queued {
+        Ok(sprint) => sprint,
+        Err(e) => {
+            tracing::error!(error = %e, "a sprint from Discord could not be queued");
+            return reply(ctx, &format!("Nothing was queued: {e}")).await;
+        }
+    };
     data.handle.wake();
     let text = match data.config.pipeline.locale {
         Locale::Ko => format!("{} 대기열에 추가: {}", sprint.id, sprint.goal),
@@ -216,19 +227,23 @@ async fn steer(
 ) -> Result<(), Error> {
     ctx.defer_ephemeral().await?;
     let data = ctx.data();
-    let user = ctx.author().id.get();
-    let roles: Vec<u64> = ctx
+    let (user, roles) = author_of(ctx).await;
+    let sprint_id = parse_sprint_id(id);
+    if let Some(refusal) = data.refusal(&sprint_id, kind, user, &roles).await {
+        return reply(ctx, &refusal).await;
+    }
+    let answer = data.give(&sprint_id, kind, text.as_deref(), user).await;
+    reply(ctx, &answer).await
+}
+
+/// The author of a slash command: their id and roles in the guild.
+async fn author_of(ctx: Context<'_>) -> (u64, Vec<u64>) {
+    let roles = ctx
         .author_member()
         .await
         .map(|m| m.roles.iter().map(|r| r.get()).collect())
         .unwrap_or_default();
-    if !may_steer(&data.discord, user, &roles) {
-        return reply(ctx, &not_allowed(data.config.pipeline.locale)).await;
-    }
-    let answer = data
-        .give(&parse_sprint_id(id), kind, text.as_deref(), user)
-        .await;
-    reply(ctx, &answer).await
+    (ctx.author().id.get(), roles)
 }
 
 /// An ephemeral reply that can ping nobody.
@@ -243,6 +258,13 @@ async fn reply(ctx: Context<'_>, text: &str) -> Result<(), Error> {
     Ok(())
 }
 
+fn not_a_starter(locale: Locale) -> String {
+    match locale {
+        Locale::Ko => "권한이 없어요: 스프린트는 설정된 사용자, 승인자(approver_user_ids, approver_role_ids)와 시작 권한자(starter_user_ids, starter_role_ids)만 시작할 수 있어요. 아무것도 대기열에 추가되지 않았어요.".into(),
+        Locale::En => "Not allowed: only the configured user, approvers (approver_user_ids, approver_role_ids) and starters (starter_user_ids, starter_role_ids) may start sprints. Nothing was queued.".into(),
+    }
+}
+
 fn not_allowed(locale: Locale) -> String {
     match locale {
         Locale::Ko => "권한이 없어요: 승인자만 할 수 있어요. 아무것도 바뀌지 않았어요.".into(),
@@ -251,6 +273,41 @@ fn not_allowed(locale: Locale) -> String {
 }
 
 impl Data {
+    /// Why this member may not give this command for this sprint, if they may not: only
+    /// approvers steer, and under `approval = "not-starter"` a sprint's starter does not
+    /// approve its deploy. `None`: they may.
+    pub(super) async fn refusal(
+        &self,
+        sprint_id: &str,
+        kind: CommandKind,
+        user: u64,
+        roles: &[u64],
+    ) -> Option<String> {
+        let locale = self.config.pipeline.locale;
+        if !may_steer(&self.discord, user, roles) {
+            return Some(not_allowed(locale));
+        }
+        if kind != CommandKind::Approve {
+            return None;
+        }
+        let started_by = match self.handle.store.sprint(sprint_id).await {
+            Ok(sprint) => sprint.and_then(|s| s.started_by),
+            // The command's own answer says what is wrong with the database.
+            Err(_) => None,
+        };
+        if may_approve(&self.discord, user, started_by.as_deref()) {
+            return None;
+        }
+        Some(match locale {
+            Locale::Ko => format!(
+                "거절됨: approval = \"not-starter\" 규칙에 따라 {sprint_id}를 시작한 사람은 배포를 혼자 승인할 수 없어요. 다른 승인자가 승인해야 해요. 아무것도 바뀌지 않았어요."
+            ),
+            Locale::En => format!(
+                "Refused: approval = \"not-starter\": the person who started {sprint_id} cannot approve its deploy alone; another approver must. Nothing changed."
+            ),
+        })
+    }
+
     /// Gives a command as a Discord user and words the answer.
     pub(super) async fn give(
         &self,
@@ -350,10 +407,13 @@ pub async fn on_button(
     };
     let locale = data.config.pipeline.locale;
     let (user, roles) = member_of(click.member.as_ref(), &click.user);
-    if !may_steer(&data.discord, user, &roles) {
-        click
-            .create_response(ctx, ephemeral(&not_allowed(locale)))
-            .await?;
+    let asked = match action {
+        "approve" => CommandKind::Approve,
+        "abort" => CommandKind::Abort,
+        _ => CommandKind::RequestChanges,
+    };
+    if let Some(refusal) = data.refusal(sprint_id, asked, user, &roles).await {
+        click.create_response(ctx, ephemeral(&refusal)).await?;
         return Ok(());
     }
     let kind = match action {

@@ -9,11 +9,11 @@ pub mod commands;
 pub mod render;
 mod rest;
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use poise::serenity_prelude as serenity;
+use secrecy::{ExposeSecret, SecretString};
 
 pub use bridge::{BOARD_INTERVAL, Bridge, CURSOR};
 
@@ -32,19 +32,18 @@ pub struct Data {
     pub policy: Policy,
 }
 
-/// The bot token, read from the environment; never printed.
-#[derive(Clone)]
-pub struct Token(String);
+/// The bot token, read from the environment; never printed (its `Debug` is redacted).
+#[derive(Clone, Debug)]
+pub struct Token(SecretString);
 
 impl Token {
     pub fn new(token: impl Into<String>) -> Token {
-        Token(token.into())
+        Token(SecretString::new(token.into()))
     }
-}
 
-impl fmt::Debug for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Token(<hidden>)")
+    /// The token itself, for the one place that sends it: the Authorization header.
+    pub(crate) fn expose(&self) -> &str {
+        self.0.expose_secret()
     }
 }
 
@@ -75,7 +74,7 @@ impl StartError {
 /// Reads the token from the variable `discord.token_env` names.
 pub fn read_token(discord: &DiscordConfig) -> Result<Token, StartError> {
     match std::env::var(&discord.token_env) {
-        Ok(t) if !t.trim().is_empty() => Ok(Token(t.trim().to_string())),
+        Ok(t) if !t.trim().is_empty() => Ok(Token::new(t.trim())),
         _ => Err(StartError::TokenMissing(discord.token_env.clone())),
     }
 }
@@ -84,7 +83,7 @@ pub fn read_token(discord: &DiscordConfig) -> Result<Token, StartError> {
 /// `discord.http_proxy` when set. serenity honours a proxy only with its own ratelimiter
 /// off; the forum bridge, which makes most of the calls, honours 429s itself (`rest`).
 pub fn http(discord: &DiscordConfig, token: &Token) -> serenity::Http {
-    let mut builder = serenity::HttpBuilder::new(&token.0);
+    let mut builder = serenity::HttpBuilder::new(token.expose());
     if let Some(proxy) = &discord.http_proxy {
         builder = builder
             .proxy(proxy.trim_end_matches('/'))

@@ -115,7 +115,7 @@ impl Rest {
         Rest {
             client: reqwest::Client::new(),
             base: format!("{root}/api/v10"),
-            authorization: format!("Bot {}", token.0.trim_start_matches("Bot ")),
+            authorization: format!("Bot {}", token.expose().trim_start_matches("Bot ")),
         }
     }
 

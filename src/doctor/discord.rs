@@ -19,7 +19,11 @@ const NEEDED: Permissions = Permissions::VIEW_CHANNEL
     .union(Permissions::READ_MESSAGE_HISTORY);
 
 pub async fn checks(discord: &DiscordConfig) -> Vec<Check> {
-    let mut checks = Vec::new();
+    let [start, approve] = discord.access();
+    let mut checks = vec![
+        Check::pass("discord start", start),
+        Check::pass("discord approve", approve),
+    ];
     let token = match read_token(discord) {
         Ok(t) => {
             checks.push(Check::pass(

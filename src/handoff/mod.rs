@@ -4,6 +4,7 @@
 pub mod compose;
 pub mod document;
 pub mod message;
+pub mod quote;
 pub mod schema;
 pub mod validate;
 

@@ -1,7 +1,6 @@
-//! Telling people what happened: the message texts (ko/en) and the console printer. The
-//! Discord bridge uses the same texts.
+//! Telling people what happened: the message texts (ko/en) the console and the Discord
+//! bridge both print.
 
-pub mod console;
 pub mod messages;
 
 pub use messages::{Context, Line, render};

@@ -5,31 +5,29 @@
 //! Discord arrive through the database and are answered there.
 
 pub mod client;
+mod commands;
+mod compose;
+mod finish;
 mod lease;
 mod memory;
 mod recovery;
 mod review;
 mod spawn;
+mod transition;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
-use tracing::Instrument;
 
 use memory::Memory;
 
 pub use lease::{LeaseError, LeaseGuard};
 
 use crate::config::Config;
-use crate::domain::FailureKind;
-use crate::handoff::message::HandoffMessage;
-use crate::pipeline::fsm::Note;
-use crate::pipeline::{Event, Facts, Failure, Policy, State, Transition, apply};
-use crate::sister::{RunOutcome, RunReport, Stop};
-use crate::store::{
-    Command, CommandKind, CommandStatus, Run, RunEnd, Sprint, Store, StoreError, TransitionRecord,
-};
+use crate::pipeline::{Budget, Event, Policy};
+use crate::sister::{RunReport, Stop};
+use crate::store::{CommandStatus, Run, Sprint, Store, StoreError, TransitionRecord};
 
 /// How often the database is looked at for commands from another process (the CLI).
 const COMMAND_POLL: Duration = Duration::from_millis(50);
@@ -207,12 +205,9 @@ impl Orchestrator {
         self.handle.clone()
     }
 
-    /// `run` on a thread of its own, with a single-threaded runtime: what `serve` and
-    /// `run` do. The loop, its sisters' tasks and its database connection then share one
-    /// thread, so a run's end reaches the loop without waking another thread (on a 2-core
-    /// VM that cost more than a second worker gained: docs/benchmarks.md), and nothing
-    /// else in the process (the Discord bot) can hold the loop up. The handle works from
-    /// any thread.
+    /// `run` on a thread of its own, with a current-thread runtime (what `serve` does):
+    /// nothing else in the process, the Discord bot included, can hold the loop up. The
+    /// handle works from any thread.
     pub fn run_on_own_thread(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -255,11 +250,8 @@ impl Orchestrator {
         result
     }
 
-    /// The loop as a task of the runtime it is called on, through the store's own pool:
-    /// what the foreground `hanarang run` does, whose process holds nothing else the loop
-    /// could wait behind (no Discord bot). One thread and one database connection then
-    /// serve the console and the loop: a short command pays for no second thread,
-    /// runtime or connection (docs/benchmarks.md).
+    /// The loop as a task of the runtime it is called on: `hanarang run` and `demo`, whose
+    /// process has no bot the loop could wait behind.
     pub fn run_here(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -446,13 +438,16 @@ impl Orchestrator {
     }
 
     /// `Some((spent, limit))` when the sprint has spent more than it may: checked before
-    /// every spawn, so nothing more is spent without a human's word. `runs`: all of the
-    /// sprint's, as recorded (what `Store::usage` sums).
+    /// every spawn. `runs`: all of the sprint's, as recorded (what `Store::usage` sums).
     fn over_budget(&self, sprint: &Sprint, runs: &[Run]) -> Option<(f64, f64)> {
-        let limit = self.config.pipeline.max_cost_usd?;
-        let limit = sprint.budget_usd.unwrap_or(limit);
-        let spent = spent_usd(runs);
-        (spent > limit).then_some((spent, limit))
+        self.budget(sprint).exceeded(spent_usd(runs))
+    }
+
+    fn budget(&self, sprint: &Sprint) -> Budget {
+        Budget {
+            limit_usd: self.config.pipeline.max_cost_usd,
+            raised_usd: sprint.budget_usd,
+        }
     }
 
     /// The sprint's runs: `known` when the loop kept them, read otherwise.
@@ -488,383 +483,6 @@ impl Orchestrator {
         })
     }
 
-    /// Applies one event to a sprint and commits it; `Ok(None)` when the rules refuse it.
-    /// A move into a stage whose sister may start at once records that run in the same
-    /// commit and launches it. `runs`: the sprint's runs as they are with `run` ended, when
-    /// the caller knows them (they are read otherwise).
-    async fn transition(
-        &mut self,
-        sprint: &Sprint,
-        event: Event,
-        run: Option<&RunEnd>,
-        command: Option<&Command>,
-        mut runs: Option<Vec<Run>>,
-    ) -> Result<Option<TransitionRecord>, OrchestratorError> {
-        // Whatever happens, a copy kept from before is no longer the sprint.
-        self.memory.forget(&sprint.id);
-        let sister_running = self.memory.runs_sister(&sprint.id);
-        let facts = Facts {
-            sprint_id: &sprint.id,
-            sister_running,
-        };
-        let t = match apply(sprint.position(), &event, facts, &self.policy) {
-            Ok(t) => t,
-            Err(refusal) => {
-                self.memory.park(sprint.clone(), runs);
-                if let Some(c) = command {
-                    self.store
-                        .resolve_command(c.id, CommandStatus::Refused, &refusal.reason, now_ms())
-                        .await?;
-                }
-                if let Some(run) = run {
-                    self.store.end_run(run).await?;
-                }
-                return Ok(None);
-            }
-        };
-        let mut after = self.next_sprint(sprint, &t, &event, run);
-        if let (Event::Resume { .. }, Some(limit)) = (&event, self.config.pipeline.max_cost_usd) {
-            // A human's resume is their word to spend more: another `max_cost_usd` from
-            // what is spent now, summed as the budget check sums it.
-            let known = self.runs_of(sprint, runs.take()).await?;
-            let spent = spent_usd(&known);
-            runs = Some(known);
-            if spent >= sprint.budget_usd.unwrap_or(limit) {
-                after.budget_usd = Some(spent + limit);
-            }
-        }
-        // Several reviewers are started by the pass (`review`), not with the commit.
-        let starts_now = after.state.stage().is_some()
-            && after.next_run_at.is_none()
-            && !sister_running
-            && !self.fans_out(&after)
-            && !self.hold_spawns
-            && !self.at_cap()
-            && self.wants(&after);
-        let mut launch = None;
-        if starts_now {
-            let known = self.runs_of(sprint, runs.take()).await?;
-            if self.over_budget(&after, &known).is_some() {
-                // The next pass escalates it.
-                runs = Some(known);
-            } else {
-                launch = self.compose(&after, known).await;
-                // The run takes the focus with it.
-                after.focus = None;
-                after.focus_by = None;
-            }
-        }
-        let at = now_ms();
-        let result = format!("{}: {} → {}", sprint.id, t.from.state, t.to.state);
-        let committed = self
-            .store
-            .commit(crate::store::Commit {
-                before: sprint,
-                after: &after,
-                transition: &t,
-                event: &event,
-                run,
-                command: command.map(|c| (c.id, result.as_str())),
-                at,
-                start: launch.as_ref().map(spawn::Composed::record),
-            })
-            .await;
-        let record = match committed {
-            Ok(record) => record,
-            Err(StoreError::Fenced(id)) => {
-                // Its command (if any) stays for the host that owns the sprint now.
-                self.lost(
-                    &id,
-                    &format!("{} → {} was refused", t.from.state, t.to.state),
-                );
-                return Ok(None);
-            }
-            Err(e) => return Err(e.into()),
-        };
-        // The sprint as the database now holds it.
-        after.last_seq = record.seq;
-        after.updated_at = at;
-        tracing::info!(sprint = %sprint.id, seq = record.seq, from = %t.from.state, to = %t.to.state, event = %record.event, "transition");
-        // A terminal sprint frees its project's lock (a queued sprint aborted changes the
-        // queue's head).
-        if t.to.state.is_terminal() {
-            self.lock_freed = true;
-        }
-        // After the commit, never before: a subscriber only ever hears of what is durable.
-        let _ = self.handle.events.send(Arc::new(Committed {
-            record: record.clone(),
-            sprint: after.clone(),
-        }));
-        // Left a stage of several reviewers (escalated, aborted): the ones still running
-        // stop, their runs `cancelled`.
-        if self.fans_out(sprint) && after.state != State::Reviewing {
-            self.memory.stop_sprint(&sprint.id, Stop::Abort);
-        }
-        if let Some(composed) = launch {
-            let prepared = composed.prepare();
-            self.launch(after, composed, prepared);
-        } else {
-            let fans_out = self.fans_out(&after);
-            self.memory.keep(after, runs, fans_out);
-        }
-        Ok(Some(record))
-    }
-
-    /// The sprint after a transition: the new position, plus what the event tells.
-    fn next_sprint(
-        &self,
-        before: &Sprint,
-        t: &Transition,
-        event: &Event,
-        run: Option<&RunEnd>,
-    ) -> Sprint {
-        let mut after = before.clone();
-        after.state = t.to.state;
-        after.round = t.to.round;
-        after.attempt = t.to.attempt;
-        after.resume = t.to.resume;
-        // A pause waits for the reset it was given, to the millisecond; a retry for its
-        // backoff from now.
-        after.next_run_at = match (&t.note, event) {
-            (Some(Note::Paused { resume_at_ms, .. }), _) => Some(*resume_at_ms),
-            // One reviewer's verdict leaves another's retry waiting on its backoff.
-            (None, Event::Reviewed { .. }) => before.next_run_at,
-            _ => t
-                .retry_delay()
-                .map(|d| now_ms().saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))),
-        };
-        let message: Option<HandoffMessage> = run
-            .and_then(|r| r.message.clone())
-            .and_then(|m| serde_json::from_value(m).ok());
-        if t.to.state != State::Aborted {
-            match &message {
-                Some(HandoffMessage::Harang(m)) => {
-                    if let Some(p) = &m.payload {
-                        after.contract_id = p.contract_id.clone();
-                    }
-                }
-                Some(HandoffMessage::Narang(m)) => {
-                    if let Some(p) = &m.payload {
-                        after.branch = p.branch.clone();
-                    }
-                }
-                _ => {}
-            }
-        }
-        match event {
-            Event::RequestChanges { by, note } => {
-                after.focus = Some(note.clone());
-                after.focus_by = Some(by.clone());
-            }
-            Event::Resume {
-                focus: Some(focus),
-                by,
-            }
-            | Event::Handoff {
-                focus: Some(focus),
-                by,
-            } => {
-                after.focus = Some(focus.clone());
-                after.focus_by = Some(by.clone());
-            }
-            _ => {}
-        }
-        after
-    }
-
-    /// A user's command, from the CLI or Discord.
-    async fn apply_command(&mut self, command: Command) -> Result<(), OrchestratorError> {
-        let span = tracing::info_span!("command", id = command.id, sprint = %command.sprint_id, kind = command.kind.as_str());
-        async {
-            let (sprint, runs) = match self.memory.take_parked(&command.sprint_id) {
-                Some((sprint, runs)) => (Some(sprint), Some(runs)),
-                None => (self.store.sprint(&command.sprint_id).await?, None),
-            };
-            let Some(sprint) = sprint else {
-                let reason = format!("no sprint {}", command.sprint_id);
-                self.store
-                    .resolve_command(command.id, CommandStatus::Refused, &reason, now_ms())
-                    .await?;
-                return Ok(());
-            };
-            let event = command.event();
-            let fans_out = self.fans_out(&sprint);
-            if fans_out
-                && matches!(event, Event::Handoff { .. })
-                && self.memory.runs_sister(&sprint.id)
-            {
-                let reason = format!(
-                    "{} is being reviewed by several reviewers at once: a handoff takes one running sister (abort, or wait for their verdicts)",
-                    sprint.id
-                );
-                self.store
-                    .resolve_command(command.id, CommandStatus::Refused, &reason, now_ms())
-                    .await?;
-                return Ok(());
-            }
-            if let Some(running) = self.memory.running_of(&sprint.id) {
-                if running.waiting.is_some() {
-                    // Another command is being carried out; this one waits its turn.
-                    return Ok(());
-                }
-                let stop = match &event {
-                    Event::Abort { .. } => Some(Stop::Abort),
-                    Event::Handoff { .. } => Some(Stop::Handoff),
-                    _ => None,
-                };
-                if let Some(stop) = stop {
-                    // The rules must accept it before the sister is stopped.
-                    let facts = Facts {
-                        sprint_id: &sprint.id,
-                        sister_running: true,
-                    };
-                    if let Err(refusal) = apply(sprint.position(), &event, facts, &self.policy) {
-                        self.store
-                            .resolve_command(
-                                command.id,
-                                CommandStatus::Refused,
-                                &refusal.reason,
-                                now_ms(),
-                            )
-                            .await?;
-                        return Ok(());
-                    }
-                    // Every sister of the sprint stops (several reviewers: all of them); the
-                    // command is applied when the first has.
-                    running.waiting = Some(command);
-                    self.memory.stop_sprint(&sprint.id, stop);
-                    return Ok(());
-                }
-            }
-            self.transition(&sprint, event, None, Some(&command), runs)
-                .await?;
-            Ok(())
-        }
-        .instrument(span)
-        .await
-    }
-
-    /// A run ended: record it and apply what it means, in one transaction.
-    async fn finish(&mut self, done: Finished) -> Result<(), OrchestratorError> {
-        let span = tracing::info_span!("finish", sprint = %done.sprint_id, run = %done.run_id);
-        async {
-            let Some(running) = self.memory.run(&done.run_id) else {
-                return Ok(());
-            };
-            let waiting = running.waiting.take();
-            let (sprint, runs) = (running.sprint.clone(), std::mem::take(&mut running.runs));
-            let report = done.report;
-            let mut end = run_end(&done.run_id, &report);
-            tracing::info!(outcome = %report.outcome, detail = %report.detail, "run ended");
-
-            match waiting {
-                // A handoff that came too late: the sister finished first, and its result
-                // stands.
-                Some(command)
-                    if command.kind == CommandKind::Handoff
-                        && report.outcome != RunOutcome::HandedOff =>
-                {
-                    let reason = format!(
-                        "{}'s run ended ({}) before it could be handed off",
-                        sprint.id, report.outcome
-                    );
-                    self.store
-                        .resolve_command(command.id, CommandStatus::Refused, &reason, now_ms())
-                        .await?;
-                }
-                // The user's abort (or handoff) is what happened, whatever the sister
-                // managed to print on its way out. The rules still see the sister as
-                // running: that is when the command was accepted.
-                Some(command) => {
-                    let event = command.event();
-                    self.transition(&sprint, event, Some(&end), Some(&command), None)
-                        .await?;
-                    // A handed-off stage runs again, in a fresh session.
-                    if let Some(ended) = self.memory.end(&done.run_id)
-                        && ended.sprint.state.stage().is_some()
-                    {
-                        let fans_out = self.fans_out(&ended.sprint);
-                        self.memory
-                            .keep(ended.sprint, Some(with_end(runs, &end)), fans_out);
-                    }
-                    return Ok(());
-                }
-                None => {}
-            }
-            self.memory.end(&done.run_id);
-            let reviewer = runs
-                .iter()
-                .find(|r| r.run_id == done.run_id)
-                .and_then(|r| r.reviewer.clone().map(|name| (name, r.attempt)));
-            // A reviewer this loop stopped (a user's abort, another reviewer's ABORT, the
-            // stage escalated): its end is recorded, and it is no failure of its own.
-            if reviewer.is_some() && report.outcome == RunOutcome::Cancelled {
-                self.store.end_run(&end).await?;
-                return Ok(());
-            }
-            let failure = |outcome: &RunOutcome| Failure {
-                kind: outcome.failure_kind().unwrap_or(FailureKind::Interrupted),
-                detail: report.detail.clone(),
-            };
-            let event = match (&report.outcome, &report.message, reviewer) {
-                // One of several reviewers: its answer, or its failure, is its own.
-                (RunOutcome::Handoff, Some(valid), Some((reviewer, _)))
-                    if let Some(verdict) =
-                        crate::pipeline::review::ReviewVerdict::of(valid.message.verdict()) =>
-                {
-                    Event::Reviewed { reviewer, verdict }
-                }
-                (outcome, _, Some((reviewer, attempt)))
-                    if !matches!(outcome, RunOutcome::Handoff | RunOutcome::Paused) =>
-                {
-                    Event::ReviewerFailed {
-                        reviewer,
-                        attempt,
-                        failure: failure(outcome),
-                    }
-                }
-                (RunOutcome::Handoff, Some(valid), _) => Event::Reported {
-                    actor: valid.message.actor(),
-                    verdict: valid.message.verdict(),
-                    sprint_id: valid.message.claimed_sprint_id().map(str::to_string),
-                    reason: valid.message.reason(),
-                },
-                // A usage limit: the stage waits for its reset, using no attempt.
-                (RunOutcome::Paused, _, _) => {
-                    let now = now_ms();
-                    let resume_at_ms = report.resume_at_ms.unwrap_or(now).max(now);
-                    Event::Paused {
-                        resume_at_ms,
-                        delay_ms: u64::try_from(resume_at_ms - now).unwrap_or(0),
-                        detail: report.detail.clone(),
-                    }
-                }
-                (outcome, _, _) => Event::Failed {
-                    failure: failure(outcome),
-                },
-            };
-            let facts = Facts {
-                sprint_id: &sprint.id,
-                sister_running: false,
-            };
-            if let Ok(t) = apply(sprint.position(), &event, facts, &self.policy)
-                && let Some(Note::ProtocolViolation { reason }) = &t.note
-            {
-                tracing::warn!(%reason, raw = %report.stdout_tail, "protocol violation");
-                end.outcome = RunOutcome::ProtocolViolation;
-                end.detail = reason.clone();
-            }
-            let runs = with_end(runs, &end);
-            self.transition(&sprint, event, Some(&end), None, Some(runs))
-                .await?;
-            Ok(())
-        }
-        .instrument(span)
-        .await
-    }
-
-    /// At shutdown: stop every running sister, record it as interrupted and apply the
-    /// retry policy (an interrupted deploy escalates), so nothing is left in flight.
     /// Whether this host runs as many sisters as `[host] max_sisters` lets it.
     fn at_cap(&self) -> bool {
         self.config
@@ -888,26 +506,6 @@ impl Orchestrator {
         );
         self.memory.stop_all(Stop::Shutdown);
     }
-
-    async fn stop_all(&mut self) -> Result<(), OrchestratorError> {
-        self.hold_spawns = true;
-        self.memory.stop_all(Stop::Shutdown);
-        // Every sister is waited for even when recording one's end fails (a full disk):
-        // none is left running. Its run stays in flight in the database, for the next
-        // start to record as interrupted.
-        let mut failed = None;
-        while self.memory.any_running() {
-            let Some(done) = self.finished_rx.recv().await else {
-                break;
-            };
-            let run_id = done.run_id.clone();
-            if let Err(e) = self.finish(done).await {
-                self.memory.end(&run_id);
-                failed.get_or_insert(e);
-            }
-        }
-        failed.map_or(Ok(()), Err)
-    }
 }
 
 /// This host among several on one database: its name, the projects it serves, its lease.
@@ -926,51 +524,4 @@ fn host_scope(
 /// What a sprint's runs cost, in USD.
 fn spent_usd(runs: &[Run]) -> f64 {
     runs.iter().filter_map(|r| r.cost_usd).sum()
-}
-
-/// A sprint's runs with one of them ended, as recording `end` leaves them.
-fn with_end(mut runs: Vec<Run>, end: &RunEnd) -> Vec<Run> {
-    if let Some(run) = runs.iter_mut().find(|r| r.run_id == end.run_id) {
-        run.end(end);
-    }
-    runs
-}
-
-/// The record of a run's end, from the runner's report.
-fn run_end(run_id: &str, report: &RunReport) -> RunEnd {
-    // What the CLI reported counts over what the message says of itself.
-    let claimed = report
-        .message
-        .as_ref()
-        .and_then(|m| m.message.common().usage.clone())
-        .unwrap_or_default();
-    let reported = report.usage.clone().unwrap_or_default();
-    let usage = crate::handoff::message::Usage {
-        input_tokens: reported.input_tokens.or(claimed.input_tokens),
-        output_tokens: reported.output_tokens.or(claimed.output_tokens),
-        cost_usd: reported.cost_usd.or(claimed.cost_usd),
-    };
-    RunEnd {
-        run_id: run_id.to_string(),
-        outcome: report.outcome,
-        detail: report.detail.clone(),
-        rejection: (!report.problems.is_empty()).then(|| {
-            report
-                .problems
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("\n")
-        }),
-        exit_code: report.exit_code,
-        signal: report.signal,
-        duration_ms: i64::try_from(report.duration.as_millis()).unwrap_or(i64::MAX),
-        stdout_tail: report.stdout_tail.clone(),
-        stderr_tail: report.stderr_tail.clone(),
-        message: report.message.as_ref().map(|m| m.raw.clone()),
-        input_tokens: usage.input_tokens.and_then(|n| i64::try_from(n).ok()),
-        output_tokens: usage.output_tokens.and_then(|n| i64::try_from(n).ok()),
-        cost_usd: usage.cost_usd,
-        ended_at: now_ms(),
-    }
 }

@@ -49,7 +49,7 @@ impl Orchestrator {
             let grace = self.config.agent.spec(run.actor).kill_grace;
             let markers =
                 process::run_markers(&run.run_id, &self.store.contract_path(&run.sprint_id));
-            process::kill_run(None, &markers, grace, None).await;
+            process::kill_run(None, &markers, grace).await;
             tracing::warn!(sprint = %run.sprint_id, run = %run.run_id, "run was in flight: recorded as interrupted");
             let end = RunEnd {
                 run_id: run.run_id.clone(),

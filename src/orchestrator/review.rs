@@ -10,10 +10,10 @@
 
 use std::collections::BTreeMap;
 
+use super::compose::review_of;
 use super::{Orchestrator, OrchestratorError};
-use crate::handoff::HandoffDocument;
-use crate::handoff::message::{ChecklistResult, DarangMessage, HandoffMessage, ReviewIssue};
-use crate::pipeline::review::{Merged, Review, ReviewVerdict, merge};
+use crate::handoff::message::{DarangMessage, HandoffMessage};
+use crate::pipeline::review::ReviewVerdict;
 use crate::pipeline::{Event, State};
 use crate::sister::RunOutcome;
 use crate::store::{Run, Sprint, review_round};
@@ -73,99 +73,6 @@ fn standings(reviewers: &[&str], runs: &[Run], max_attempts: u32) -> Vec<(String
         .collect()
 }
 
-fn review_of(reviewer: &str, m: &DarangMessage) -> Review<ReviewIssue, ChecklistResult> {
-    Review {
-        reviewer: reviewer.to_string(),
-        verdict: m.verdict.into(),
-        issues: m.payload.issues.clone(),
-        failed: m
-            .payload
-            .checklist_results
-            .iter()
-            .filter(|c| !c.passed)
-            .cloned()
-            .collect(),
-    }
-}
-
-/// What the round's reviewers said, for the implementer that comes after it: every issue
-/// and failed checklist item with its reviewer's name, their documents merged, and the
-/// reviewer run that finished last (its parent). `None` when the runs end with no
-/// reviewer's answer (darang reviewed alone).
-pub(super) struct RoundFindings {
-    pub issues: Vec<ReviewIssue>,
-    pub handoff: Option<HandoffDocument>,
-    pub parent: Run,
-}
-
-pub(super) fn round_findings(runs: &[Run]) -> Option<RoundFindings> {
-    let answered: Vec<(&Run, DarangMessage)> = review_round(runs)
-        .iter()
-        .filter(|r| r.reviewer.is_some() && r.outcome == Some(RunOutcome::Handoff))
-        .filter_map(|r| {
-            let m = serde_json::from_value::<HandoffMessage>(r.message.clone()?).ok()?;
-            match m {
-                HandoffMessage::Darang(m) => Some((r, m)),
-                _ => None,
-            }
-        })
-        .collect();
-    let parent = answered
-        .iter()
-        .max_by_key(|(r, _)| (r.ended_at, r.number))
-        .map(|(r, _)| (*r).clone())?;
-    let reviews: Vec<_> = answered
-        .iter()
-        .map(|(r, m)| review_of(r.reviewer.as_deref().unwrap_or_default(), m))
-        .collect();
-    let issues = match merge(&reviews) {
-        Merged::RequestChanges { issues, failed, .. } => {
-            // Each with its reviewer's name first.
-            let tagged = |reviewer: &str, issue: ReviewIssue| ReviewIssue {
-                message: format!("[{reviewer}] {}", issue.message),
-                ..issue
-            };
-            let failed = failed
-                .into_iter()
-                .map(|t| tagged(&t.reviewer, super::spawn::failed_item(&t.item)));
-            issues
-                .into_iter()
-                .map(|t| tagged(&t.reviewer, t.item))
-                .chain(failed)
-                .collect()
-        }
-        _ => Vec::new(),
-    };
-    // Their documents, one after the other in reviewer order, each line with its name.
-    let mut docs: Vec<(&str, HandoffDocument)> = answered
-        .iter()
-        .filter_map(|(r, m)| Some((r.reviewer.as_deref()?, m.common.handoff.clone()?)))
-        .collect();
-    docs.sort_by(|a, b| a.0.cmp(b.0));
-    let handoff = docs.first().map(|(_, first)| {
-        let mut merged = HandoffDocument {
-            goal: first.goal.clone(),
-            ..HandoffDocument::default()
-        };
-        for (name, doc) in &docs {
-            let tag = |lines: &[String]| -> Vec<String> {
-                lines.iter().map(|l| format!("[{name}] {l}")).collect()
-            };
-            merged.constraints.extend(tag(&doc.constraints));
-            merged.progress.extend(tag(&doc.progress));
-            merged.key_decisions.extend(tag(&doc.key_decisions));
-            merged.critical_context.extend(tag(&doc.critical_context));
-            merged.next_steps.extend(tag(&doc.next_steps));
-        }
-        merged
-    });
-    Some(RoundFindings {
-        issues,
-        handoff,
-        parent,
-    })
-}
-
 impl Orchestrator {
     /// Whether the sprint's stage is darang's with several reviewers.
     pub(super) fn fans_out(&self, sprint: &Sprint) -> bool {
@@ -219,6 +126,7 @@ impl Orchestrator {
 mod tests {
     use super::*;
     use crate::domain::Actor;
+    use crate::handoff::HandoffDocument;
 
     fn run(
         number: i64,

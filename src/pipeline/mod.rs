@@ -1,10 +1,14 @@
-//! The pipeline's rules: the pure state machine, the retry policy and the merge of a
-//! review round's verdicts.
+//! The pipeline's rules: the pure state machine, the retry policy, the merge of a review
+//! round's verdicts, and what a run's end, a retry's wait and a budget mean.
 
+mod event;
 pub mod fsm;
 pub mod policy;
+mod position;
 pub mod review;
+pub mod rules;
 
 pub use crate::domain::FailureKind;
 pub use fsm::{Event, Facts, Failure, Position, Refusal, Stage, State, Transition, apply};
 pub use policy::{Backoff, Policy};
+pub use rules::{Answer, Budget, RunResult, event_of, next_run_at};

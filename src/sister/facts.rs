@@ -111,7 +111,8 @@ async fn git(workdir: &Path, args: &[&str]) -> Result<String, GitError> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    let child = super::cpus::spawn_with_all(|| cmd.spawn())
+    let child = cmd
+        .spawn()
         .map_err(|e| GitError::Unavailable(e.to_string()))?;
     let out = tokio::time::timeout(GIT_TIMEOUT, child.wait_with_output())
         .await

@@ -143,7 +143,7 @@ pub fn group_alive(pgid: u32) -> bool {
 /// The live members of a process group, read from /proc; `None` where there is no /proc.
 pub fn live_members(pgid: u32) -> Option<Vec<u32>> {
     Some(
-        live_processes(None)?
+        live_processes()?
             .into_iter()
             .filter(|&(_, pgrp)| pgrp == pgid)
             .map(|(pid, _)| pid)
@@ -151,114 +151,14 @@ pub fn live_members(pgid: u32) -> Option<Vec<u32>> {
     )
 }
 
-/// The pids a run's processes can have, so that finding what it left behind reads a
-/// few files of /proc rather than every process's: Linux hands pids out in turn, wrapping
-/// at `pid_max`, so every process (and thread) made since the sister was spawned has a
-/// pid from the sister's to the last one handed out, as long as pids have not gone all
-/// the way round meanwhile. Whether they could have is told by the machine's count of
-/// processes made (`processes` in /proc/stat), read before the spawn; when they could
-/// have, or when any of it cannot be read, every process is looked at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Since {
-    first: u32,
-    forks: u64,
-}
-
-/// Pids below this are never handed out again once pids have wrapped (the kernel's
-/// `RESERVED_PIDS`).
-const RESERVED_PIDS: u64 = 300;
-
-impl Since {
-    /// The window from a sister's pid on, given `forks()` read before its spawn.
-    pub fn new(first: u32, forks_before: Option<u64>) -> Option<Since> {
-        Some(Since {
-            first,
-            forks: forks_before?,
-        })
-    }
-
-    /// The pids handed out since the sister's spawn, hers first; `None` when that cannot
-    /// be told, or when there are more of them than there are tasks on the machine (then
-    /// listing /proc costs less).
-    fn pids(self) -> Option<Vec<u32>> {
-        // /proc of another pid namespace (a container's) numbers processes otherwise.
-        let own = std::fs::read_link("/proc/self").ok()?;
-        if own.to_str()?.parse::<u32>().ok()? != std::process::id() {
-            return None;
-        }
-        // "0.20 0.18 0.12 1/80 11206": the tasks that exist, the last pid handed out.
-        let load = std::fs::read_to_string("/proc/loadavg").ok()?;
-        let mut fields = load.split_whitespace().skip(3);
-        let tasks: u64 = fields.next()?.split_once('/')?.1.parse().ok()?;
-        let last: u64 = fields.next()?.parse().ok()?;
-        let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
-            .ok()?
-            .trim()
-            .parse()
-            .ok()?;
-        let made = forks()?.checked_sub(self.forks)?;
-        pid_window(u64::from(self.first), last, pid_max, made, tasks)
-    }
-}
-
-/// The pids from `first` to `last` in the order Linux hands them out (wrapping at
-/// `pid_max` to `RESERVED_PIDS`), after `made` tasks were made with `tasks` existing;
-/// `None` when pids may have gone all the way round meanwhile, or when there are more
-/// of them than tasks.
-fn pid_window(first: u64, last: u64, pid_max: u64, made: u64, tasks: u64) -> Option<Vec<u32>> {
-    // Going round takes at least as many new tasks as there are free pids.
-    let half = pid_max.checked_sub(RESERVED_PIDS)? / 2;
-    if made >= half || tasks >= half || first >= pid_max || last >= pid_max {
-        return None;
-    }
-    let count = if first <= last {
-        last - first + 1
-    } else {
-        (pid_max - first) + (last + 1).saturating_sub(RESERVED_PIDS)
-    };
-    if count > tasks {
-        return None;
-    }
-    // On from `first`; past `pid_max` the count goes on from `RESERVED_PIDS`.
-    let wrap = |p: u64| {
-        if p < pid_max {
-            p
-        } else {
-            p - pid_max + RESERVED_PIDS
-        }
-    };
-    Some(
-        (first..first + count)
-            .map(wrap)
-            .filter_map(|p| u32::try_from(p).ok())
-            .collect(),
-    )
-}
-
-/// The machine's count of processes (and threads) made since boot: read right before a
-/// spawn, for `Since::new`.
-pub fn forks() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    stat.lines()
-        .find_map(|l| l.strip_prefix("processes "))?
-        .trim()
-        .parse()
-        .ok()
-}
-
-/// Every live (not zombie) process /proc shows, with its process group: those made
-/// `since` a spawn where that can be told (a thread among them stands for its process,
-/// whose group and environment it shares), else all of them. `None` where there is no
-/// /proc.
-fn live_processes(since: Option<Since>) -> Option<Vec<(u32, u32)>> {
-    let pids = match since.and_then(Since::pids) {
-        Some(pids) => pids,
-        None => std::fs::read_dir("/proc")
-            .ok()?
-            .flatten()
-            .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-            .collect(),
-    };
+/// Every live (not zombie) process /proc shows, with its process group. `None` where
+/// there is no /proc.
+fn live_processes() -> Option<Vec<(u32, u32)>> {
+    let pids: Vec<u32> = std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .collect();
     let mut live = Vec::new();
     for pid in pids {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
@@ -300,7 +200,7 @@ impl Target {
     fn alive(self) -> bool {
         match self {
             Target::Group(g) => group_alive(g),
-            Target::Process(p) => live_processes(None)
+            Target::Process(p) => live_processes()
                 .unwrap_or_default()
                 .iter()
                 .any(|&(pid, _)| pid == p),
@@ -318,13 +218,13 @@ impl Target {
 /// Every live process whose environment holds all of `markers`, as what to signal: its
 /// group when the whole group is the run's, else the process alone. Never hanarang's own
 /// group, nor init's.
-fn carrying(markers: &[String], since: Option<Since>) -> Vec<Target> {
+fn carrying(markers: &[String]) -> Vec<Target> {
     if markers.is_empty() {
         // No marker would match every process on the machine.
         return Vec::new();
     }
     let ours = u32::try_from(nix::unistd::getpgrp().as_raw()).unwrap_or(0);
-    let live = live_processes(since).unwrap_or_default();
+    let live = live_processes().unwrap_or_default();
     let marked: Vec<(u32, u32)> = live
         .iter()
         .copied()
@@ -367,17 +267,10 @@ pub fn run_markers(run_id: &str, contract_file: &std::path::Path) -> [String; 2]
 /// are looked for again while they are given their grace, so one that leaves its group
 /// meanwhile (a cleanup daemon started on SIGTERM) goes too. A process that both left the
 /// group and cleared its environment cannot be told from any other, and is left alone.
-/// `since`: the run's sister was spawned in this process, so only the processes made since
-/// need be looked at (`Since`); `None` looks at every process (recovery after a crash).
-pub async fn kill_run(
-    pgid: Option<u32>,
-    markers: &[String],
-    grace: Duration,
-    since: Option<Since>,
-) {
+pub async fn kill_run(pgid: Option<u32>, markers: &[String], grace: Duration) {
     let mut targets: Vec<Target> = pgid.map(Target::Group).into_iter().collect();
     let look = |targets: &mut Vec<Target>, signal: Signal| {
-        for target in carrying(markers, since) {
+        for target in carrying(markers) {
             if !targets.contains(&target) {
                 tracing::warn!(?target, "killing a process the run left outside its group");
                 target.signal(signal);
@@ -425,31 +318,4 @@ pub async fn kill_run(
 /// A signal's name for the user ("SIGKILL"), or its number.
 pub fn signal_name(signal: i32) -> String {
     Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::pid_window;
-
-    #[test]
-    fn the_window_holds_the_pids_handed_out_since_the_spawn() {
-        assert_eq!(
-            pid_window(1000, 1003, 32768, 5, 200),
-            Some(vec![1000, 1001, 1002, 1003])
-        );
-        // Wrapped at pid_max: on from the reserved pids.
-        assert_eq!(
-            pid_window(32766, 301, 32768, 5, 200),
-            Some(vec![32766, 32767, 300, 301])
-        );
-    }
-
-    #[test]
-    fn pids_that_may_have_gone_round_mean_looking_at_every_process() {
-        // Half of the pids made since: they may have come round past the sister's.
-        assert_eq!(pid_window(1000, 1003, 32768, 16234, 200), None);
-        // More pids in the window than tasks on the machine: listing /proc is cheaper.
-        assert_eq!(pid_window(1000, 9000, 32768, 10, 200), None);
-        assert_eq!(pid_window(40000, 1003, 32768, 5, 200), None);
-    }
 }

@@ -6,16 +6,6 @@ use serde_json::Value;
 
 use crate::support::pipeline::{Pipeline, Setup};
 
-/// `cli:<user>@<host>` for this process's user and the config's host name.
-fn cli_author(p: &Pipeline) -> String {
-    let user = nix::unistd::User::from_uid(nix::unistd::geteuid())
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .expect("this process's user");
-    format!("cli:{user}@{}", p.config.host.name)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn sprint_log_names_who_started_the_sprint_and_who_steered_it() {
     let p = Pipeline::start(Setup::default()).await;
@@ -42,7 +32,7 @@ async fn sprint_log_names_who_started_the_sprint_and_who_steered_it() {
         String::from_utf8_lossy(&out.stderr)
     );
     p.wait_for("SPRINT-001", State::Deployed).await;
-    let me = cli_author(&p);
+    let me = crate::support::cli_author(&p.config.host.name);
 
     let out = p.files.hanarang(&["sprint", "log", "1", "--json"]);
     let log: Value = serde_json::from_slice(&out.stdout).expect("log JSON");

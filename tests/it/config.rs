@@ -445,3 +445,41 @@ fn the_token_is_never_printed() {
     assert!(!all.contains("secret-token-value-123"));
     assert!(all.contains("HANARANG_TEST_TOKEN"));
 }
+
+#[test]
+fn config_check_and_doctor_say_who_may_start_and_who_may_approve() {
+    let dir = TempDir::new("config");
+    std::fs::create_dir(dir.path().join("repo")).unwrap();
+    std::fs::write(
+        dir.path().join("config.toml"),
+        "[projects.app]\nworkdir = \"repo\"\n[discord]\ntoken_env = \"HANARANG_TEST_NO_SUCH_TOKEN\"\nguild_id = 1\nforum_channel_id = 2\nuser_id = 3\napprover_user_ids = [4]\napprover_role_ids = [5]\nstarter_user_ids = [6]\nstarter_role_ids = [7]\napproval = \"not-starter\"\n",
+    )
+    .unwrap();
+    let out = hanarang(dir.path(), &["config", "check"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("start sprints: user 3, approver_user_ids [4], approver_role_ids [5], starter_user_ids [6], starter_role_ids [7]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("steer and approve: user 3, approver_user_ids [4], approver_role_ids [5] (approval = \"not-starter\""),
+        "{stdout}"
+    );
+    let doctor = hanarang(dir.path(), &["doctor"]);
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        said.contains("discord start: start sprints: user 3")
+            && said.contains("discord approve: steer and approve: user 3"),
+        "{said}"
+    );
+
+    let problems = problems(
+        "[discord]\nguild_id = 1\nforum_channel_id = 2\nuser_id = 3\napproval = \"nobody\"\n",
+    );
+    let approval = problem_for(&problems, "discord.approval");
+    assert!(
+        approval.message.contains("not-starter"),
+        "the allowed values are named: {approval:?}"
+    );
+}

@@ -12,13 +12,16 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::support;
-use crate::support::fake_discord::{FakeConfig, FakeDiscord, ResponseKind};
+use crate::support::fake_discord::{
+    FakeConfig, FakeDiscord, FakeMessage, InteractionResponse, ResponseKind,
+};
 use crate::support::pipeline::{Files, PATIENCE, Pipeline, Setup};
 
 const USER: u64 = 500;
 const APPROVER: u64 = 501;
 const APPROVER_ROLE: u64 = 900;
 const STRANGER: u64 = 777;
+const STARTER: u64 = 600;
 
 fn discord_table(fake: &FakeDiscord) -> String {
     let c = fake.config();
@@ -31,6 +34,7 @@ forum_channel_id = {}
 user_id = {USER}
 approver_user_ids = [{APPROVER}]
 approver_role_ids = [{APPROVER_ROLE}]
+starter_user_ids = [{STARTER}]
 http_proxy = "{}"
 "#,
         c.guild_id,
@@ -147,6 +151,23 @@ async fn wait_for_lines(fake: &FakeDiscord, n: usize) -> Vec<String> {
     texts(fake)
 }
 
+/// `who` clicks the approve button of the `done` line; its first `answers` responses.
+async fn click_approve(
+    fake: &FakeDiscord,
+    who: u64,
+    done: &FakeMessage,
+    answers: usize,
+) -> Vec<InteractionResponse> {
+    let click = fake.button(
+        who,
+        &[],
+        "hanarang:approve:SPRINT-001",
+        done.id,
+        done.channel_id,
+    );
+    fake.wait_for_responses(click.id, answers, PATIENCE).await
+}
+
 fn no_mentions() -> Value {
     json!({"parse": [], "users": [], "roles": []})
 }
@@ -166,9 +187,30 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
     let p = pipeline(Setup::default(), &fake).await;
     let bot = Bot::start(&p, &fake).await;
 
-    // Anyone may start a sprint.
+    // A stranger may not start a sprint: refused in private, nothing queued.
     let start = fake.slash(
         STRANGER,
+        &[],
+        &["sprint", "start"],
+        json!({"goal": "Run this on your host"}),
+    );
+    let refused = fake.wait_for_responses(start.id, 2, PATIENCE).await;
+    assert!(refused[1].is_ephemeral());
+    assert!(
+        refused[1]
+            .content()
+            .is_some_and(|c| c.contains("starter_user_ids") && c.contains("approver_user_ids")),
+        "the refusal says who may: {:?}",
+        refused[1].content()
+    );
+    assert!(
+        p.store.sprints().await.unwrap().is_empty(),
+        "nothing queued"
+    );
+
+    // A starter may.
+    let start = fake.slash(
+        STARTER,
         &[],
         &["sprint", "start"],
         json!({"goal": "Add a login page"}),
@@ -204,22 +246,18 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
         ]
     );
 
-    // A stranger's click is refused in private and changes nothing.
-    let click = fake.button(
-        STRANGER,
-        &[],
-        "hanarang:approve:SPRINT-001",
-        done.id,
-        done.channel_id,
-    );
-    let refused = fake.wait_for_responses(click.id, 1, PATIENCE).await;
-    assert_eq!(refused[0].kind, ResponseKind::Callback(4));
-    assert!(refused[0].is_ephemeral());
-    assert!(
-        refused[0].content().unwrap().contains("권한이 없어요"),
-        "{:?}",
-        refused[0].content()
-    );
+    // A stranger's click, and the starter's (who may start but not steer), are refused
+    // in private and change nothing.
+    for who in [STRANGER, STARTER] {
+        let refused = click_approve(&fake, who, &done, 1).await;
+        assert_eq!(refused[0].kind, ResponseKind::Callback(4));
+        assert!(refused[0].is_ephemeral());
+        assert!(
+            refused[0].content().unwrap().contains("권한이 없어요"),
+            "{:?}",
+            refused[0].content()
+        );
+    }
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         p.store.sprint("SPRINT-001").await.unwrap().unwrap().state,
@@ -227,14 +265,7 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
     );
 
     // An approver's click deploys.
-    let click = fake.button(
-        APPROVER,
-        &[],
-        "hanarang:approve:SPRINT-001",
-        done.id,
-        done.channel_id,
-    );
-    let approved = fake.wait_for_responses(click.id, 2, PATIENCE).await;
+    let approved = click_approve(&fake, APPROVER, &done, 2).await;
     assert_eq!(approved[0].kind, ResponseKind::Callback(5));
     assert_eq!(approved[1].content(), Some("SPRINT-001: done → deploying"));
     p.wait_for("SPRINT-001", State::Deployed).await;
@@ -253,16 +284,24 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
             .await,
         "the buttons were removed"
     );
-    // The status board (the post's first message) is edited in place up to `deployed`.
+    // The status board (the post's first message) is edited in place up to `deployed`,
+    // and names who started the sprint and who approved its deploy.
     let board_id = threads[0].id;
     assert!(
-        fake.wait_until(PATIENCE, |f| f
-            .message(board_id)
-            .is_some_and(|m| m.content.contains("(deployed)")))
-            .await,
-        "the board shows deployed: {:?}",
+        fake.wait_until(PATIENCE, |f| f.message(board_id).is_some_and(|m| m
+            .content
+            .contains("(deployed)")
+            && m.content.contains(&format!(
+                "사람: 시작 <@{STARTER}> · 배포 승인 <@{APPROVER}>"
+            ))))
+        .await,
+        "the board shows deployed and who started and approved: {:?}",
         fake.message(board_id).map(|m| m.content)
     );
+    let log = p.files.hanarang(&["sprint", "log", "1", "--json"]);
+    let log: Value = serde_json::from_slice(&log.stdout).unwrap();
+    assert_eq!(log["started_by"], format!("discord:{STARTER}"));
+    assert_eq!(log["commands"][0]["by"], format!("discord:{APPROVER}"));
     assert!(
         fake.unknown_requests().is_empty(),
         "{:#?}",
@@ -311,7 +350,13 @@ async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
         .find(|r| r.actor == hanarang::handoff::message::Actor::Narang)
         .unwrap();
     let stdin = p.files.stdin_of(&fix.run_id);
-    assert!(stdin.contains("rename the button"), "{stdin}");
+    // Quoted as the approver's, who wrote it.
+    assert!(
+        stdin.ends_with(&format!(
+            "Additional focus: <focus from=\"discord:{STRANGER}\">rename the button</focus>\n"
+        )),
+        "{stdin}"
+    );
     bot.stop().await;
     p.stop().await;
 }
@@ -411,14 +456,7 @@ async fn the_done_buttons_still_work_after_the_bot_restarts() {
 
     // A new process's bot: the button's id carries the sprint, the state is in the database.
     let bot = Bot::start(&p, &fake).await;
-    let click = fake.button(
-        USER,
-        &[],
-        "hanarang:approve:SPRINT-001",
-        done.id,
-        done.channel_id,
-    );
-    let answer = fake.wait_for_responses(click.id, 2, PATIENCE).await;
+    let answer = click_approve(&fake, USER, &done, 2).await;
     assert_eq!(answer[1].content(), Some("SPRINT-001: done → deploying"));
     p.wait_for(&s.id, State::Deployed).await;
     bot.stop().await;
@@ -497,7 +535,13 @@ async fn serve_runs_the_pipeline_while_discord_is_down_and_catches_up_later() {
     let approve = files.hanarang(&["sprint", "approve", "1"]);
     assert_eq!(approve.status.code(), Some(0));
     let lines = wait_for_lines(&fake, 6).await;
-    assert_eq!(lines[4], "🚀 cli님 배포 승인: 이랑이가 배포 시작");
+    assert_eq!(
+        lines[4],
+        format!(
+            "🚀 {}님 배포 승인: 이랑이가 배포 시작",
+            support::cli_author(&files.config().host.name)
+        )
+    );
     assert_eq!(lines[5], HAPPY_LINES[5]);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(serve.id() as i32),
@@ -857,17 +901,68 @@ async fn a_line_discord_refuses_for_good_is_skipped_with_a_note_on_the_board() {
     p.stop().await;
 }
 
+/// With `approval = "not-starter"` the approver who started a sprint cannot approve its
+/// deploy alone (button and slash command), and another approver can.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_not_starter_the_starter_cannot_approve_their_own_sprint() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let files = Files::new(&Setup::default());
+    files.append_config(
+        &discord_table(&fake).replace("http_proxy", "approval = \"not-starter\"\nhttp_proxy"),
+    );
+    let p = Pipeline::start_with(files).await;
+    let bot = Bot::start(&p, &fake).await;
+    let start = fake.slash(
+        APPROVER,
+        &[],
+        &["sprint", "start"],
+        json!({"goal": "Add a login page"}),
+    );
+    fake.wait_for_responses(start.id, 2, PATIENCE).await;
+    p.wait_for("SPRINT-001", State::Done).await;
+    wait_for_lines(&fake, 4).await;
+    let done = fake.post_lines().pop().unwrap();
+
+    let refused = click_approve(&fake, APPROVER, &done, 1).await;
+    assert!(refused[0].is_ephemeral());
+    let text = refused[0].content().unwrap_or_default().to_string();
+    assert!(
+        text.contains("not-starter") && text.contains("SPRINT-001"),
+        "the refusal names the rule: {text}"
+    );
+    let slash = fake.slash(APPROVER, &[], &["sprint", "approve"], json!({"id": "1"}));
+    let refused = fake.wait_for_responses(slash.id, 2, PATIENCE).await;
+    assert!(
+        refused[1]
+            .content()
+            .is_some_and(|c| c.contains("not-starter")),
+        "{:?}",
+        refused[1].content()
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        p.store.sprint("SPRINT-001").await.unwrap().unwrap().state,
+        State::Done
+    );
+    assert!(
+        p.store.commands_of("SPRINT-001").await.unwrap().is_empty(),
+        "no command was recorded"
+    );
+
+    // Another approver (here the configured user) may.
+    let approved = click_approve(&fake, USER, &done, 2).await;
+    assert_eq!(approved[1].content(), Some("SPRINT-001: done → deploying"));
+    p.wait_for("SPRINT-001", State::Deployed).await;
+    bot.stop().await;
+    p.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_blank_goal_from_discord_is_refused_and_starts_nothing() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
     let p = pipeline(Setup::default(), &fake).await;
     let bot = Bot::start(&p, &fake).await;
-    let start = fake.slash(
-        STRANGER,
-        &[],
-        &["sprint", "start"],
-        json!({"goal": "  \t "}),
-    );
+    let start = fake.slash(STARTER, &[], &["sprint", "start"], json!({"goal": "  \t "}));
     let answers = fake.wait_for_responses(start.id, 2, PATIENCE).await;
     assert!(
         answers[1]
@@ -992,7 +1087,13 @@ async fn with_several_hosts_one_bot_runs_and_a_standby_takes_it_over() {
     .await;
     let lines = wait_for_lines(&fake, 6).await;
     assert_eq!(lines[..4], HAPPY_LINES[..4]);
-    assert_eq!(lines[4], "🚀 cli님 배포 승인: 이랑이가 배포 시작");
+    assert_eq!(
+        lines[4],
+        format!(
+            "🚀 {}님 배포 승인: 이랑이가 배포 시작",
+            support::cli_author(&files.config().host.name)
+        )
+    );
     assert_eq!(lines[5], HAPPY_LINES[5]);
     assert_eq!(lines.len(), 6, "no line posted twice: {lines:#?}");
     assert_eq!(fake.threads().len(), 1, "the same forum post");

@@ -56,7 +56,9 @@ async fn a_sound_deployment_passes_every_check() {
         "ok   discord forum: ",
         "is a forum channel",
         "ok   discord permissions: the bot may view, post and reply",
-        "all 12 checks passed",
+        "ok   discord start: start sprints: user ",
+        "ok   discord approve: steer and approve: user ",
+        "all 14 checks passed",
     ] {
         assert!(out.contains(line), "{line:?} missing from\n{out}");
     }
@@ -265,7 +267,7 @@ async fn a_postgres_database_is_checked_without_being_set_up() {
         .await;
     let ((code, out), files) = run(files).await.unwrap();
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("4 migrations applied"), "{out}");
+    assert!(out.contains("5 migrations applied"), "{out}");
 
     // A server that does not answer, with a password in the URL.
     let config = std::fs::read_to_string(&files.config_path).unwrap();

@@ -72,8 +72,16 @@ async fn a_handoff_restarts_the_sister_with_what_the_stopped_session_did() {
             "{expected:?} missing from\n{stdin}"
         );
     }
+    // The prompt says the document was composed, and from which run.
+    let source = format!(
+        "in <handoff-context> at the end: synthesized by the orchestrator from narang run {}.",
+        stopped.run_id
+    );
+    assert!(stdin.contains(&source), "{stdin}");
     assert!(
-        stdin.ends_with("Additional focus: finish the form, skip the password rules\n"),
+        stdin.ends_with(
+            "Additional focus: <focus from=\"cli\">finish the form, skip the password rules</focus>\n"
+        ),
         "{stdin}"
     );
     // The document the stopped session had is carried over.

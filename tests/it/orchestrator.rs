@@ -170,7 +170,7 @@ async fn three_failures_escalate_and_resume_with_focus_reaches_the_sister(engine
     assert!(
         p.files
             .stdin_of(&resumed.run_id)
-            .ends_with("Additional focus: try the simpler fix\n"),
+            .ends_with("Additional focus: <focus from=\"cli\">try the simpler fix</focus>\n"),
         "{}",
         p.files.stdin_of(&resumed.run_id)
     );

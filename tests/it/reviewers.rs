@@ -128,8 +128,15 @@ async fn two_reviewers_run_at_once_and_their_findings_go_back_together() {
     );
     let stdin = p.files.stdin_of(&second.run_id);
     assert!(
-        stdin.contains("[static] validate the password length"),
+        stdin.contains(concat!(
+            "<review-issues from=\"darang/static\">\n",
+            "- [major] src/login.rs:12 [static] validate the password length\n"
+        )),
         "{stdin}"
+    );
+    assert_eq!(
+        contract["reviewIssuesBy"],
+        serde_json::json!(["darang/static", "darang/static"])
     );
     let round_one: Vec<&Run> = runs
         .iter()

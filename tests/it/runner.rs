@@ -436,14 +436,19 @@ async fn inputs_reach_the_sister_unchanged_and_no_shell_runs() {
     );
 
     let stdin = std::fs::read_to_string(echo.join("stdin")).unwrap();
-    assert!(stdin.contains(&format!("Goal: goal {nasty}")), "{stdin}");
+    assert!(
+        stdin.contains(&format!(
+            "Goal: <goal from=\"unknown\">goal {nasty}</goal>\n"
+        )),
+        "{stdin}"
+    );
     assert!(
         stdin.contains("<handoff-context>\n## Goal\nAdd a login page\n"),
         "{stdin}"
     );
     assert!(
         stdin.ends_with(&format!(
-            "</handoff-context>\n\nThe above is a handoff document from a previous session. Use this context to continue the work seamlessly.\n\nAdditional focus: focus {nasty}\n"
+            "</handoff-context>\n\nThe above is a handoff document from a previous session. Use this context to continue the work seamlessly.\n\nAdditional focus: <focus from=\"unknown\">focus {nasty}</focus>\n"
         )),
         "{stdin}"
     );
@@ -506,7 +511,9 @@ async fn after_bad_output_the_next_prompt_and_contract_say_why() {
     assert_eq!(report.outcome, RunOutcome::Handoff);
     let stdin = std::fs::read_to_string(echo.join("stdin")).unwrap();
     assert!(
-        stdin.contains(&format!("Your previous answer was rejected: {reason}")),
+        stdin.contains(&format!(
+            "Your previous answer was rejected: <rejection from=\"validator\">{reason}</rejection>\n"
+        )),
         "{stdin}"
     );
     let contract: serde_json::Value =

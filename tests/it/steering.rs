@@ -116,7 +116,7 @@ async fn a_handoff_from_discord_restarts_the_sister_and_the_thread_says_so() {
     assert!(
         p.files
             .stdin_of(&runs[2].run_id)
-            .ends_with("Additional focus: keep it small\n")
+            .ends_with("Additional focus: <focus from=\"discord:500\">keep it small</focus>\n")
     );
     let _ = stop.send(());
     p.stop().await;

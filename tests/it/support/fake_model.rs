@@ -160,7 +160,7 @@ fn parse_prompt(text: &str) -> Option<Prompt> {
         r#"Sprint (SPRINT-\d+) \(round \d+, attempt \d+\), project "[^"]*", working directory (\S+), branch (\S+)\.\n"#,
     )
     .ok()?;
-    let goal = Regex::new(r"Goal: ([^\n]*)").ok()?;
+    let goal = Regex::new(r#"(?s)Goal: <goal from="[^"]*">(.*?)</goal>"#).ok()?;
     let actor = who.captures(text)?.get(1)?.as_str().to_string();
     let place = sprint.captures(text)?;
     Some(Prompt {

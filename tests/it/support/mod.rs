@@ -165,6 +165,10 @@ pub fn contract(actor: Actor, workdir: &Path) -> ContractFile {
         focus: None,
         previous_rejection: None,
         schema: schema::schema(Some(actor), Dialect::Draft07).unwrap_or_default(),
+        goal_by: None,
+        focus_by: None,
+        review_issues_by: Vec::new(),
+        handoff_by: None,
     }
 }
 
@@ -179,6 +183,17 @@ pub fn alive(pids: &[u32]) -> Vec<u32> {
                 .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
         })
         .collect()
+}
+
+/// How the CLI names its author on `host` (`[host] name`): `cli:<user>@<host>`, the user
+/// this process runs as.
+pub fn cli_author(host: &str) -> String {
+    let user = nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .expect("this process's user");
+    format!("cli:{user}@{host}")
 }
 
 /// Runs git in `dir` with a fixed identity; panics when it fails. Its stdout, trimmed.

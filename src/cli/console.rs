@@ -6,8 +6,8 @@ use std::io::Write;
 
 use tokio::sync::broadcast;
 
-use super::messages::{Context, render};
 use crate::config::Config;
+use crate::notify::messages::{Context, render};
 use crate::orchestrator::Committed;
 use crate::output::escape_controls;
 use crate::store::{Sprint, Store, StoreError, TransitionRecord};

@@ -1,0 +1,310 @@
+//! `[agent]`, its per-sister tables and darang's reviewers, and how they resolve into
+//! one `SisterSpec` per sister (its table over `[agent]` over the defaults).
+
+use super::*;
+
+/// `[agent]`: how every sister is spawned, unless its own table overrides it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    #[serde(default = "default_program")]
+    pub program: String,
+    #[serde(default = "default_args")]
+    pub args: Vec<String>,
+    /// JSON Pointer to the message inside the sister's stdout JSON; `""` is the whole value.
+    #[serde(default)]
+    pub output_pointer: String,
+    #[serde(default = "default_max_output_bytes")]
+    pub max_output_bytes: u64,
+    #[serde(default = "default_kill_grace")]
+    pub kill_grace: Dur,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_timeout: Option<Dur>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Where in the stdout envelope the CLI reports what the run cost (`SPEC.md` §3).
+    #[serde(default, skip_serializing_if = "UsagePointers::is_unset")]
+    pub usage: UsagePointers,
+    /// Where the message is when nothing is at `output_pointer`: a string holding it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_pointer: Option<String>,
+    /// What the agent prints when it hits its usage or rate limit (`SPEC.md` §3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pause_on: Vec<PauseRule>,
+    /// How long a pause lasts when the message names no reset time.
+    #[serde(default = "default_pause")]
+    pub pause_default: Dur,
+    #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
+    pub harang: SisterConfig,
+    #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
+    pub narang: SisterConfig,
+    #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
+    pub darang: SisterConfig,
+    #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
+    pub erang: SisterConfig,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            program: default_program(),
+            args: default_args(),
+            output_pointer: String::new(),
+            max_output_bytes: default_max_output_bytes(),
+            kill_grace: default_kill_grace(),
+            stall_timeout: None,
+            env: BTreeMap::new(),
+            usage: UsagePointers::default(),
+            fallback_pointer: None,
+            pause_on: Vec::new(),
+            pause_default: default_pause(),
+            harang: SisterConfig::default(),
+            narang: SisterConfig::default(),
+            darang: SisterConfig::default(),
+            erang: SisterConfig::default(),
+        }
+    }
+}
+
+pub(super) fn default_program() -> String {
+    "openclaw".into()
+}
+
+pub(super) fn default_args() -> Vec<String> {
+    [
+        "spawn",
+        "--role",
+        "{role}",
+        "--contract",
+        "{contract}",
+        "--workdir",
+        "{workdir}",
+        "--output",
+        "structured-json",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+pub(super) fn default_max_output_bytes() -> u64 {
+    DEFAULT_MAX_OUTPUT_BYTES as u64
+}
+
+pub(super) fn default_kill_grace() -> Dur {
+    Dur(Duration::from_secs(10))
+}
+
+pub(super) fn default_pause() -> Dur {
+    Dur(Duration::from_secs(30 * 60))
+}
+
+/// One usage-limit message: a regular expression over the captured output. A named group
+/// `reset` holds when the limit resets (unix seconds, an RFC 3339 time, or a humantime
+/// duration from now).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PauseRule {
+    pub pattern: String,
+    #[serde(default)]
+    pub source: PauseSource,
+}
+
+/// Which captured stream a `PauseRule` reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PauseSource {
+    Stdout,
+    Stderr,
+    #[default]
+    Any,
+}
+
+/// `[agent.<sister>]`: overrides of `[agent]` for one sister, plus its timeout.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SisterConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_pointer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kill_grace: Option<Dur>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_timeout: Option<Dur>,
+    /// Added to (and overriding) `[agent].env` for this sister.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsagePointers>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_pointer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_on: Option<Vec<PauseRule>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_default: Option<Dur>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Dur>,
+    /// `[agent.darang.reviewers.NAME]`: reviewers of one round that run in parallel, each
+    /// over `[agent.darang]` (`SPEC.md` §10). Only darang has them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reviewers: BTreeMap<String, SisterConfig>,
+}
+
+/// JSON Pointers into a CLI's stdout envelope to what the run cost, as the CLI counted it
+/// (Claude Code: `/usage/input_tokens`, `/usage/output_tokens`, `/total_cost_usd`). Found
+/// figures override what the message says of itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsagePointers {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<String>,
+}
+
+impl UsagePointers {
+    fn is_unset(&self) -> bool {
+        *self == UsagePointers::default()
+    }
+}
+
+impl SisterConfig {
+    fn is_unset(&self) -> bool {
+        *self == SisterConfig::default()
+    }
+}
+
+impl SisterConfig {
+    /// This table's keys over `under`'s (a reviewer's over darang's); its env merged over
+    /// theirs.
+    fn over(&self, under: &SisterConfig) -> SisterConfig {
+        let mut env = under.env.clone();
+        env.extend(self.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        SisterConfig {
+            program: self.program.clone().or_else(|| under.program.clone()),
+            args: self.args.clone().or_else(|| under.args.clone()),
+            output_pointer: self
+                .output_pointer
+                .clone()
+                .or_else(|| under.output_pointer.clone()),
+            max_output_bytes: self.max_output_bytes.or(under.max_output_bytes),
+            kill_grace: self.kill_grace.or(under.kill_grace),
+            stall_timeout: self.stall_timeout.or(under.stall_timeout),
+            env,
+            usage: self.usage.clone().or_else(|| under.usage.clone()),
+            fallback_pointer: self
+                .fallback_pointer
+                .clone()
+                .or_else(|| under.fallback_pointer.clone()),
+            pause_on: self.pause_on.clone().or_else(|| under.pause_on.clone()),
+            pause_default: self.pause_default.or(under.pause_default),
+            timeout: self.timeout.or(under.timeout),
+            reviewers: BTreeMap::new(),
+        }
+    }
+}
+
+/// Everything needed to spawn one sister, with the overrides applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SisterSpec {
+    pub actor: Actor,
+    pub program: String,
+    pub args: Vec<String>,
+    pub output_pointer: String,
+    pub max_output_bytes: usize,
+    pub kill_grace: Duration,
+    pub stall_timeout: Option<Duration>,
+    pub env: BTreeMap<String, String>,
+    pub usage: UsagePointers,
+    pub fallback_pointer: Option<String>,
+    pub pause_on: Vec<PauseRule>,
+    pub pause_default: Duration,
+    pub timeout: Duration,
+    /// The reviewer this is (`HANARANG_REVIEWER`, `{reviewer}`), when darang has several.
+    pub reviewer: Option<String>,
+}
+
+impl AgentConfig {
+    pub(super) fn sister_mut(&mut self, actor: Actor) -> &mut SisterConfig {
+        match actor {
+            Actor::Harang => &mut self.harang,
+            Actor::Narang => &mut self.narang,
+            Actor::Darang => &mut self.darang,
+            Actor::Erang => &mut self.erang,
+        }
+    }
+
+    pub fn sister(&self, actor: Actor) -> &SisterConfig {
+        match actor {
+            Actor::Harang => &self.harang,
+            Actor::Narang => &self.narang,
+            Actor::Darang => &self.darang,
+            Actor::Erang => &self.erang,
+        }
+    }
+
+    /// The spawn settings of one sister: its table over `[agent]` over the defaults.
+    pub fn spec(&self, actor: Actor) -> SisterSpec {
+        self.spec_of(actor, self.sister(actor), None)
+    }
+
+    /// darang's reviewers by name, in name order (none: darang reviews alone).
+    pub fn reviewers(&self) -> Vec<&str> {
+        self.darang.reviewers.keys().map(String::as_str).collect()
+    }
+
+    /// One reviewer's spawn settings: its table over `[agent.darang]` over `[agent]`.
+    /// `None` when darang has no reviewer of that name.
+    pub fn reviewer_spec(&self, name: &str) -> Option<SisterSpec> {
+        let own = self.darang.reviewers.get(name)?.over(&self.darang);
+        Some(self.spec_of(Actor::Darang, &own, Some(name)))
+    }
+
+    /// `own` over `[agent]` over the defaults.
+    fn spec_of(&self, actor: Actor, own: &SisterConfig, reviewer: Option<&str>) -> SisterSpec {
+        let mut env = self.env.clone();
+        env.extend(own.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        SisterSpec {
+            actor,
+            program: own.program.clone().unwrap_or_else(|| self.program.clone()),
+            args: own.args.clone().unwrap_or_else(|| self.args.clone()),
+            output_pointer: own
+                .output_pointer
+                .clone()
+                .unwrap_or_else(|| self.output_pointer.clone()),
+            max_output_bytes: usize::try_from(
+                own.max_output_bytes.unwrap_or(self.max_output_bytes),
+            )
+            .unwrap_or(usize::MAX),
+            kill_grace: own.kill_grace.unwrap_or(self.kill_grace).0,
+            stall_timeout: own.stall_timeout.or(self.stall_timeout).map(|d| d.0),
+            env,
+            usage: own.usage.clone().unwrap_or_else(|| self.usage.clone()),
+            fallback_pointer: own
+                .fallback_pointer
+                .clone()
+                .or_else(|| self.fallback_pointer.clone()),
+            pause_on: own
+                .pause_on
+                .clone()
+                .unwrap_or_else(|| self.pause_on.clone()),
+            pause_default: own.pause_default.unwrap_or(self.pause_default).0,
+            timeout: own.timeout.map_or_else(|| default_timeout(actor), |d| d.0),
+            reviewer: reviewer.map(str::to_string),
+        }
+    }
+}
+
+/// The design's stage timeouts: the implementer gets the longest.
+pub fn default_timeout(actor: Actor) -> Duration {
+    match actor {
+        Actor::Narang => Duration::from_secs(2 * 60 * 60),
+        Actor::Harang | Actor::Darang | Actor::Erang => Duration::from_secs(30 * 60),
+    }
+}

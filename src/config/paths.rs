@@ -1,0 +1,139 @@
+//! Paths in the config are the config file's: a relative workdir, program or SQLite
+//! database is taken from its folder, so every command finds the same ones; and database
+//! URLs as errors show them (the password hidden).
+
+use super::*;
+
+impl Config {
+    /// Makes every relative path of the file absolute, from `base`.
+    pub(super) fn resolve_paths(&mut self, base: &Path) {
+        self.database.url = absolute_sqlite_url(&self.database.url, base);
+        for project in self.projects.values_mut() {
+            if project.workdir.is_relative() {
+                project.workdir = base.join(&project.workdir);
+            }
+            if let Ok(absolute) = std::fs::canonicalize(&project.workdir) {
+                project.workdir = absolute;
+            }
+        }
+        let relative_program = |program: &mut String| {
+            // A bare name is looked up on PATH; a path with a `/` is the file's.
+            if program.contains('/') && Path::new(program.as_str()).is_relative() {
+                *program = base.join(program.as_str()).display().to_string();
+            }
+        };
+        relative_program(&mut self.agent.program);
+        for actor in Actor::ALL {
+            if let Some(program) = &mut self.agent.sister_mut(actor).program {
+                relative_program(program);
+            }
+        }
+    }
+}
+
+/// The relative file path of a `sqlite:` URL and what follows it (`?mode=…`); `None` for
+/// any other URL, an absolute path or an in-memory database.
+pub(super) fn relative_sqlite_path(url: &str) -> Option<(&str, Option<&str>)> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let (path, query) = match rest.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (rest, None),
+    };
+    let in_memory = path.is_empty()
+        || path == ":memory:"
+        || query.is_some_and(|q| q.split('&').any(|kv| kv == "mode=memory"));
+    (!in_memory && Path::new(path).is_relative()).then_some((path, query))
+}
+
+/// A `sqlite:` URL whose relative file path is taken from `base`; any other URL (and an
+/// in-memory database) unchanged.
+pub(super) fn absolute_sqlite_url(url: &str, base: &Path) -> String {
+    let Some((path, query)) = relative_sqlite_path(url) else {
+        return url.to_string();
+    };
+    let mut absolute = format!("sqlite://{}", base.join(path).display());
+    if let Some(query) = query {
+        absolute.push('?');
+        absolute.push_str(query);
+    }
+    absolute
+}
+
+/// Before relative SQLite paths were the config file's, they were the current folder's
+/// (under systemd, its `WorkingDirectory`). A database found only there would be silently
+/// replaced by a new empty one beside the config: refused, naming both places.
+pub(super) fn database_left_behind(url: &str, base: &Path) -> Option<ConfigProblem> {
+    let (path, _) = relative_sqlite_path(url)?;
+    let beside = std::path::absolute(base.join(path)).ok()?;
+    let here = std::path::absolute(path).ok()?;
+    (here != beside && !beside.exists() && here.is_file()).then(|| ConfigProblem {
+        key: "database.url".into(),
+        message: format!(
+            "{url:?} is taken from the config file's folder ({}, which does not exist), but the database is at {}, where hanarang looked before: set url = \"sqlite://{}\" (or move the file beside the config)",
+            beside.display(),
+            here.display(),
+            here.display()
+        ),
+    })
+}
+
+/// Whether a database URL names PostgreSQL (`postgres://…` or `postgresql://…`).
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// `url` without its password, for messages and logs: `postgres://user:secret@host/db`
+/// is shown as `postgres://user:***@host/db`, and a `password=` parameter as
+/// `password=***`.
+pub fn redacted(url: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        // Not a URL at all: a password in it could not be found, so none of it is shown
+        // past a user name.
+        return match url.rsplit_once('@') {
+            Some((_, host)) => format!("***@{host}"),
+            None => url.to_string(),
+        };
+    };
+    if parsed.password().is_some() {
+        let _ = parsed.set_password(Some("***"));
+    }
+    if parsed
+        .query_pairs()
+        .any(|(k, _)| k.eq_ignore_ascii_case("password"))
+    {
+        let pairs: Vec<(String, String)> = parsed
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if k.eq_ignore_ascii_case("password") {
+                    "***".into()
+                } else {
+                    v.into_owned()
+                };
+                (k.into_owned(), v)
+            })
+            .collect();
+        parsed.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    parsed.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn a_password_is_hidden_wherever_the_url_carries_it() {
+        assert_eq!(
+            redacted("postgres://bob:s3cret@db:5432/hanarang"),
+            "postgres://bob:***@db:5432/hanarang"
+        );
+        assert_eq!(
+            redacted("postgres://bob@db/h?sslmode=require&password=s3cret"),
+            "postgres://bob@db/h?sslmode=require&password=***"
+        );
+        assert_eq!(redacted("sqlite:///srv/h.db"), "sqlite:///srv/h.db");
+        assert!(!redacted("not a url:s3cret@db").contains("s3cret"));
+    }
+}

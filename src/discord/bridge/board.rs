@@ -1,0 +1,136 @@
+//! The status boards: each sprint's first message, edited in place at most once per
+//! `BOARD_INTERVAL`, bursts coalesced.
+
+use super::*;
+
+impl Bridge {
+    /// Edits the boards that changed and whose last edit is old enough. Returns how long
+    /// until the next one is due.
+    pub(super) async fn flush_boards(&self) -> Duration {
+        let mut next = Duration::from_secs(3600);
+        // A due board is clean from now: a line delivered while it is edited makes it
+        // dirty again, for the next round.
+        let due: Vec<String> = self.with(|s| {
+            s.boards
+                .iter_mut()
+                .filter(|(_, b)| b.dirty)
+                .filter_map(|(id, b)| {
+                    let after_interval = b.last_edit.map(|at| at + BOARD_INTERVAL);
+                    let due = after_interval.into_iter().chain(b.not_before).max();
+                    match due {
+                        Some(at) if at > Instant::now() => {
+                            next = next.min(at - Instant::now());
+                            None
+                        }
+                        _ => {
+                            b.dirty = false;
+                            Some(id.clone())
+                        }
+                    }
+                })
+                .collect()
+        });
+        // Each board is its own message: they are edited at once.
+        let edited: Vec<(String, Result<(), DeliveryError>)> = futures::stream::iter(due)
+            .map(|id| async move {
+                let edited = self.edit_board(&id).await;
+                (id, edited)
+            })
+            .buffer_unordered(AT_ONCE)
+            .collect()
+            .await;
+        for (id, edited) in edited {
+            match edited {
+                Ok(()) => self.with(|s| {
+                    let board = s.boards.entry(id).or_default();
+                    board.last_edit = Some(Instant::now());
+                    board.not_before = None;
+                }),
+                // A board that is gone (the next line makes a new post) or forbidden is
+                // not edited again until the sprint moves.
+                Err(e) if e.is_permanent() => {
+                    tracing::warn!(sprint = %id, error = %e, "status board cannot be edited");
+                }
+                Err(e) => {
+                    tracing::warn!(sprint = %id, error = %e, "status board edit failed; will retry");
+                    // Not before a 429's wait is over.
+                    let wait = e
+                        .retry_after()
+                        .unwrap_or(Duration::from_secs(5))
+                        .max(RETRY_BASE);
+                    self.with(|s| {
+                        let board = s.boards.entry(id).or_default();
+                        board.dirty = true;
+                        board.not_before = Some(Instant::now() + wait);
+                    });
+                    next = next.min(wait);
+                }
+            }
+        }
+        next
+    }
+
+    pub(super) async fn edit_board(&self, sprint_id: &str) -> Result<(), DeliveryError> {
+        let (Some(sprint), Some(post)) = (
+            self.store.sprint(sprint_id).await?,
+            self.store.forum_post(sprint_id).await?,
+        ) else {
+            return Ok(());
+        };
+        let thread = ChannelId::new(u64::try_from(post.thread_id).unwrap_or_default());
+        let message = MessageId::new(u64::try_from(post.board_message_id).unwrap_or_default());
+        let edit = EditMessage::new()
+            .content(self.board_text(&sprint).await?)
+            .allowed_mentions(CreateAllowedMentions::new());
+        call(self.rest.edit_message(thread, message, &edit)).await?;
+        Ok(())
+    }
+
+    pub(super) async fn board_text(&self, sprint: &Sprint) -> Result<String, DeliveryError> {
+        let runs = self.store.runs(&sprint.id).await?;
+        let last_verdict = runs.iter().rev().find_map(|r| {
+            let m = r.message.as_ref()?;
+            Some(format!(
+                "{} {}",
+                m.get("actor")?.as_str()?,
+                m.get("verdict")?.as_str()?
+            ))
+        });
+        let usage = self.store.usage(&sprint.id).await?;
+        let mut text = board(
+            sprint,
+            last_verdict.as_deref(),
+            &usage,
+            self.config.pipeline.locale,
+            self.config.pipeline.max_attempts,
+            crate::clock::now_ms(),
+        );
+        if let Some(reviewers) =
+            crate::discord::render::reviewers_line(&runs, self.config.pipeline.locale)
+        {
+            text.push('\n');
+            text.push_str(&reviewers);
+        }
+        let commands = self.store.commands_of(&sprint.id).await?;
+        if let Some(people) = crate::discord::render::people_line(
+            sprint.started_by.as_deref(),
+            &commands,
+            self.config.pipeline.locale,
+        ) {
+            text.push('\n');
+            text.push_str(&people);
+        }
+        if let Some(skipped) = self.with(|s| s.skipped.get(&sprint.id).cloned()) {
+            let (n, why, id) = (skipped.lines, one_line(&skipped.last_error), &sprint.id);
+            text.push_str(&match self.config.pipeline.locale {
+                crate::config::Locale::Ko => format!(
+                    "\n⚠️ 줄 {n}개를 올리지 못함 ({why}); 전체 기록: `hanarang sprint log {id}`"
+                ),
+                crate::config::Locale::En => format!(
+                    "\n⚠️ {n} line(s) could not be posted ({why}); all of them: `hanarang sprint log {id}`"
+                ),
+            });
+        }
+        Ok(cut(&text, MAX_CONTENT))
+    }
+}

@@ -1,0 +1,86 @@
+//! A user's command (CLI or Discord), as the loop applies it: refused by the rules, or
+//! waiting for the running sister to stop, or a transition.
+
+use tracing::Instrument;
+
+use super::{Orchestrator, OrchestratorError, now_ms};
+use crate::pipeline::{Event, Facts, apply};
+use crate::sister::Stop;
+use crate::store::{Command, CommandStatus};
+
+impl Orchestrator {
+    /// A user's command, from the CLI or Discord.
+    pub(super) async fn apply_command(
+        &mut self,
+        command: Command,
+    ) -> Result<(), OrchestratorError> {
+        let span = tracing::info_span!("command", id = command.id, sprint = %command.sprint_id, kind = command.kind.as_str());
+        async {
+            let (sprint, runs) = match self.memory.take_parked(&command.sprint_id) {
+                Some((sprint, runs)) => (Some(sprint), Some(runs)),
+                None => (self.store.sprint(&command.sprint_id).await?, None),
+            };
+            let Some(sprint) = sprint else {
+                let reason = format!("no sprint {}", command.sprint_id);
+                self.store
+                    .resolve_command(command.id, CommandStatus::Refused, &reason, now_ms())
+                    .await?;
+                return Ok(());
+            };
+            let event = command.event();
+            let fans_out = self.fans_out(&sprint);
+            if fans_out
+                && matches!(event, Event::Handoff { .. })
+                && self.memory.runs_sister(&sprint.id)
+            {
+                let reason = format!(
+                    "{} is being reviewed by several reviewers at once: a handoff takes one running sister (abort, or wait for their verdicts)",
+                    sprint.id
+                );
+                self.store
+                    .resolve_command(command.id, CommandStatus::Refused, &reason, now_ms())
+                    .await?;
+                return Ok(());
+            }
+            if let Some(running) = self.memory.running_of(&sprint.id) {
+                if running.waiting.is_some() {
+                    // Another command is being carried out; this one waits its turn.
+                    return Ok(());
+                }
+                let stop = match &event {
+                    Event::Abort { .. } => Some(Stop::Abort),
+                    Event::Handoff { .. } => Some(Stop::Handoff),
+                    _ => None,
+                };
+                if let Some(stop) = stop {
+                    // The rules must accept it before the sister is stopped.
+                    let facts = Facts {
+                        sprint_id: &sprint.id,
+                        sister_running: true,
+                    };
+                    if let Err(refusal) = apply(sprint.position(), &event, facts, &self.policy) {
+                        self.store
+                            .resolve_command(
+                                command.id,
+                                CommandStatus::Refused,
+                                &refusal.reason,
+                                now_ms(),
+                            )
+                            .await?;
+                        return Ok(());
+                    }
+                    // Every sister of the sprint stops (several reviewers: all of them); the
+                    // command is applied when the first has.
+                    running.waiting = Some(command);
+                    self.memory.stop_sprint(&sprint.id, stop);
+                    return Ok(());
+                }
+            }
+            self.transition(&sprint, event, None, Some(&command), runs)
+                .await?;
+            Ok(())
+        }
+        .instrument(span)
+        .await
+    }
+}

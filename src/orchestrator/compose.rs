@@ -1,0 +1,406 @@
+//! Composing a stage's next run from the sprint's history: the chain of handoff
+//! documents, the reviewers' findings, the reason of the last rejection, the focus, and
+//! the record the run is started with.
+
+use super::{Orchestrator, now_ms};
+use crate::domain::run_id;
+use crate::handoff::HandoffDocument;
+use crate::handoff::compose::{Known, Observed, after_handoff, synthesize};
+use crate::handoff::message::{
+    ChecklistResult, DarangMessage, HandoffMessage, ReviewIssue, Severity,
+};
+use crate::handoff::schema::{self, Dialect};
+use crate::pipeline::review::{Merged, Review, merge};
+use crate::sister::{self, ContractFile, RunOutcome, RunRequest};
+use crate::store::{NewRun, Run, Sprint, review_round};
+
+/// A stage's next run, composed from the sprint and its history: its record and what
+/// its sister is given.
+pub(super) struct Composed {
+    pub(super) request: RunRequest,
+    pub(super) number: i64,
+    pub(super) parent_run_id: Option<String>,
+    pub(super) git_head: Option<String>,
+    /// The project left the config since the sprint was queued.
+    pub(super) missing_project: Option<String>,
+    pub(super) started_at: i64,
+    /// The sprint's runs, this one included (as it starts).
+    pub(super) runs: Vec<Run>,
+    /// Which of darang's reviewers it is, when it has several.
+    pub(super) reviewer: Option<String>,
+}
+
+impl Composed {
+    /// The run's record, for `start_run` or the commit that starts it.
+    pub(super) fn record(&self) -> NewRun<'_> {
+        let c = &self.request.contract;
+        NewRun {
+            sprint_id: &c.sprint_id,
+            number: self.number,
+            actor: c.role,
+            round: c.round,
+            attempt: c.attempt,
+            parent_run_id: self.parent_run_id.as_deref(),
+            handoff: &c.handoff,
+            synthesized: c.handoff_synthesized,
+            focus: c.focus.as_deref(),
+            git_head: self.git_head.as_deref(),
+            started_at: self.started_at,
+            reviewer: self.reviewer.as_deref(),
+        }
+    }
+
+    /// Writes the run's files (see `sister::prepare`); the error is its report.
+    pub(super) fn prepare(&self) -> Result<sister::Prepared, Box<sister::RunReport>> {
+        match &self.missing_project {
+            Some(project) => Err(Box::new(sister::RunReport::spawn_failed(format!(
+                "project {project:?} is no longer configured ([projects.{project}])"
+            )))),
+            None => sister::prepare(&self.request),
+        }
+    }
+}
+
+impl Orchestrator {
+    /// The next run of the sprint's stage (`None` when it is in no stage): the chain of
+    /// documents, the reviewer's issues, the reason of the last rejection, the focus.
+    pub(super) async fn compose(&self, sprint: &Sprint, runs: Vec<Run>) -> Option<Composed> {
+        self.compose_as(sprint, runs, None).await
+    }
+
+    /// The next run of one of darang's reviewers, its `attempt`-th of the round.
+    pub(super) async fn compose_reviewer(
+        &self,
+        sprint: &Sprint,
+        runs: Vec<Run>,
+        reviewer: &str,
+        attempt: u32,
+    ) -> Option<Composed> {
+        self.compose_as(sprint, runs, Some((reviewer, attempt)))
+            .await
+    }
+
+    async fn compose_as(
+        &self,
+        sprint: &Sprint,
+        mut runs: Vec<Run>,
+        reviewer: Option<(&str, u32)>,
+    ) -> Option<Composed> {
+        let stage = sprint.state.stage()?;
+        let actor = stage.actor();
+        let project_workdir = self
+            .config
+            .projects
+            .get(&sprint.project)
+            .map(|p| p.workdir.clone());
+        let workdir = project_workdir.clone().unwrap_or_default();
+        // The chain of documents: this run's parent is the last run that handed off a
+        // valid message, or that a user handed off to a fresh session; its document (or
+        // one composed from what it did) is this run's.
+        // After a round of several reviewers: the one that finished last, and what they all
+        // found. A reviewer's parent is the implementer's run, never another reviewer's.
+        let findings = (stage == crate::pipeline::Stage::Implementing)
+            .then(|| round_findings(&runs))
+            .flatten();
+        let handed = |r: &&Run| {
+            matches!(r.outcome, Some(RunOutcome::Handoff | RunOutcome::HandedOff))
+                && (reviewer.is_none() || r.actor == crate::domain::Actor::Narang)
+        };
+        let parent = match &findings {
+            Some(f) => Some(&f.parent),
+            None => runs.iter().rev().find(handed),
+        };
+        let previous_run = match &findings {
+            Some(f) => Some(&f.parent),
+            None => runs
+                .iter()
+                .rev()
+                .filter(|r| reviewer.is_none() || r.actor == crate::domain::Actor::Narang)
+                .find(|r| r.outcome == Some(RunOutcome::Handoff)),
+        };
+        let previous_message: Option<HandoffMessage> = previous_run
+            .and_then(|r| r.message.clone())
+            .and_then(|m| serde_json::from_value(m).ok());
+        let known = Known {
+            goal: &sprint.goal,
+            branch: &sprint.branch,
+            contract_id: &sprint.contract_id,
+            round: sprint.round,
+        };
+        // Where the document comes from, for the prompt: the run that wrote it, or the
+        // orchestrator.
+        let (handoff, synthesized, handoff_by) = match parent {
+            Some(stopped) if stopped.outcome == Some(RunOutcome::HandedOff) => {
+                let observed = observe(stopped, &workdir).await;
+                let sister = format!("{} ({})", actor.korean_name(), actor);
+                let by = format!("{SYNTHESIZED} from {}", run_label(stopped));
+                (
+                    after_handoff(&stopped.handoff, &sister, &observed),
+                    true,
+                    by,
+                )
+            }
+            _ => match findings.as_ref().and_then(|f| f.handoff.clone()) {
+                Some((doc, by)) => (doc, false, by),
+                None => match (
+                    previous_message
+                        .as_ref()
+                        .and_then(|m| m.common().handoff.clone()),
+                    previous_run,
+                ) {
+                    (Some(doc), Some(run)) => (doc, false, run_label(run)),
+                    _ => (
+                        synthesize(known, previous_message.as_ref(), stage),
+                        true,
+                        SYNTHESIZED.to_string(),
+                    ),
+                },
+            },
+        };
+        let parent_run_id = parent.map(|r| r.run_id.clone());
+        let attempt = reviewer.map_or(sprint.attempt, |(_, attempt)| attempt);
+        let previous_rejection = match reviewer {
+            Some((name, _)) => {
+                let mine: Vec<Run> = runs
+                    .iter()
+                    .filter(|r| r.reviewer.as_deref() == Some(name))
+                    .cloned()
+                    .collect();
+                previous_rejection(&mine, sprint, attempt)
+            }
+            None => previous_rejection(&runs, sprint, attempt),
+        };
+        let (review_issues, review_issues_by) = match (findings, &previous_message, stage) {
+            (Some(f), _, _) => f.issues.into_iter().unzip(),
+            (None, Some(HandoffMessage::Darang(m)), crate::pipeline::Stage::Implementing) => {
+                let issues = review_issues(m);
+                let by = vec![crate::domain::Actor::Darang.to_string(); issues.len()];
+                (issues, by)
+            }
+            _ => (Vec::new(), Vec::new()),
+        };
+        let git_head = sister::facts::head(&workdir).await;
+
+        // The next number: this loop is the only one that adds runs to its sprints.
+        let number = runs.iter().map(|r| r.number).max().unwrap_or(0) + 1;
+        let contract = ContractFile {
+            sprint_id: sprint.id.clone(),
+            goal: sprint.goal.clone(),
+            project: sprint.project.clone(),
+            role: actor,
+            round: sprint.round,
+            attempt,
+            branch: sprint.branch.clone(),
+            contract_id: sprint.contract_id.clone(),
+            run_id: run_id(&sprint.id, number),
+            workdir: workdir.display().to_string(),
+            previous_message,
+            review_issues,
+            handoff,
+            handoff_synthesized: synthesized,
+            focus: sprint.focus.clone(),
+            previous_rejection,
+            schema: schema::schema(Some(actor), Dialect::Draft07).unwrap_or_default(),
+            goal_by: sprint.started_by.clone(),
+            focus_by: sprint.focus_by.clone(),
+            review_issues_by,
+            handoff_by: Some(handoff_by),
+        };
+        let spec = match reviewer {
+            Some((name, _)) => self.config.agent.reviewer_spec(name)?,
+            None => self.config.agent.spec(actor),
+        };
+        let request = RunRequest {
+            spec,
+            contract,
+            contract_path: self.store.contract_path(&sprint.id),
+            workdir,
+            token_env: self.config.token_env().to_string(),
+        };
+        let mut composed = Composed {
+            request,
+            number,
+            parent_run_id,
+            git_head,
+            missing_project: project_workdir.is_none().then(|| sprint.project.clone()),
+            started_at: now_ms(),
+            runs: Vec::new(),
+            reviewer: reviewer.map(|(name, _)| name.to_string()),
+        };
+        runs.push(Run::started(&composed.record()));
+        composed.runs = runs;
+        Some(composed)
+    }
+}
+
+/// What can be seen of a run a user handed off: how long it ran, the end of its log, and
+/// in a git workdir what it changed and committed.
+async fn observe(stopped: &Run, workdir: &std::path::Path) -> Observed {
+    let (files_changed, commits) = match &stopped.git_head {
+        Some(head) => sister::facts::changes_since(workdir, head).await,
+        None => (Vec::new(), Vec::new()),
+    };
+    Observed {
+        duration: std::time::Duration::from_millis(
+            u64::try_from(stopped.duration_ms.unwrap_or(0)).unwrap_or(0),
+        ),
+        log_tail: stopped.stderr_tail.clone().unwrap_or_default(),
+        files_changed,
+        commits,
+    }
+}
+
+/// The source of a document the orchestrator composed, as a prompt names it.
+const SYNTHESIZED: &str = "synthesized by the orchestrator";
+
+/// A run as the source of a text in a prompt: `narang run SPRINT-001-R02`, with a
+/// reviewer's name as `darang/static`.
+pub(super) fn run_label(run: &Run) -> String {
+    match &run.reviewer {
+        Some(reviewer) => format!("{}/{reviewer} run {}", run.actor, run.run_id),
+        None => format!("{} run {}", run.actor, run.run_id),
+    }
+}
+
+/// After a bad output of this stage's sister, the next attempt is told exactly why.
+fn previous_rejection(runs: &[Run], sprint: &Sprint, attempt: u32) -> Option<String> {
+    let last = runs.last()?;
+    let same_stage = sprint.state.stage().map(|s| s.actor()) == Some(last.actor)
+        && last.round == sprint.round
+        && attempt > last.attempt;
+    (same_stage && last.outcome == Some(RunOutcome::BadOutput)).then(|| {
+        last.rejection
+            .clone()
+            .or_else(|| last.detail.clone())
+            .unwrap_or_else(|| "the output was not a valid HandoffMessage".into())
+    })
+}
+
+/// What the reviewer wants fixed: its issues, plus each failed checklist item.
+fn review_issues(m: &crate::handoff::message::DarangMessage) -> Vec<ReviewIssue> {
+    let mut issues = m.payload.issues.clone();
+    issues.extend(
+        m.payload
+            .checklist_results
+            .iter()
+            .filter(|c| !c.passed)
+            .map(failed_item),
+    );
+    issues
+}
+
+/// A failed checklist item, as an issue for the implementer.
+pub(super) fn failed_item(item: &crate::handoff::message::ChecklistResult) -> ReviewIssue {
+    ReviewIssue {
+        id: Some(item.id.clone()),
+        severity: Severity::Major,
+        file: None,
+        line: None,
+        message: match &item.note {
+            Some(note) => format!("checklist item {:?} failed: {note}", item.id),
+            None => format!("checklist item {:?} failed", item.id),
+        },
+    }
+}
+
+/// What the round's reviewers said, for the implementer that comes after it: every issue
+/// and failed checklist item with its reviewer's name (and who raised it, as the prompt
+/// names it: `darang/<reviewer>`), their documents merged (with the runs they came from),
+/// and the reviewer run that finished last (its parent). `None` when the runs end with no
+/// reviewer's answer (darang reviewed alone).
+pub(super) struct RoundFindings {
+    pub issues: Vec<(ReviewIssue, String)>,
+    pub handoff: Option<(HandoffDocument, String)>,
+    pub parent: Run,
+}
+
+pub(super) fn round_findings(runs: &[Run]) -> Option<RoundFindings> {
+    let answered: Vec<(&Run, DarangMessage)> = review_round(runs)
+        .iter()
+        .filter(|r| r.reviewer.is_some() && r.outcome == Some(RunOutcome::Handoff))
+        .filter_map(|r| {
+            let m = serde_json::from_value::<HandoffMessage>(r.message.clone()?).ok()?;
+            match m {
+                HandoffMessage::Darang(m) => Some((r, m)),
+                _ => None,
+            }
+        })
+        .collect();
+    let parent = answered
+        .iter()
+        .max_by_key(|(r, _)| (r.ended_at, r.number))
+        .map(|(r, _)| (*r).clone())?;
+    let reviews: Vec<_> = answered
+        .iter()
+        .map(|(r, m)| review_of(r.reviewer.as_deref().unwrap_or_default(), m))
+        .collect();
+    let issues = match merge(&reviews) {
+        Merged::RequestChanges { issues, failed, .. } => {
+            // Each with its reviewer's name first.
+            let tagged = |reviewer: &str, issue: ReviewIssue| {
+                let by = format!("{}/{reviewer}", crate::domain::Actor::Darang);
+                let issue = ReviewIssue {
+                    message: format!("[{reviewer}] {}", issue.message),
+                    ..issue
+                };
+                (issue, by)
+            };
+            let failed = failed
+                .into_iter()
+                .map(|t| tagged(&t.reviewer, failed_item(&t.item)));
+            issues
+                .into_iter()
+                .map(|t| tagged(&t.reviewer, t.item))
+                .chain(failed)
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    // Their documents, one after the other in reviewer order, each line with its name.
+    let mut docs: Vec<(&str, HandoffDocument, String)> = answered
+        .iter()
+        .filter_map(|(r, m)| {
+            let doc = m.common.handoff.clone()?;
+            Some((r.reviewer.as_deref()?, doc, run_label(r)))
+        })
+        .collect();
+    docs.sort_by(|a, b| a.0.cmp(b.0));
+    let handoff = docs.first().map(|(_, first, _)| {
+        let mut merged = HandoffDocument {
+            goal: first.goal.clone(),
+            ..HandoffDocument::default()
+        };
+        for (name, doc, _) in &docs {
+            let tag = |lines: &[String]| -> Vec<String> {
+                lines.iter().map(|l| format!("[{name}] {l}")).collect()
+            };
+            merged.constraints.extend(tag(&doc.constraints));
+            merged.progress.extend(tag(&doc.progress));
+            merged.key_decisions.extend(tag(&doc.key_decisions));
+            merged.critical_context.extend(tag(&doc.critical_context));
+            merged.next_steps.extend(tag(&doc.next_steps));
+        }
+        let runs: Vec<&str> = docs.iter().map(|(_, _, run)| run.as_str()).collect();
+        (merged, format!("{} (merged)", runs.join(", ")))
+    });
+    Some(RoundFindings {
+        issues,
+        handoff,
+        parent,
+    })
+}
+
+pub(super) fn review_of(reviewer: &str, m: &DarangMessage) -> Review<ReviewIssue, ChecklistResult> {
+    Review {
+        reviewer: reviewer.to_string(),
+        verdict: m.verdict.into(),
+        issues: m.payload.issues.clone(),
+        failed: m
+            .payload
+            .checklist_results
+            .iter()
+            .filter(|c| !c.passed)
+            .cloned()
+            .collect(),
+    }
+}

@@ -1,0 +1,210 @@
+//! What happens to a sprint (`Event`), why a stage failed (`Failure`), and what a
+//! transition tells besides the new position (`Note`: a retry, an escalation, a pause).
+
+use serde::{Deserialize, Serialize};
+
+use super::Stage;
+use super::review::ReviewVerdict;
+use super::review::{Review, merge};
+use crate::domain::FailureKind;
+use crate::domain::{Actor, Verdict};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub kind: FailureKind,
+    /// What the user needs to know: the exit code, the first validation error, the
+    /// sister's own reason.
+    pub detail: String,
+}
+
+/// Something that happened to a sprint. Human events carry who gave them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// The project's pipeline lock was taken for this sprint.
+    LockAcquired,
+    /// A sister returned a valid HandoffMessage.
+    Reported {
+        actor: Actor,
+        verdict: Verdict,
+        /// The sprint the message says it is about (harang's `payload.sprintId`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sprint_id: Option<String>,
+        /// The sister's reason, for ERROR, DEPLOY_FAILED and ABORT.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A run ended without a valid message.
+    Failed {
+        failure: Failure,
+    },
+    /// One of darang's reviewers answered, while several review the round in parallel
+    /// (`SPEC.md` §10): the sprint stays in review until every one has.
+    Reviewed {
+        reviewer: String,
+        verdict: ReviewVerdict,
+    },
+    /// One reviewer's run (its `attempt`-th for the round) ended without a valid message:
+    /// it runs again alone, or the stage escalates.
+    ReviewerFailed {
+        reviewer: String,
+        attempt: u32,
+        failure: Failure,
+    },
+    /// Every reviewer of the round has answered (or one aborted): their verdicts, merged
+    /// by `review::merge` into darang's.
+    ReviewMerged {
+        verdicts: std::collections::BTreeMap<String, ReviewVerdict>,
+    },
+    Approve {
+        by: String,
+    },
+    RequestChanges {
+        by: String,
+        note: String,
+    },
+    Resume {
+        by: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        focus: Option<String>,
+    },
+    Abort {
+        by: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A fresh session of the running sister, seeded with a handoff document.
+    Handoff {
+        by: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        focus: Option<String>,
+    },
+    /// The sprint's rolled-up spend passed `pipeline.max_cost_usd`.
+    BudgetExceeded {
+        spent_usd: f64,
+        limit_usd: f64,
+    },
+    /// The running sister said it hit its usage or rate limit (`[agent].pause_on`): the
+    /// stage waits until `resume_at_ms` (unix ms; `delay_ms` from now), using no attempt.
+    Paused {
+        resume_at_ms: i64,
+        delay_ms: u64,
+        detail: String,
+    },
+}
+
+impl Event {
+    /// A short name for logs and the transitions table.
+    pub fn name(&self) -> String {
+        match self {
+            Event::LockAcquired => "lock_acquired".into(),
+            Event::Reported { actor, verdict, .. } => format!("{actor}:{verdict}"),
+            Event::Failed { failure } => format!("failed:{}", failure.kind.as_str()),
+            Event::Reviewed { reviewer, verdict } => {
+                format!("darang/{reviewer}:{}", verdict.verdict())
+            }
+            Event::ReviewerFailed {
+                reviewer, failure, ..
+            } => format!("failed/{reviewer}:{}", failure.kind.as_str()),
+            Event::ReviewMerged { verdicts } => {
+                format!("darang:{}", merged_verdict(verdicts).verdict().verdict())
+            }
+            Event::Approve { .. } => "approve".into(),
+            Event::RequestChanges { .. } => "request_changes".into(),
+            Event::Resume { .. } => "resume".into(),
+            Event::Abort { .. } => "abort".into(),
+            Event::Handoff { .. } => "handoff".into(),
+            Event::BudgetExceeded { .. } => "budget_exceeded".into(),
+            Event::Paused { .. } => "paused".into(),
+        }
+    }
+
+    /// Who gave it, for an event a person gave (`discord:<id>`, `cli:<user>@<host>`).
+    pub fn by(&self) -> Option<&str> {
+        match self {
+            Event::Approve { by }
+            | Event::RequestChanges { by, .. }
+            | Event::Resume { by, .. }
+            | Event::Abort { by, .. }
+            | Event::Handoff { by, .. } => Some(by),
+            _ => None,
+        }
+    }
+
+    /// Given by a person (CLI or Discord), not by a sister or the orchestrator.
+    pub fn is_human(&self) -> bool {
+        matches!(
+            self,
+            Event::Approve { .. }
+                | Event::RequestChanges { .. }
+                | Event::Resume { .. }
+                | Event::Abort { .. }
+                | Event::Handoff { .. }
+        )
+    }
+}
+
+/// Why a sprint needs a human.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+pub enum Escalation {
+    /// The stage failed `max_attempts` times.
+    AttemptsExhausted {
+        stage: Stage,
+        attempts: u32,
+        last: Failure,
+    },
+    /// The reviewer asked for another round past `max_review_rounds`.
+    ReviewRoundsExhausted {
+        rounds: u32,
+    },
+    /// The orchestrator died while a deploy ran: its outcome is unknown and a deploy is
+    /// never re-run without a human's word.
+    DeployInterrupted {
+        detail: String,
+    },
+    BudgetExceeded {
+        spent_usd: f64,
+        limit_usd: f64,
+    },
+}
+
+/// What the user should be told about a transition beyond its states.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Note {
+    /// The stage failed and runs again after `delay`.
+    Retry {
+        failure: Failure,
+        delay_ms: u64,
+    },
+    Escalated {
+        escalation: Escalation,
+    },
+    /// A valid message that is wrong for the state: the sprint is aborted.
+    ProtocolViolation {
+        reason: String,
+    },
+    /// The sister hit its usage limit: the stage runs again at `resume_at_ms`.
+    Paused {
+        resume_at_ms: i64,
+        delay_ms: u64,
+        detail: String,
+    },
+}
+
+/// The round's verdict from its reviewers' (the merge rule, on verdicts alone).
+pub(super) fn merged_verdict(
+    verdicts: &std::collections::BTreeMap<String, ReviewVerdict>,
+) -> super::review::Merged<(), ()> {
+    let reviews: Vec<Review<(), ()>> = verdicts
+        .iter()
+        .map(|(reviewer, verdict)| Review {
+            reviewer: reviewer.clone(),
+            verdict: *verdict,
+            issues: Vec::new(),
+            failed: Vec::new(),
+        })
+        .collect();
+    merge(&reviews)
+}

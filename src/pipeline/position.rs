@@ -1,0 +1,173 @@
+//! Where a sprint is: its state, the stage whose sister runs in it, and the position
+//! (state, round, attempt, and where a resume goes back to) the rules move.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::Actor;
+
+/// Where a sprint is. Lower-case in JSON, the CLI and the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Queued,
+    Planning,
+    Implementing,
+    Reviewing,
+    Done,
+    Deploying,
+    Deployed,
+    Escalated,
+    Aborted,
+}
+
+impl State {
+    pub const ALL: [State; 9] = [
+        State::Queued,
+        State::Planning,
+        State::Implementing,
+        State::Reviewing,
+        State::Done,
+        State::Deploying,
+        State::Deployed,
+        State::Escalated,
+        State::Aborted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Queued => "queued",
+            State::Planning => "planning",
+            State::Implementing => "implementing",
+            State::Reviewing => "reviewing",
+            State::Done => "done",
+            State::Deploying => "deploying",
+            State::Deployed => "deployed",
+            State::Escalated => "escalated",
+            State::Aborted => "aborted",
+        }
+    }
+
+    /// The stage a sister works in, if this state is one.
+    pub fn stage(self) -> Option<Stage> {
+        match self {
+            State::Planning => Some(Stage::Planning),
+            State::Implementing => Some(Stage::Implementing),
+            State::Reviewing => Some(Stage::Reviewing),
+            State::Deploying => Some(Stage::Deploying),
+            _ => None,
+        }
+    }
+
+    /// `deployed` and `aborted` accept no event.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, State::Deployed | State::Aborted)
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for State {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        State::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| format!("unknown state {s:?}"))
+    }
+}
+
+/// A state in which one sister runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Planning,
+    Implementing,
+    Reviewing,
+    Deploying,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 4] = [
+        Stage::Planning,
+        Stage::Implementing,
+        Stage::Reviewing,
+        Stage::Deploying,
+    ];
+
+    pub fn actor(self) -> Actor {
+        match self {
+            Stage::Planning => Actor::Harang,
+            Stage::Implementing => Actor::Narang,
+            Stage::Reviewing => Actor::Darang,
+            Stage::Deploying => Actor::Erang,
+        }
+    }
+
+    pub fn state(self) -> State {
+        match self {
+            Stage::Planning => State::Planning,
+            Stage::Implementing => State::Implementing,
+            Stage::Reviewing => State::Reviewing,
+            Stage::Deploying => State::Deploying,
+        }
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.state().fmt(f)
+    }
+}
+
+/// Where an escalated sprint goes back to when a human resumes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumePoint {
+    pub stage: Stage,
+    pub round: u32,
+}
+
+/// The part of a sprint the rules look at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    pub state: State,
+    /// Review round, from 1 once implementing starts (0 while queued or planning).
+    pub round: u32,
+    /// The try of the current (or last) stage, from 1.
+    pub attempt: u32,
+    /// Set while escalated.
+    pub resume: Option<ResumePoint>,
+}
+
+impl Position {
+    /// A sprint that was just created.
+    pub const QUEUED: Position = Position {
+        state: State::Queued,
+        round: 0,
+        attempt: 0,
+        resume: None,
+    };
+
+    pub(super) fn enter(stage: Stage, round: u32) -> Position {
+        Position {
+            state: stage.state(),
+            round,
+            attempt: 1,
+            resume: None,
+        }
+    }
+
+    pub(super) fn with_state(self, state: State) -> Position {
+        Position {
+            state,
+            resume: None,
+            ..self
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! The rules the loop asks about besides a transition: what a run's end means (its event),
+//! when the stage's sister may run next, and whether a sprint may spend more. Pure: the
+//! clock is passed in.
+
+use std::time::Duration;
+
+use super::fsm::{Event, Failure, Note, Transition};
+use super::review::ReviewVerdict;
+use crate::domain::{Actor, FailureKind, RunOutcome, Verdict};
+
+/// What a sister's valid message said, as the rules need it.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer<'a> {
+    pub actor: Actor,
+    pub verdict: Verdict,
+    /// The sprint the message says it is about (harang's `payload.sprintId`).
+    pub sprint_id: Option<&'a str>,
+    /// The sister's reason, for ERROR, DEPLOY_FAILED and ABORT.
+    pub reason: Option<&'a str>,
+}
+
+/// How a sister's run ended, as the rules need it.
+#[derive(Debug, Clone, Copy)]
+pub struct RunResult<'a> {
+    pub outcome: RunOutcome,
+    /// What its valid message said, when the run gave one.
+    pub answer: Option<Answer<'a>>,
+    /// What the runner said of it (the failure's reason).
+    pub detail: &'a str,
+    /// When a paused agent's usage limit resets (unix ms), if it said.
+    pub resume_at_ms: Option<i64>,
+    /// One of darang's parallel reviewers: its name and which attempt of the round this was.
+    pub reviewer: Option<(&'a str, u32)>,
+}
+
+/// The event a run's end is for the state machine.
+pub fn event_of(run: RunResult<'_>, now_ms: i64) -> Event {
+    let failure = |outcome: RunOutcome| Failure {
+        kind: outcome.failure_kind().unwrap_or(FailureKind::Interrupted),
+        detail: run.detail.to_string(),
+    };
+    match (run.outcome, run.answer, run.reviewer) {
+        // One of several reviewers: its answer, or its failure, is its own.
+        (RunOutcome::Handoff, Some(answer), Some((reviewer, _)))
+            if let Some(verdict) = ReviewVerdict::of(answer.verdict) =>
+        {
+            Event::Reviewed {
+                reviewer: reviewer.to_string(),
+                verdict,
+            }
+        }
+        (outcome, _, Some((reviewer, attempt)))
+            if !matches!(outcome, RunOutcome::Handoff | RunOutcome::Paused) =>
+        {
+            Event::ReviewerFailed {
+                reviewer: reviewer.to_string(),
+                attempt,
+                failure: failure(outcome),
+            }
+        }
+        (RunOutcome::Handoff, Some(answer), _) => Event::Reported {
+            actor: answer.actor,
+            verdict: answer.verdict,
+            sprint_id: answer.sprint_id.map(str::to_string),
+            reason: answer.reason.map(str::to_string),
+        },
+        // A usage limit: the stage waits for its reset, using no attempt.
+        (RunOutcome::Paused, _, _) => {
+            let resume_at_ms = run.resume_at_ms.unwrap_or(now_ms).max(now_ms);
+            Event::Paused {
+                resume_at_ms,
+                delay_ms: u64::try_from(resume_at_ms - now_ms).unwrap_or(0),
+                detail: run.detail.to_string(),
+            }
+        }
+        (outcome, _, _) => Event::Failed {
+            failure: failure(outcome),
+        },
+    }
+}
+
+/// When the stage's sister may run next after `t` (unix ms), `None` for at once. A pause
+/// waits for its reset; one reviewer's verdict leaves another's retry where it was
+/// (`due_before`); a retry waits its backoff from `now_ms`.
+pub fn next_run_at(
+    t: &Transition,
+    event: &Event,
+    due_before: Option<i64>,
+    now_ms: i64,
+) -> Option<i64> {
+    match (&t.note, event) {
+        (Some(Note::Paused { resume_at_ms, .. }), _) => Some(*resume_at_ms),
+        (None, Event::Reviewed { .. }) => due_before,
+        _ => t.retry_delay().map(|d| now_ms.saturating_add(millis(d))),
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A sprint's spending limit: `pipeline.max_cost_usd`, or what a human raised it to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    /// `pipeline.max_cost_usd`; `None`: no limit.
+    pub limit_usd: Option<f64>,
+    /// What a resume past the limit raised it to.
+    pub raised_usd: Option<f64>,
+}
+
+impl Budget {
+    /// `Some((spent, limit))` when the sprint has spent more than it may: nothing more is
+    /// spent without a human's word.
+    pub fn exceeded(self, spent_usd: f64) -> Option<(f64, f64)> {
+        let limit = self.raised_usd.unwrap_or(self.limit_usd?);
+        (spent_usd > limit).then_some((spent_usd, limit))
+    }
+
+    /// The raised limit after a human's resume: their word to spend another
+    /// `max_cost_usd` from what is spent now, when the limit is reached; else as it was.
+    pub fn after_resume(self, spent_usd: f64) -> Option<f64> {
+        match self.limit_usd {
+            Some(limit) if spent_usd >= self.raised_usd.unwrap_or(limit) => Some(spent_usd + limit),
+            _ => self.raised_usd,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_is_exceeded_past_its_limit_or_the_raised_one() {
+        let budget = Budget {
+            limit_usd: Some(5.0),
+            raised_usd: None,
+        };
+        assert_eq!(budget.exceeded(5.0), None, "at the limit is not past it");
+        assert_eq!(budget.exceeded(5.5), Some((5.5, 5.0)));
+        let raised = Budget {
+            raised_usd: budget.after_resume(5.5),
+            ..budget
+        };
+        assert_eq!(raised.raised_usd, Some(10.5));
+        assert_eq!(raised.exceeded(7.0), None);
+        assert_eq!(
+            Budget {
+                limit_usd: None,
+                raised_usd: None
+            }
+            .exceeded(1e9),
+            None
+        );
+        // A resume under the limit leaves it where it was.
+        assert_eq!(budget.after_resume(1.0), None);
+    }
+
+    #[test]
+    fn a_pause_waits_for_its_reset_never_before_now() {
+        let run = RunResult {
+            outcome: RunOutcome::Paused,
+            answer: None,
+            detail: "usage limit",
+            resume_at_ms: Some(500),
+            reviewer: None,
+        };
+        match event_of(run, 1_000) {
+            Event::Paused {
+                resume_at_ms,
+                delay_ms,
+                ..
+            } => assert_eq!((resume_at_ms, delay_ms), (1_000, 0)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_reviewers_failure_is_its_own_and_a_sisters_is_the_stages() {
+        let run = RunResult {
+            outcome: RunOutcome::Timeout,
+            answer: None,
+            detail: "took too long",
+            resume_at_ms: None,
+            reviewer: Some(("static", 2)),
+        };
+        assert!(matches!(
+            event_of(run, 0),
+            Event::ReviewerFailed { ref reviewer, attempt: 2, .. } if reviewer == "static"
+        ));
+        let alone = RunResult {
+            reviewer: None,
+            ..run
+        };
+        assert!(matches!(
+            event_of(alone, 0),
+            Event::Failed { failure } if failure.kind == FailureKind::Timeout
+        ));
+    }
+}

@@ -1,0 +1,179 @@
+//! Before the spawn: the run's files (contract, schema files), its arguments with their
+//! placeholders, its environment and its prompt.
+
+use std::process::Stdio;
+
+use tokio::process::Command;
+
+use super::{RunOutcome, RunReport, RunRequest, render_prompt};
+use crate::placeholder;
+
+/// A run's files written (the contract, and the schema files its arguments name), its
+/// command built and its prompt rendered: everything before the spawn.
+#[derive(Debug)]
+pub struct Prepared {
+    pub(super) command: Command,
+    pub(super) prompt: String,
+}
+
+/// Writes the run's files and renders its arguments and prompt. The error is the run's
+/// report (`spawn_failed`, saying which file or folder).
+pub fn prepare(req: &RunRequest) -> Result<Prepared, Box<RunReport>> {
+    let spec = &req.spec;
+    let c = &req.contract;
+    let contract_file = req.contract_path.display().to_string();
+    let workdir = req.workdir.display().to_string();
+    let round = c.round.to_string();
+    let attempt = c.attempt.to_string();
+    let schemas = match schema_inputs(req) {
+        Ok(s) => s,
+        Err(e) => {
+            return Err(Box::new(RunReport::early(
+                RunOutcome::SpawnFailed,
+                format!("cannot write the schema files beside {contract_file}: {e}"),
+            )));
+        }
+    };
+    let values = [
+        ("role", c.role.as_str()),
+        ("contract", c.contract_id.as_str()),
+        ("workdir", workdir.as_str()),
+        ("sprint", c.sprint_id.as_str()),
+        ("run", c.run_id.as_str()),
+        ("contract_file", contract_file.as_str()),
+        ("branch", c.branch.as_str()),
+        ("round", round.as_str()),
+        ("attempt", attempt.as_str()),
+        ("schema", schemas.inline.as_str()),
+        ("schema_file", schemas.file.as_str()),
+        ("openai_schema_file", schemas.openai_file.as_str()),
+        ("reviewer", spec.reviewer.as_deref().unwrap_or("")),
+    ];
+    let args: Vec<String> = spec
+        .args
+        .iter()
+        .map(|a| placeholder::substitute(a, &values))
+        .collect();
+
+    if !req.workdir.is_dir() {
+        return Err(Box::new(RunReport::early(
+            RunOutcome::SpawnFailed,
+            format!("the workdir {workdir} does not exist or is not a directory"),
+        )));
+    }
+    if let Err(e) = write_contract(req) {
+        return Err(Box::new(RunReport::early(
+            RunOutcome::SpawnFailed,
+            format!("cannot write the contract file {contract_file}: {e}"),
+        )));
+    }
+    let prompt = render_prompt(c, &contract_file);
+    let mut command = Command::new(&spec.program);
+    command
+        .args(&args)
+        .current_dir(&req.workdir)
+        .env_remove(&req.token_env)
+        .envs(&spec.env)
+        .env("HANARANG_SPRINT_ID", &c.sprint_id)
+        .env("HANARANG_ROLE", c.role.as_str())
+        .env("HANARANG_RUN_ID", &c.run_id)
+        .env("HANARANG_CONTRACT_FILE", &contract_file)
+        .env("HANARANG_ROUND", &round)
+        .env("HANARANG_ATTEMPT", &attempt);
+    if let Some(reviewer) = &spec.reviewer {
+        command.env("HANARANG_REVIEWER", reviewer);
+    }
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    Ok(Prepared { command, prompt })
+}
+
+/// What the schema placeholders stand for. The files are written (beside the contract
+/// file) only when an argument uses them.
+#[derive(Default)]
+struct SchemaInputs {
+    inline: String,
+    file: String,
+    openai_file: String,
+}
+
+fn schema_inputs(req: &RunRequest) -> std::io::Result<SchemaInputs> {
+    use crate::handoff::schema::{Dialect, schema};
+    let uses = |name: &str| {
+        req.spec
+            .args
+            .iter()
+            .any(|a| placeholder::names(a).contains(&name))
+    };
+    let actor = Some(req.contract.role);
+    let dir = req.contract_path.parent().map_or_else(
+        || std::path::PathBuf::from("."),
+        std::path::Path::to_path_buf,
+    );
+    let mut out = SchemaInputs::default();
+    let text = |dialect| {
+        schema(actor, dialect)
+            .map_err(std::io::Error::other)
+            .and_then(|s| serde_json::to_string(&s).map_err(std::io::Error::other))
+    };
+    if uses("schema") {
+        out.inline = text(Dialect::Draft07)?;
+    }
+    // Beside the contract file, named after it: `<sprint>.contract.json` →
+    // `<sprint>.schema.json`, rewritten for each run as the contract file is.
+    let contract_name = req
+        .contract_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("run.contract.json");
+    let stem = contract_name
+        .strip_suffix(".contract.json")
+        .or_else(|| contract_name.strip_suffix(".json"))
+        .unwrap_or(contract_name);
+    for (name, suffix, dialect, slot) in [
+        (
+            "schema_file",
+            "schema.json",
+            Dialect::Draft07,
+            &mut out.file,
+        ),
+        (
+            "openai_schema_file",
+            "schema.openai.json",
+            Dialect::OpenaiStrict,
+            &mut out.openai_file,
+        ),
+    ] {
+        if uses(name) {
+            std::fs::create_dir_all(&dir)?;
+            let path = dir.join(format!("{stem}.{suffix}"));
+            std::fs::write(&path, text(dialect)?)?;
+            *slot = path.display().to_string();
+        }
+    }
+    Ok(out)
+}
+
+fn write_contract(req: &RunRequest) -> std::io::Result<()> {
+    if let Some(dir) = req.contract_path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let json = serde_json::to_vec_pretty(&req.contract).map_err(std::io::Error::other)?;
+    std::fs::write(&req.contract_path, json)
+}
+
+pub(super) fn spawn_error(program: &str, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            format!("program not found: {program:?} (check agent.program and PATH)")
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            format!("program is not executable: {program:?} (permission denied)")
+        }
+        _ => format!("cannot start {program:?}: {e}"),
+    }
+}

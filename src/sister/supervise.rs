@@ -1,0 +1,151 @@
+//! A spawned sister, supervised to its end: its pipes served beside the wait, its
+//! timeout, stall check and stop, and its whole process group killed whatever happened.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::process::{self, Activity, SharedCapture};
+use super::spawn::spawn_error;
+use super::{Prepared, RunControl, RunOutcome, RunReport, RunRequest, Stop};
+
+/// Why the wait for the child ended before it exited by itself.
+pub(super) enum Interruption {
+    Stopped(Stop),
+    TimedOut,
+    Stalled,
+    OverCap,
+}
+
+/// Spawns a prepared run and supervises it to its end (see `run`).
+pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunControl) -> RunReport {
+    let started = Instant::now();
+    let mut report = run_inner(req, prepared, control).await;
+    report.duration = started.elapsed();
+    report
+}
+
+async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) -> RunReport {
+    let RunControl { mut stop } = control;
+    let Prepared {
+        mut command,
+        prompt,
+    } = prepared;
+    let spec = &req.spec;
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => return RunReport::early(RunOutcome::SpawnFailed, spawn_error(&spec.program, &e)),
+    };
+    let Some(pgid) = child.id() else {
+        // Already reaped: cannot happen before the first wait, but never trust it.
+        return RunReport::early(
+            RunOutcome::SpawnFailed,
+            "the sister vanished at spawn".into(),
+        );
+    };
+    tracing::debug!(pgid, program = %spec.program, "sister spawned");
+
+    let activity = Activity::new();
+    let over_cap = Arc::new(Notify::new());
+    let stdout: SharedCapture = Arc::new(Mutex::new(Default::default()));
+    let stderr: SharedCapture = Arc::new(Mutex::new(Default::default()));
+    // The pipes are served inside this task, beside the wait: no task to hand each chunk
+    // to, and the prompt is written on the first poll.
+    let read_out = child.stdout.take().map(|pipe| {
+        process::read_head(
+            pipe,
+            spec.max_output_bytes,
+            stdout.clone(),
+            over_cap.clone(),
+            activity.clone(),
+        )
+    });
+    let read_err = child.stderr.take().map(|pipe| {
+        process::read_tail(
+            pipe,
+            spec.max_output_bytes,
+            stderr.clone(),
+            activity.clone(),
+        )
+    });
+    // A sister that never reads its stdin, or closes it early, is normal: write errors
+    // are ignored.
+    let write_in = child.stdin.take().map(|mut pipe| async move {
+        let _ = pipe.write_all(prompt.as_bytes()).await;
+        let _ = pipe.shutdown().await;
+    });
+    let pipes = async {
+        tokio::join!(
+            async {
+                if let Some(f) = read_out {
+                    f.await;
+                }
+            },
+            async {
+                if let Some(f) = read_err {
+                    f.await;
+                }
+            },
+            async {
+                if let Some(f) = write_in {
+                    f.await;
+                }
+            },
+        );
+    };
+    tokio::pin!(pipes);
+    let mut pipes_done = false;
+
+    let timeout = tokio::time::sleep(spec.timeout);
+    tokio::pin!(timeout);
+    let stall_check = spec
+        .stall_timeout
+        .map(|s| (s / 4).clamp(Duration::from_millis(10), Duration::from_secs(1)));
+    let mut stop_open = true;
+    let (status, interruption) = loop {
+        tokio::select! {
+            () = &mut pipes, if !pipes_done => pipes_done = true,
+            status = child.wait() => break (Some(status), None),
+            () = &mut timeout => break (None, Some(Interruption::TimedOut)),
+            () = over_cap.notified() => break (None, Some(Interruption::OverCap)),
+            reason = &mut stop, if stop_open => match reason {
+                Ok(reason) => break (None, Some(Interruption::Stopped(reason))),
+                // The sender is gone: nobody can stop this run any more.
+                Err(_) => stop_open = false,
+            },
+            () = tick(stall_check) => {
+                if spec.stall_timeout.is_some_and(|s| activity.silent_for() >= s) {
+                    break (None, Some(Interruption::Stalled));
+                }
+            }
+        }
+    };
+
+    // Whatever happened, nothing the sister started outlives the run: its group, and
+    // whatever left the group (a daemon started with `setsid`) but kept the run's
+    // environment.
+    let markers = process::run_markers(&req.contract.run_id, &req.contract_path);
+    process::kill_run(Some(pgid), &markers, spec.kill_grace).await;
+    let status = match status {
+        Some(status) => status,
+        None => child.wait().await,
+    };
+    // The pipes reach EOF once the group is gone. A daemon that escaped the group (setsid)
+    // could hold them open: wait a bounded time, then take what was read.
+    if !pipes_done {
+        let _ = tokio::time::timeout(spec.kill_grace, &mut pipes).await;
+    }
+
+    super::classify::report(req, pgid, status, interruption, &stdout, &stderr).await
+}
+
+/// Sleeps `every` (the stall check's period), or forever when there is no stall check.
+async fn tick(every: Option<Duration>) {
+    match every {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}
