@@ -1,7 +1,6 @@
-//! `sprint status --json`: every sprint with its spend, built from the sprint rows. The
-//! list writes its dollar amounts as SQLite's JSON did when it built this document
-//! (up to 9ae7f17): 15 significant digits, so a rolled-up `0.11000000000000001` reads
-//! `0.11`.
+//! `sprint status --json`: every sprint with its spend, built from the sprint rows. Its
+//! dollar amounts keep 15 significant digits, as SQLite's JSON writes them (and as this
+//! list always read on SQLite), so a sum's float noise does not show.
 
 use serde::Serialize;
 

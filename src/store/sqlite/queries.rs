@@ -34,8 +34,8 @@ pub(in crate::store) const NEXT_IN_QUEUES: &str = "SELECT * FROM sprints
      ORDER BY number";
 
 /// Every sprint and its rolled-up spend as one JSON text, oldest first: `[[sprint], [spend]]`
-/// per row, the sprint's fields in `SprintRaw`'s order. 10,000 rows handed over one by one
-/// through sqlx cost several times what SQLite takes to write them as one text.
+/// per row, the sprint's fields in `SprintRaw`'s order. Thousands of rows handed over one
+/// by one through sqlx's worker thread cost far more than SQLite writing them as one text.
 const SPRINTS_WITH_SPEND: &str = "SELECT COALESCE(json_group_array(json_array(
          json_array(id, number, project, goal, state, round, attempt, resume_stage, resume_round,
              contract_id, branch, next_run_at, focus, budget_usd, last_seq, created_at, updated_at,
