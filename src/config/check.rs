@@ -162,6 +162,9 @@ impl Config {
                     format!("{} is not a directory", workdir.display()),
                 );
             }
+            for (field, message) in project_recipe(project) {
+                problem(&format!("{key}.{field}"), message);
+            }
         }
 
         if let Some(d) = &self.discord {
@@ -188,6 +191,77 @@ impl Config {
         }
         problems
     }
+}
+
+/// What is wrong with a project's recipe keys (SPEC §12), as (key, reason).
+fn project_recipe(project: &ProjectConfig) -> Vec<(&'static str, String)> {
+    let mut problems = Vec::new();
+    if project
+        .base_branch
+        .as_deref()
+        .is_some_and(|b| b.trim().is_empty())
+    {
+        problems.push(("base_branch", "must not be empty".to_string()));
+    }
+    if project.plan_dir.trim().is_empty() {
+        problems.push(("plan_dir", "must not be empty".to_string()));
+    } else if Path::new(&project.plan_dir).is_absolute() {
+        problems.push((
+            "plan_dir",
+            format!("{:?} must be relative to the workdir", project.plan_dir),
+        ));
+    } else if let Some(name) = placeholder::first_unknown(&project.plan_dir, placeholder::BRANCH) {
+        problems.push(("plan_dir", unknown_placeholder(name, placeholder::BRANCH)));
+    }
+    if project.check.first().is_some_and(|p| p.trim().is_empty()) {
+        problems.push((
+            "check",
+            "the first item is the program to run and must not be empty".to_string(),
+        ));
+    }
+    if project.check_timeout.0.is_zero() {
+        problems.push(("check_timeout", "must be longer than zero".to_string()));
+    }
+    if let Some(file) = &project.instructions
+        && !file.is_file()
+    {
+        problems.push(("instructions", format!("no file {}", file.display())));
+    }
+    if project
+        .deploy
+        .as_deref()
+        .is_some_and(|d| d.trim().is_empty())
+    {
+        problems.push(("deploy", "must not be empty".to_string()));
+    }
+    if let Some(folder) = &project.prompts {
+        if !folder.is_dir() {
+            problems.push(("prompts", format!("no folder {}", folder.display())));
+        }
+        for actor in Actor::ALL {
+            let Some(path) = project.prompt_file(actor) else {
+                continue;
+            };
+            match std::fs::read_to_string(&path) {
+                Err(e) => {
+                    problems.push(("prompts", format!("cannot read {}: {e}", path.display())))
+                }
+                Ok(text) => {
+                    if let Some(name) = placeholder::first_unknown(&text, placeholder::PROMPT) {
+                        problems.push((
+                            "prompts",
+                            format!(
+                                "{}: {}",
+                                path.display(),
+                                unknown_placeholder(name, placeholder::PROMPT)
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    problems
 }
 
 /// The agent tables that set `program` but not `args`: `None` is `[agent]`, `Some` a
