@@ -67,6 +67,20 @@ impl Orchestrator {
         self.compose_as(sprint, runs, None).await
     }
 
+    /// Where a run's contract file is written: one per sprint, rewritten for each run,
+    /// and one per parallel reviewer, since reviewers of a round run at once.
+    pub(super) fn contract_path(
+        &self,
+        sprint_id: &str,
+        reviewer: Option<&str>,
+    ) -> std::path::PathBuf {
+        let path = self.store.contract_path(sprint_id);
+        match reviewer {
+            Some(name) => path.with_file_name(format!("{sprint_id}.{name}.contract.json")),
+            None => path,
+        }
+    }
+
     /// The next run of one of darang's reviewers, its `attempt`-th of the round.
     pub(super) async fn compose_reviewer(
         &self,
@@ -232,7 +246,7 @@ impl Orchestrator {
         let request = RunRequest {
             spec,
             contract,
-            contract_path: self.store.contract_path(&sprint.id),
+            contract_path: self.contract_path(&sprint.id, reviewer.map(|(name, _)| name)),
             workdir,
             token_env: self.config.token_env().to_string(),
             role_text: texts.role_text,
