@@ -1,4 +1,4 @@
-//! The plain sections of the config: `[host]`, `[database]`, `[pipeline]`, `[projects]`,
+//! The plain sections of the config: `[host]`, `[database]`, `[pipeline]`,
 //! `[discord]`, and the value types they share (durations, Discord ids).
 
 use super::*;
@@ -165,81 +165,6 @@ pub enum Locale {
     #[default]
     Ko,
     En,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProjectConfig {
-    /// The repository the sisters work in. A relative path is taken from the config
-    /// file's directory.
-    pub workdir: PathBuf,
-    /// The branch a sprint starts from; unset, the one checked out in the workdir.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub base_branch: Option<String>,
-    /// Where harang writes the plan, relative to the workdir, with the branch
-    /// template's placeholders.
-    #[serde(default = "default_plan_dir")]
-    pub plan_dir: String,
-    /// The project's own check: a program and its arguments, never a shell line.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub check: Vec<String>,
-    #[serde(default = "default_check_timeout")]
-    pub check_timeout: Dur,
-    /// A file whose text every sister's prompt carries; relative to the workdir.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instructions: Option<PathBuf>,
-    /// What deploying means for this project, for erang.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deploy: Option<String>,
-    /// A folder of `<actor>.md` files replacing the built-in role text; relative to the
-    /// config file.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompts: Option<PathBuf>,
-}
-
-impl ProjectConfig {
-    /// A project that is only a workdir: every recipe key at its default.
-    pub fn at(workdir: PathBuf) -> ProjectConfig {
-        ProjectConfig {
-            workdir,
-            base_branch: None,
-            plan_dir: default_plan_dir(),
-            check: Vec::new(),
-            check_timeout: default_check_timeout(),
-            instructions: None,
-            deploy: None,
-            prompts: None,
-        }
-    }
-
-    /// The plan folder of `sprint`, absolute: the workdir joined with `plan_dir`.
-    pub fn plan_dir_of(&self, sprint: &str, project: &str) -> PathBuf {
-        let lower = sprint.to_lowercase();
-        let rendered = crate::placeholder::substitute(
-            &self.plan_dir,
-            &[
-                ("sprint", sprint),
-                ("sprint_lower", lower.as_str()),
-                ("project", project),
-            ],
-        );
-        self.workdir.join(rendered)
-    }
-
-    /// The project's file replacing `actor`'s built-in role text, when its `prompts`
-    /// folder has one.
-    pub fn prompt_file(&self, actor: Actor) -> Option<PathBuf> {
-        let path = self.prompts.as_ref()?.join(format!("{actor}.md"));
-        path.is_file().then_some(path)
-    }
-}
-
-pub(super) fn default_plan_dir() -> String {
-    ".plans/{sprint_lower}".into()
-}
-
-pub(super) fn default_check_timeout() -> Dur {
-    Dur(Duration::from_secs(30 * 60))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

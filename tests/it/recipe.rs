@@ -144,7 +144,10 @@ async fn every_prompt_says_the_role_with_the_projects_recipe() {
     // The branch as the sprint knows it (later ones, as narang reported it).
     for actor in ["harang", "narang"] {
         let prompt = p.files.stdin_of(&of(&runs, actor)[0].run_id);
-        assert!(prompt.contains("on the branch feature/sprint-001"), "{prompt}");
+        assert!(
+            prompt.contains("on the branch feature/sprint-001"),
+            "{prompt}"
+        );
     }
     let harang = &of(&runs, "harang")[0];
     let prompt = p.files.stdin_of(&harang.run_id);
@@ -175,7 +178,10 @@ async fn every_prompt_says_the_role_with_the_projects_recipe() {
     }
     let darang = p.files.stdin_of(&of(&runs, "darang")[0].run_id);
     assert!(darang.contains("Report EVERY contract item"), "{darang}");
-    assert!(darang.contains("You read; you do not write. Do not commit"), "{darang}");
+    assert!(
+        darang.contains("You read; you do not write. Do not commit"),
+        "{darang}"
+    );
     let erang = p.files.stdin_of(&of(&runs, "erang")[0].run_id);
     assert!(
         erang.contains("Run scripts/release.sh, then curl the health endpoint"),
