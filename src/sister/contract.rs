@@ -80,7 +80,7 @@ pub struct ContractFile {
 }
 
 /// Where a text came from, when no one was recorded.
-const UNKNOWN: &str = "unknown";
+pub(super) const UNKNOWN: &str = "unknown";
 
 /// The prompt on the sister's stdin. It ends with the handoff document in
 /// `<handoff-context>`, the design's closing sentence and, when given, the user's focus.

@@ -27,7 +27,7 @@ pub fn render(contract: &ContractFile, template: Option<&str>, contract_path: &s
     let attempt = c.attempt.to_string();
     let goal = quote::block(
         "goal",
-        c.goal_by.as_deref().unwrap_or("unknown"),
+        c.goal_by.as_deref().unwrap_or(super::contract::UNKNOWN),
         c.goal.trim(),
     );
     let base_branch = match &c.base_branch {
@@ -90,4 +90,34 @@ fn checklist(c: &ContractFile) -> String {
         .map(|item| format!("- {}: {}\n", item.id.trim(), item.text.trim()))
         .collect();
     quote::block("checklist", Actor::Harang.as_str(), &format!("\n{lines}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_texts_use_only_prompt_placeholders() {
+        for actor in Actor::ALL {
+            let text = built_in(actor);
+            assert_eq!(
+                placeholder::first_unknown(text, placeholder::PROMPT),
+                None,
+                "{actor}"
+            );
+            for needed in [
+                "{plan_dir}",
+                "{branch}",
+                "{base_branch}",
+                "{instructions}",
+                "{contract_file}",
+            ] {
+                assert!(text.contains(needed), "{actor} lacks {needed}");
+            }
+        }
+        assert!(built_in(Actor::Erang).contains("{deploy}"));
+        for actor in [Actor::Narang, Actor::Darang] {
+            assert!(built_in(actor).contains("{checklist}"), "{actor}");
+        }
+    }
 }

@@ -109,6 +109,7 @@ fn recipe_keys_are_checked_and_shown_resolved() {
 async fn every_prompt_says_the_role_with_the_projects_recipe() {
     let setup = Setup {
         harang: "plan-checklist login-form,tests",
+        narang: "ok {plan_dir}",
         darang: "omit-first 0 login-form,tests",
         ..Setup::default()
     };
@@ -141,6 +142,10 @@ async fn every_prompt_says_the_role_with_the_projects_recipe() {
         assert_eq!(contract["check"], json!(["cargo", "test", "--quiet"]));
         assert_eq!(contract["instructions"], json!(INSTRUCTIONS));
     }
+    // `{plan_dir}` is an argument placeholder too (the scripted sister logs its arguments).
+    let narang = &of(&runs, "narang")[0];
+    let log = narang.stderr_tail.clone().unwrap_or_default();
+    assert!(log.contains(&format!("ok {plan_dir}")), "{log}");
     // The branch as the sprint knows it (later ones, as narang reported it).
     for actor in ["harang", "narang"] {
         let prompt = p.files.stdin_of(&of(&runs, actor)[0].run_id);
