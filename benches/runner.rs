@@ -120,6 +120,7 @@ fn request(dir: &TempDir, sister: &Sister) -> RunRequest {
         contract_path: dir.path().join("runs/R1.contract.json"),
         workdir,
         token_env: "DISCORD_TOKEN".into(),
+        role_text: None,
     }
 }
 
@@ -334,7 +335,11 @@ fn measure(
             req.contract.run_id = run_id;
         }
         // The bare sister gets the very prompt the runner renders for this run.
-        let prompt = render_prompt(&req.contract, &req.contract_path.display().to_string());
+        let prompt = render_prompt(
+            &req.contract,
+            &req.contract_path.display().to_string(),
+            None,
+        );
         let mut report: Option<RunReport> = None;
         let mut bare_stdout = Vec::new();
         let mut time_runner = || {

@@ -28,7 +28,7 @@ pub fn config(dir: &Path) -> std::io::Result<Config> {
     config.pipeline.backoff.max = Dur(Duration::from_secs(1));
     config
         .projects
-        .insert(PROJECT.into(), ProjectConfig { workdir });
+        .insert(PROJECT.into(), ProjectConfig::at(workdir));
     // The design's parallel reviewers (`SPEC.md` §10).
     for reviewer in ["static", "runtime"] {
         config

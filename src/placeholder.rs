@@ -19,6 +19,30 @@ pub const SPAWN: &[&str] = &[
     "schema_file",
     "openai_schema_file",
     "reviewer",
+    "plan_dir",
+];
+
+/// Placeholders a role's prompt text may use (built-in or a project's `prompts/<actor>.md`).
+pub const PROMPT: &[&str] = &[
+    "role",
+    "sister",
+    "sprint",
+    "goal",
+    "project",
+    "contract",
+    "run",
+    "workdir",
+    "contract_file",
+    "branch",
+    "base_branch",
+    "plan_dir",
+    "round",
+    "attempt",
+    "checklist",
+    "instructions",
+    "deploy",
+    "check",
+    "reviewer",
 ];
 
 /// Placeholders the branch template may use.

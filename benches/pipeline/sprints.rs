@@ -231,7 +231,7 @@ pub async fn warm_up(bin: &Path) -> Template {
             attempt: r.attempt,
             run_id: r.run_id.clone(),
             sprint_id: r.sprint_id.clone(),
-            prompt: render_prompt(&contract, &contract_file),
+            prompt: render_prompt(&contract, &contract_file, None),
             contract_file,
             verdict: verdict(r.message.as_ref()),
             contract_json: bytes,

@@ -287,6 +287,7 @@ fn reference_costs(
             contract_path: runs_dir.join(format!("X{i}.contract.json")),
             workdir: workdir.clone(),
             token_env: "DISCORD_TOKEN".into(),
+            role_text: None,
         };
         let mut time_runner = || {
             let t = Instant::now();

@@ -162,6 +162,9 @@ impl Config {
                     format!("{} is not a directory", workdir.display()),
                 );
             }
+            for (field, message) in project_recipe(project) {
+                problem(&format!("{key}.{field}"), message);
+            }
         }
 
         if let Some(d) = &self.discord {

@@ -19,11 +19,13 @@ use crate::placeholder;
 mod agent;
 mod check;
 mod paths;
+mod project;
 mod sections;
 
 pub use agent::*;
 use check::*;
 pub use paths::*;
+pub use project::*;
 pub use sections::*;
 
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 1024 * 1024;

@@ -15,6 +15,17 @@ impl Config {
             if let Ok(absolute) = std::fs::canonicalize(&project.workdir) {
                 project.workdir = absolute;
             }
+            // The instructions live in the repository; the prompts beside the config.
+            if let Some(file) = &mut project.instructions
+                && file.is_relative()
+            {
+                *file = project.workdir.join(&*file);
+            }
+            if let Some(folder) = &mut project.prompts
+                && folder.is_relative()
+            {
+                *folder = base.join(&*folder);
+            }
         }
         let relative_program = |program: &mut String| {
             // A bare name is looked up on PATH; a path with a `/` is the file's.

@@ -1,4 +1,4 @@
-//! The plain sections of the config: `[host]`, `[database]`, `[pipeline]`, `[projects]`,
+//! The plain sections of the config: `[host]`, `[database]`, `[pipeline]`,
 //! `[discord]`, and the value types they share (durations, Discord ids).
 
 use super::*;
@@ -165,14 +165,6 @@ pub enum Locale {
     #[default]
     Ko,
     En,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProjectConfig {
-    /// The repository the sisters work in. A relative path is taken from the config
-    /// file's directory.
-    pub workdir: PathBuf,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -62,7 +62,22 @@ pub struct PlanPayload {
     pub sprint_id: String,
     /// The contract the later sisters work against (`{contract}`).
     pub contract_id: String,
+    /// The sprint's contract: what the reviewer must report on, item by item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checklist: Option<Vec<ChecklistItem>>,
 }
+
+/// One item of the sprint's contract, as the planner wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChecklistItem {
+    /// Unique within the plan; the reviewer's `checklistResults` name it.
+    pub id: String,
+    pub text: String,
+}
+
+/// At most this many contract items in a plan: a contract a reviewer can report on.
+pub const MAX_CHECKLIST_ITEMS: usize = 100;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

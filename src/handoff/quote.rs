@@ -4,11 +4,12 @@
 
 /// The delimiter tags of a prompt. Inside any block, a `<` that would open or close one of
 /// these is escaped, whichever block the text is in: a goal may not fake a focus either.
-pub const TAGS: [&str; 5] = [
+pub const TAGS: [&str; 6] = [
     "goal",
     "focus",
     "review-issues",
     "rejection",
+    "checklist",
     "handoff-context",
 ];
 

@@ -7,7 +7,7 @@ use crate::domain::run_id;
 use crate::handoff::HandoffDocument;
 use crate::handoff::compose::{Known, Observed, after_handoff, synthesize};
 use crate::handoff::message::{
-    ChecklistResult, DarangMessage, HandoffMessage, ReviewIssue, Severity,
+    ChecklistResult, DarangMessage, HandoffMessage, HarangVerdict, ReviewIssue, Severity,
 };
 use crate::handoff::schema::{self, Dialect};
 use crate::pipeline::review::{Merged, Review, merge};
@@ -21,8 +21,9 @@ pub(super) struct Composed {
     pub(super) number: i64,
     pub(super) parent_run_id: Option<String>,
     pub(super) git_head: Option<String>,
-    /// The project left the config since the sprint was queued.
-    pub(super) missing_project: Option<String>,
+    /// Why the run cannot start (its project left the config, a recipe file cannot be
+    /// read): its `spawn_failed` detail.
+    pub(super) unpreparable: Option<String>,
     pub(super) started_at: i64,
     /// The sprint's runs, this one included (as it starts).
     pub(super) runs: Vec<Run>,
@@ -52,10 +53,8 @@ impl Composed {
 
     /// Writes the run's files (see `sister::prepare`); the error is its report.
     pub(super) fn prepare(&self) -> Result<sister::Prepared, Box<sister::RunReport>> {
-        match &self.missing_project {
-            Some(project) => Err(Box::new(sister::RunReport::spawn_failed(format!(
-                "project {project:?} is no longer configured ([projects.{project}])"
-            )))),
+        match &self.unpreparable {
+            Some(detail) => Err(Box::new(sister::RunReport::spawn_failed(detail.clone()))),
             None => sister::prepare(&self.request),
         }
     }
@@ -66,6 +65,20 @@ impl Orchestrator {
     /// documents, the reviewer's issues, the reason of the last rejection, the focus.
     pub(super) async fn compose(&self, sprint: &Sprint, runs: Vec<Run>) -> Option<Composed> {
         self.compose_as(sprint, runs, None).await
+    }
+
+    /// Where a run's contract file is written: one per sprint, rewritten for each run,
+    /// and one per parallel reviewer, since reviewers of a round run at once.
+    pub(super) fn contract_path(
+        &self,
+        sprint_id: &str,
+        reviewer: Option<&str>,
+    ) -> std::path::PathBuf {
+        let path = self.store.contract_path(sprint_id);
+        match reviewer {
+            Some(name) => path.with_file_name(format!("{sprint_id}.{name}.contract.json")),
+            None => path,
+        }
     }
 
     /// The next run of one of darang's reviewers, its `attempt`-th of the round.
@@ -88,12 +101,8 @@ impl Orchestrator {
     ) -> Option<Composed> {
         let stage = sprint.state.stage()?;
         let actor = stage.actor();
-        let project_workdir = self
-            .config
-            .projects
-            .get(&sprint.project)
-            .map(|p| p.workdir.clone());
-        let workdir = project_workdir.clone().unwrap_or_default();
+        let project = self.config.projects.get(&sprint.project);
+        let workdir = project.map(|p| p.workdir.clone()).unwrap_or_default();
         // The chain of documents: this run's parent is the last run that handed off a
         // valid message, or that a user handed off to a fresh session; its document (or
         // one composed from what it did) is this run's.
@@ -183,6 +192,17 @@ impl Orchestrator {
 
         // The next number: this loop is the only one that adds runs to its sprints.
         let number = runs.iter().map(|r| r.number).max().unwrap_or(0) + 1;
+        let recipe = match project {
+            Some(p) => recipe(p, &sprint.project, actor),
+            None => Err(format!(
+                "project {:?} is no longer configured ([projects.{}])",
+                sprint.project, sprint.project
+            )),
+        };
+        let (texts, unpreparable) = match recipe {
+            Ok(texts) => (texts, None),
+            Err(detail) => (RecipeTexts::default(), Some(detail)),
+        };
         let contract = ContractFile {
             sprint_id: sprint.id.clone(),
             goal: sprint.goal.clone(),
@@ -205,6 +225,19 @@ impl Orchestrator {
             focus_by: sprint.focus_by.clone(),
             review_issues_by,
             handoff_by: Some(handoff_by),
+            plan_dir: project
+                .map(|p| {
+                    p.plan_dir_of(&sprint.id, &sprint.project)
+                        .display()
+                        .to_string()
+                })
+                .unwrap_or_default(),
+            base_branch: project.and_then(|p| p.base_branch.clone()),
+            checklist: sprint_contract(&runs),
+            check: project.map(|p| p.check.clone()).unwrap_or_default(),
+            instructions: texts.instructions,
+            deploy: project.and_then(|p| p.deploy.clone()),
+            reviewer: reviewer.map(|(name, _)| name.to_string()),
         };
         let spec = match reviewer {
             Some((name, _)) => self.config.agent.reviewer_spec(name)?,
@@ -213,16 +246,17 @@ impl Orchestrator {
         let request = RunRequest {
             spec,
             contract,
-            contract_path: self.store.contract_path(&sprint.id),
+            contract_path: self.contract_path(&sprint.id, reviewer.map(|(name, _)| name)),
             workdir,
             token_env: self.config.token_env().to_string(),
+            role_text: texts.role_text,
         };
         let mut composed = Composed {
             request,
             number,
             parent_run_id,
             git_head,
-            missing_project: project_workdir.is_none().then(|| sprint.project.clone()),
+            unpreparable,
             started_at: now_ms(),
             runs: Vec::new(),
             reviewer: reviewer.map(|(name, _)| name.to_string()),
@@ -231,6 +265,55 @@ impl Orchestrator {
         composed.runs = runs;
         Some(composed)
     }
+}
+
+/// The project's texts a run carries, read when it starts so an edit counts at once.
+#[derive(Default)]
+struct RecipeTexts {
+    instructions: Option<String>,
+    role_text: Option<String>,
+}
+
+/// Reads the project's instructions file and its text for `actor`'s job; the error is
+/// the run's `spawn_failed` detail, naming the key.
+fn recipe(
+    project: &crate::config::ProjectConfig,
+    name: &str,
+    actor: crate::domain::Actor,
+) -> Result<RecipeTexts, String> {
+    let read = |key: &str, path: &std::path::Path| {
+        std::fs::read_to_string(path)
+            .map_err(|e| format!("projects.{name}.{key}: cannot read {}: {e}", path.display()))
+    };
+    let instructions = match &project.instructions {
+        Some(path) => Some(read("instructions", path)?),
+        None => None,
+    };
+    let role_text = match project.prompt_file(actor) {
+        Some(path) => Some(read("prompts", &path)?),
+        None => None,
+    };
+    Ok(RecipeTexts {
+        instructions,
+        role_text,
+    })
+}
+
+/// The sprint's contract: the checklist of the last plan that was handed on (the
+/// PLAN_READY that moved the sprint to implementing).
+fn sprint_contract(runs: &[Run]) -> Vec<crate::handoff::message::ChecklistItem> {
+    runs.iter()
+        .rev()
+        .filter(|r| {
+            r.actor == crate::domain::Actor::Harang && r.outcome == Some(RunOutcome::Handoff)
+        })
+        .find_map(|r| match serde_json::from_value(r.message.clone()?).ok()? {
+            HandoffMessage::Harang(m) if m.verdict == HarangVerdict::PlanReady => {
+                Some(m.payload?.checklist.unwrap_or_default())
+            }
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// What can be seen of a run a user handed off: how long it ran, the end of its log, and

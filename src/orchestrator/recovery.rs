@@ -47,8 +47,8 @@ impl Orchestrator {
             // and this database's contract file: a recycled pid, or the same run id of
             // another database, is never touched. Its whole process group goes.
             let grace = self.config.agent.spec(run.actor).kill_grace;
-            let markers =
-                process::run_markers(&run.run_id, &self.store.contract_path(&run.sprint_id));
+            let contract = self.contract_path(&run.sprint_id, run.reviewer.as_deref());
+            let markers = process::run_markers(&run.run_id, &contract);
             process::kill_run(None, &markers, grace).await;
             tracing::warn!(sprint = %run.sprint_id, run = %run.run_id, "run was in flight: recorded as interrupted");
             let end = RunEnd {

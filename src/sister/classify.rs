@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::process::{self, SharedCapture};
 use super::supervise::Interruption;
 use super::{RunOutcome, RunReport, RunRequest, Stop, facts, tail_text};
-use crate::handoff::message::{HandoffMessage, Usage};
+use crate::handoff::message::{ChecklistItem, DarangVerdict, HandoffMessage, Usage};
 use crate::handoff::validate::{
     Problem, envelope_status, extract_message, parse_output, validate_value,
 };
@@ -220,6 +220,9 @@ async fn classify_output(req: &RunRequest, stdout: &[u8], report: &mut RunReport
                 report.detail = format!("the IMPL_DONE claim does not hold: {reason}");
                 return;
             }
+            if let Some(problem) = unreported_contract(&req.contract.checklist, &valid.message) {
+                return bad_output(report, vec![problem]);
+            }
             report.outcome = RunOutcome::Handoff;
             report.detail = format!("{} {}", valid.message.actor(), valid.message.verdict());
             if let Some(pointer) = fallback {
@@ -232,6 +235,32 @@ async fn classify_output(req: &RunRequest, stdout: &[u8], report: &mut RunReport
         }
         Err(problems) => bad_output(report, problems),
     }
+}
+
+/// An APPROVE must report on every item of the sprint's contract: the items it leaves
+/// out of `checklistResults`, as the problem its repair is told.
+fn unreported_contract(contract: &[ChecklistItem], message: &HandoffMessage) -> Option<Problem> {
+    let HandoffMessage::Darang(m) = message else {
+        return None;
+    };
+    if m.verdict != DarangVerdict::Approve {
+        return None;
+    }
+    let reported = &m.payload.checklist_results;
+    let missing: Vec<&str> = contract
+        .iter()
+        .map(|item| item.id.as_str())
+        .filter(|id| !reported.iter().any(|r| r.id == *id))
+        .collect();
+    (!missing.is_empty()).then(|| {
+        Problem::new(
+            "/payload/checklistResults",
+            format!(
+                "APPROVE leaves contract items out of checklistResults: {}",
+                missing.join(", ")
+            ),
+        )
+    })
 }
 
 fn bad_output(report: &mut RunReport, problems: Vec<Problem>) {

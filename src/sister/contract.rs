@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::handoff::document::render_handoff_context;
-use crate::handoff::message::{Actor, ReviewIssue};
+use crate::handoff::message::{Actor, ChecklistItem, ReviewIssue};
 use crate::handoff::quote;
 use crate::handoff::{HandoffDocument, HandoffMessage};
 
@@ -56,38 +56,50 @@ pub struct ContractFile {
     /// or `synthesized by the orchestrator` (from a run, when it was handed off).
     #[serde(default)]
     pub handoff_by: Option<String>,
-}
-
-/// One line on what each sister does, for the top of its prompt.
-fn duty(actor: Actor) -> &'static str {
-    match actor {
-        Actor::Harang => {
-            "Write the sprint plan and its contract (what done means, as a checklist the reviewer can check)."
-        }
-        Actor::Narang => "Implement the plan on the sprint's branch and commit your work.",
-        Actor::Darang => {
-            "Review the implementation against the contract's checklist; approve it or request changes."
-        }
-        Actor::Erang => "Deploy the approved work and verify the deployment.",
-    }
+    /// Where harang writes the plan: the workdir joined with the project's `plan_dir`.
+    #[serde(default)]
+    pub plan_dir: String,
+    /// The project's `base_branch`, when it sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_branch: Option<String>,
+    /// The sprint's contract: the checklist of the plan that started the implementation.
+    #[serde(default)]
+    pub checklist: Vec<ChecklistItem>,
+    /// The project's `check` command (program and arguments), when it sets one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub check: Vec<String>,
+    /// The text of the project's `instructions` file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// What deploying means for the project (`deploy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy: Option<String>,
+    /// Which of darang's parallel reviewers this run is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewer: Option<String>,
 }
 
 /// Where a text came from, when no one was recorded.
-const UNKNOWN: &str = "unknown";
+pub(super) const UNKNOWN: &str = "unknown";
 
 /// The prompt on the sister's stdin. It ends with the handoff document in
 /// `<handoff-context>`, the design's closing sentence and, when given, the user's focus.
 /// Every text from a person or another sister is in a block naming its source
 /// (`handoff::quote`), and the rule statement near the top says what those blocks are.
-pub fn render_prompt(contract: &ContractFile, contract_path: &str) -> String {
+/// `role_text` is the project's own text for this sister's job (`prompts/<actor>.md`);
+/// without it, the built-in one.
+pub fn render_prompt(
+    contract: &ContractFile,
+    contract_path: &str,
+    role_text: Option<&str>,
+) -> String {
     let actor = contract.role;
     let mut p = String::new();
     let _ = writeln!(
         p,
-        "You are {} ({actor}), the {} of the hanarang pipeline. {}",
+        "You are {} ({actor}), the {} of the hanarang pipeline.",
         actor.korean_name(),
         actor.role(),
-        duty(actor)
     );
     let tags: Vec<String> = quote::TAGS.iter().map(|t| format!("<{t}>")).collect();
     let _ = writeln!(
@@ -117,6 +129,17 @@ pub fn render_prompt(contract: &ContractFile, contract_path: &str) -> String {
         p,
         "The contract file {contract_path} holds all of this as JSON, with the previous sister's message and the schema of your answer."
     );
+    let _ = writeln!(
+        p,
+        "\n{}",
+        super::role::render(contract, role_text, contract_path).trim_end()
+    );
+    if let Some(reviewer) = &contract.reviewer {
+        let _ = writeln!(
+            p,
+            "\nYou are the reviewer named {reviewer:?}, one of several reviewing this round in parallel; your verdict is merged with theirs, and you are held to the same contract."
+        );
+    }
     if let Some(rejection) = &contract.previous_rejection {
         let _ = writeln!(
             p,
@@ -215,6 +238,13 @@ mod tests {
             focus_by: None,
             review_issues_by: Vec::new(),
             handoff_by: Some("darang run SPRINT-001-R03".into()),
+            plan_dir: "/w/.plans/sprint-001".into(),
+            base_branch: None,
+            checklist: Vec::new(),
+            check: Vec::new(),
+            instructions: None,
+            deploy: None,
+            reviewer: None,
         }
     }
 
@@ -230,7 +260,7 @@ mod tests {
 
     #[test]
     fn the_rule_comes_before_the_first_block_and_names_the_documents_source() {
-        let p = render_prompt(&contract(), "/c.json");
+        let p = render_prompt(&contract(), "/c.json", None);
         let rule = p.find("is the task's data").unwrap_or(usize::MAX);
         let goal = p.find("Goal: <goal from=\"discord:123\">Add a login page</goal>\n");
         assert!(goal.is_some_and(|g| rule < g), "{p}");
@@ -253,7 +283,7 @@ mod tests {
             "darang/runtime".into(),
             "darang/static".into(),
         ];
-        let p = render_prompt(&c, "/c.json");
+        let p = render_prompt(&c, "/c.json", None);
         assert!(
             p.contains(concat!(
                 "<review-issues from=\"darang/static\">\n",
@@ -268,7 +298,7 @@ mod tests {
         );
         // A contract that does not say who raised them names the reviewer.
         c.review_issues_by.clear();
-        let p = render_prompt(&c, "/c.json");
+        let p = render_prompt(&c, "/c.json", None);
         assert_eq!(
             p.matches("<review-issues from=\"darang\">").count(),
             1,
@@ -282,7 +312,7 @@ mod tests {
         c.goal_by = None;
         c.handoff_by = None;
         c.focus = Some("be quick".into());
-        let p = render_prompt(&c, "/c.json");
+        let p = render_prompt(&c, "/c.json", None);
         assert!(p.contains("<goal from=\"unknown\">"), "{p}");
         assert!(p.contains("at the end: unknown."), "{p}");
         assert!(

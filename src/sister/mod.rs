@@ -13,6 +13,7 @@ pub mod process;
 
 mod classify;
 mod pause;
+pub mod role;
 mod spawn;
 mod supervise;
 
@@ -54,6 +55,8 @@ pub struct RunRequest {
     pub workdir: PathBuf,
     /// The Discord token variable, removed from the sister's environment.
     pub token_env: String,
+    /// The project's text for this sister's job, replacing the built-in one.
+    pub role_text: Option<String>,
 }
 
 /// How a run ended, with what the user needs to know.

@@ -48,6 +48,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, Box<RunReport>> {
         ("schema_file", schemas.file.as_str()),
         ("openai_schema_file", schemas.openai_file.as_str()),
         ("reviewer", spec.reviewer.as_deref().unwrap_or("")),
+        ("plan_dir", c.plan_dir.as_str()),
     ];
     let args: Vec<String> = spec
         .args
@@ -67,7 +68,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, Box<RunReport>> {
             format!("cannot write the contract file {contract_file}: {e}"),
         )));
     }
-    let prompt = render_prompt(c, &contract_file);
+    let prompt = render_prompt(c, &contract_file, req.role_text.as_deref());
     let mut command = Command::new(&spec.program);
     command
         .args(&args)

@@ -22,6 +22,7 @@ mod hosts;
 mod orchestrator;
 mod presets;
 mod real_clis;
+mod recipe;
 mod review_merge;
 mod reviewers;
 mod run_command;

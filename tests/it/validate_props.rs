@@ -5,9 +5,9 @@
 use hanarang::config::DEFAULT_MAX_OUTPUT_BYTES;
 use hanarang::handoff::HandoffDocument;
 use hanarang::handoff::message::{
-    Actor, ChecklistResult, Common, DarangMessage, DarangVerdict, DeployPayload, ErangMessage,
-    ErangVerdict, HandoffMessage, HarangMessage, HarangVerdict, ImplPayload, NarangMessage,
-    NarangVerdict, PlanPayload, ReviewIssue, ReviewPayload, Severity, Usage,
+    Actor, ChecklistItem, ChecklistResult, Common, DarangMessage, DarangVerdict, DeployPayload,
+    ErangMessage, ErangVerdict, HandoffMessage, HarangMessage, HarangVerdict, ImplPayload,
+    NarangMessage, NarangVerdict, PlanPayload, ReviewIssue, ReviewPayload, Severity, Usage,
 };
 use hanarang::handoff::schema::{self, Dialect};
 use hanarang::handoff::validate::{
@@ -344,11 +344,28 @@ fn common() -> BoxedStrategy<Common> {
 }
 
 fn plan_payload(s: impl Strategy<Value = String> + Clone) -> impl Strategy<Value = PlanPayload> {
-    (s.clone(), s.clone(), s).prop_map(|(plan_dir, sprint_id, contract_id)| PlanPayload {
-        plan_dir,
-        sprint_id,
-        contract_id,
-    })
+    // Ids made unique by their position, as a valid contract's are.
+    let checklist =
+        prop::option::of(prop::collection::vec((s.clone(), s.clone()), 0..4)).prop_map(|items| {
+            items.map(|items| {
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (id, text))| ChecklistItem {
+                        id: format!("{i}{id}"),
+                        text,
+                    })
+                    .collect()
+            })
+        });
+    (s.clone(), s.clone(), s, checklist).prop_map(
+        |(plan_dir, sprint_id, contract_id, checklist)| PlanPayload {
+            plan_dir,
+            sprint_id,
+            contract_id,
+            checklist,
+        },
+    )
 }
 
 fn impl_payload(s: impl Strategy<Value = String> + Clone) -> impl Strategy<Value = ImplPayload> {

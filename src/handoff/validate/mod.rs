@@ -11,7 +11,8 @@ use std::fmt;
 use serde_json::Value;
 
 use super::message::{
-    Actor, DarangVerdict, HandoffMessage, HarangVerdict, NarangVerdict, Severity,
+    Actor, ChecklistItem, DarangVerdict, HandoffMessage, HarangVerdict, MAX_CHECKLIST_ITEMS,
+    NarangVerdict, Severity,
 };
 use super::schema::{MESSAGE_SCHEMA, discriminator};
 
@@ -152,6 +153,9 @@ pub fn consistency(message: &HandoffMessage) -> Vec<Problem> {
                     non_empty("/payload/planDir", &p.plan_dir);
                     non_empty("/payload/sprintId", &p.sprint_id);
                     non_empty("/payload/contractId", &p.contract_id);
+                    if let Some(items) = &p.checklist {
+                        problems.extend(checklist_problems(items));
+                    }
                 }
             },
             HarangVerdict::Abort => {
@@ -244,6 +248,38 @@ pub fn consistency(message: &HandoffMessage) -> Vec<Problem> {
             "/usage/costUsd",
             "must be a non-negative number",
         ));
+    }
+    problems
+}
+
+/// A plan's contract: ids unique and non-empty, every text non-empty, not too long to
+/// review item by item.
+fn checklist_problems(items: &[ChecklistItem]) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    if items.len() > MAX_CHECKLIST_ITEMS {
+        problems.push(Problem::new(
+            "/payload/checklist",
+            format!("at most {MAX_CHECKLIST_ITEMS} items (got {})", items.len()),
+        ));
+    }
+    for (i, item) in items.iter().enumerate() {
+        if item.id.trim().is_empty() {
+            problems.push(Problem::new(
+                format!("/payload/checklist/{i}/id"),
+                "must not be empty",
+            ));
+        } else if let Some(first) = items[..i].iter().position(|other| other.id == item.id) {
+            problems.push(Problem::new(
+                format!("/payload/checklist/{i}/id"),
+                format!("duplicate id {:?} (also item {first})", item.id),
+            ));
+        }
+        if item.text.trim().is_empty() {
+            problems.push(Problem::new(
+                format!("/payload/checklist/{i}/text"),
+                "must not be empty",
+            ));
+        }
     }
     problems
 }

@@ -132,6 +132,7 @@ impl Fixture {
             contract_path: dir.path().join("runs/R1.contract.json"),
             workdir,
             token_env: "DISCORD_TOKEN".into(),
+            role_text: None,
         };
         Fixture { dir, request }
     }
@@ -169,6 +170,13 @@ pub fn contract(actor: Actor, workdir: &Path) -> ContractFile {
         focus_by: None,
         review_issues_by: Vec::new(),
         handoff_by: None,
+        plan_dir: workdir.join(".plans/sprint-001").display().to_string(),
+        base_branch: None,
+        checklist: Vec::new(),
+        check: Vec::new(),
+        instructions: None,
+        deploy: None,
+        reviewer: None,
     }
 }
 

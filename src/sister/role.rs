@@ -1,0 +1,123 @@
+//! The role text of a sister's prompt: what its job is in this pipeline, built in (one
+//! file per sister under `prompts/`) or the project's own `prompts/<actor>.md`, with its
+//! placeholders filled from the contract file.
+
+use super::ContractFile;
+use crate::handoff::message::Actor;
+use crate::handoff::quote;
+use crate::placeholder;
+
+/// The built-in role text of `actor`.
+pub fn built_in(actor: Actor) -> &'static str {
+    match actor {
+        Actor::Harang => include_str!("prompts/harang.md"),
+        Actor::Narang => include_str!("prompts/narang.md"),
+        Actor::Darang => include_str!("prompts/darang.md"),
+        Actor::Erang => include_str!("prompts/erang.md"),
+    }
+}
+
+/// `template` (the built-in text when `None`) with every prompt placeholder filled.
+/// Text a sister or a person wrote (the goal, the contract items) goes in as a quoted
+/// block; the project's own texts (instructions, deploy) as they are written.
+pub fn render(contract: &ContractFile, template: Option<&str>, contract_path: &str) -> String {
+    let c = contract;
+    let template = template.unwrap_or_else(|| built_in(c.role));
+    let round = c.round.to_string();
+    let attempt = c.attempt.to_string();
+    let goal = quote::block(
+        "goal",
+        c.goal_by.as_deref().unwrap_or(super::contract::UNKNOWN),
+        c.goal.trim(),
+    );
+    let base_branch = match &c.base_branch {
+        Some(b) => b.clone(),
+        None => format!(
+            "the branch checked out in {} (no base_branch is configured)",
+            c.workdir
+        ),
+    };
+    let checklist = checklist(c);
+    let check = match c.check.as_slice() {
+        [] => "none is configured for this project".to_string(),
+        words => format!("`{}` in {} must exit 0", words.join(" "), c.workdir),
+    };
+    let instructions = c
+        .instructions
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .unwrap_or("(this project gives none)");
+    let deploy = c
+        .deploy
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .unwrap_or("(the project does not say: deploy as its own files (README, scripts, CI) describe, and say what you did)");
+    let values = [
+        ("role", c.role.as_str()),
+        ("sister", c.role.korean_name()),
+        ("sprint", c.sprint_id.as_str()),
+        ("goal", goal.as_str()),
+        ("project", c.project.as_str()),
+        ("contract", c.contract_id.as_str()),
+        ("run", c.run_id.as_str()),
+        ("workdir", c.workdir.as_str()),
+        ("contract_file", contract_path),
+        ("branch", c.branch.as_str()),
+        ("base_branch", base_branch.as_str()),
+        ("plan_dir", c.plan_dir.as_str()),
+        ("round", round.as_str()),
+        ("attempt", attempt.as_str()),
+        ("checklist", checklist.as_str()),
+        ("instructions", instructions),
+        ("deploy", deploy),
+        ("check", check.as_str()),
+        ("reviewer", c.reviewer.as_deref().unwrap_or("")),
+    ];
+    debug_assert!(values.iter().all(|(n, _)| placeholder::PROMPT.contains(n)));
+    placeholder::substitute(template, &values)
+}
+
+/// The sprint's contract as a quoted list (`- id: text`), or a line saying there is none.
+fn checklist(c: &ContractFile) -> String {
+    if c.checklist.is_empty() {
+        return "(no contract items: the plan set none)".to_string();
+    }
+    let lines: String = c
+        .checklist
+        .iter()
+        .map(|item| format!("- {}: {}\n", item.id.trim(), item.text.trim()))
+        .collect();
+    quote::block("checklist", Actor::Harang.as_str(), &format!("\n{lines}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_texts_use_only_prompt_placeholders() {
+        for actor in Actor::ALL {
+            let text = built_in(actor);
+            assert_eq!(
+                placeholder::first_unknown(text, placeholder::PROMPT),
+                None,
+                "{actor}"
+            );
+            for needed in [
+                "{plan_dir}",
+                "{branch}",
+                "{base_branch}",
+                "{instructions}",
+                "{contract_file}",
+            ] {
+                assert!(text.contains(needed), "{actor} lacks {needed}");
+            }
+        }
+        assert!(built_in(Actor::Erang).contains("{deploy}"));
+        for actor in [Actor::Narang, Actor::Darang] {
+            assert!(built_in(actor).contains("{checklist}"), "{actor}");
+        }
+    }
+}
