@@ -4,12 +4,19 @@
 use std::time::Duration;
 
 use super::process::{self, SharedCapture};
-use super::supervise::Interruption;
 use super::{RunOutcome, RunReport, RunRequest, Stop, facts, tail_text};
 use crate::handoff::message::{ChecklistItem, DarangVerdict, HandoffMessage, Usage};
 use crate::handoff::validate::{
     Problem, envelope_status, extract_message, parse_output, validate_value,
 };
+
+/// Why the wait for the child ended before it exited by itself.
+pub(super) enum Interruption {
+    Stopped(Stop),
+    TimedOut,
+    Stalled,
+    OverCap,
+}
 
 /// The report of a run whose sister (process group `pgid`) is gone.
 pub(super) async fn report(

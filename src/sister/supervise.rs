@@ -8,17 +8,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::classify::Interruption;
 use super::process::{self, Activity, SharedCapture};
 use super::spawn::spawn_error;
-use super::{Prepared, RunControl, RunOutcome, RunReport, RunRequest, Stop};
-
-/// Why the wait for the child ended before it exited by itself.
-pub(super) enum Interruption {
-    Stopped(Stop),
-    TimedOut,
-    Stalled,
-    OverCap,
-}
+use super::{Prepared, RunControl, RunOutcome, RunReport, RunRequest};
 
 /// Spawns a prepared run and supervises it to its end (see `run`).
 pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunControl) -> RunReport {
