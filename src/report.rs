@@ -269,7 +269,12 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             return failed(&e);
         }
     };
+    let contract = crate::store::contract_results(&runs);
     if as_json {
+        let checklist: Vec<_> = contract
+            .iter()
+            .map(|c| json!({ "id": c.item.id, "text": c.item.text, "passed": c.passed }))
+            .collect();
         return print_json(&json!({
             "id": sprint.id,
             "state": sprint.state,
@@ -279,6 +284,7 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             "attempt": sprint.attempt,
             "branch": sprint.branch,
             "started_by": sprint.started_by,
+            "checklist": checklist,
             "transitions": transitions,
             "runs": runs,
             "commands": commands,
@@ -296,6 +302,18 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
     );
     if let Some(by) = &sprint.started_by {
         outln!("Started by {}\n", escape_controls(by));
+    }
+    if !contract.is_empty() {
+        outln!("Contract (harang's checklist, with the latest review's result):");
+        for c in &contract {
+            outln!(
+                "  {} {}: {}",
+                contract_mark(c.passed),
+                escape_controls(&c.item.id),
+                escape_controls(&one_line(&c.item.text))
+            );
+        }
+        outln!();
     }
     outln!("Transitions:");
     let cx = Context::new(config, &sprint);
@@ -350,6 +368,15 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
         print_run(r);
     }
     Exit::Success
+}
+
+/// ✅ passed, ❌ failed, · not reviewed yet.
+pub fn contract_mark(passed: Option<bool>) -> &'static str {
+    match passed {
+        Some(true) => "✅",
+        Some(false) => "❌",
+        None => "·",
+    }
 }
 
 fn print_run(r: &Run) {

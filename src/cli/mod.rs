@@ -105,6 +105,9 @@ pub enum Command {
     /// Act as a simulated sister (what `demo` runs)
     #[command(hide = true)]
     SimulateSister,
+    /// Act as the demo project's check (what `demo` runs after the implementation)
+    #[command(hide = true)]
+    SimulateCheck,
 }
 
 #[derive(Debug, Args)]
@@ -242,6 +245,10 @@ pub fn run(cli: Cli) -> Exit {
         Command::Validate(args) => validate_file(&args),
         Command::Config(ConfigCommand::Check) => config_check(cli.config.as_deref()),
         Command::SimulateSister => match crate::demo::simulate_sister() {
+            0 => Exit::Success,
+            _ => Exit::Failure,
+        },
+        Command::SimulateCheck => match crate::demo::simulate_check() {
             0 => Exit::Success,
             _ => Exit::Failure,
         },

@@ -42,9 +42,39 @@ pub(super) async fn demo() -> Exit {
         focus: None,
         auto_approve: true,
     };
-    let ran = run_sprint(config, args, RunMode::Demo).await;
+    let ran = run_sprint(config.clone(), args, RunMode::Demo).await;
+    show_recipe(&config).await;
     let _ = std::fs::remove_dir_all(&dir);
     ran
+}
+
+/// What the demo's sprint carried besides its states: the plan in its folder and the
+/// contract with the review's marks.
+async fn show_recipe(config: &Config) {
+    let Ok(store) = open_store(config).await else {
+        return;
+    };
+    if let Ok(sprints) = store.sprints().await {
+        for sprint in sprints {
+            let Ok(runs) = store.runs(&sprint.id).await else {
+                continue;
+            };
+            outln!("\n{}'s recipe, as its sisters carried it:", sprint.id);
+            if let Some(project) = config.projects.get(&sprint.project) {
+                let plan = project
+                    .plan_dir_of(&sprint.id, &sprint.project)
+                    .join("plan.md");
+                let lines = std::fs::read_to_string(&plan).map_or(0, |t| t.lines().count());
+                outln!("  plan: {} ({lines} lines)", plan.display());
+            }
+            let contract: Vec<String> = crate::store::contract_results(&runs)
+                .iter()
+                .map(|c| format!("{} {}", crate::report::contract_mark(c.passed), c.item.id))
+                .collect();
+            outln!("  contract: {}", contract.join(" · "));
+        }
+    }
+    store.exit().await;
 }
 
 /// One sprint in the foreground: the orchestrator drives it (and the sprints its project

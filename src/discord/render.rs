@@ -183,6 +183,43 @@ pub fn people_line(
     })
 }
 
+/// The board's line of the sprint's contract: each item's id with the latest review's
+/// mark (none before a review). `None` when the plan had no checklist.
+pub fn contract_line(runs: &[crate::store::Run], locale: Locale) -> Option<String> {
+    let contract = crate::store::contract_results(runs);
+    if contract.is_empty() {
+        return None;
+    }
+    // A board has room for a glance; the whole contract is in `sprint log`.
+    const SHOWN: usize = 20;
+    let mut items: Vec<String> = contract
+        .iter()
+        .take(SHOWN)
+        .map(|c| {
+            let id = format!("`{}`", c.item.id.replace('`', "'"));
+            match c.passed {
+                Some(_) => format!("{} {id}", crate::report::contract_mark(c.passed)),
+                None => id,
+            }
+        })
+        .collect();
+    if contract.len() > SHOWN {
+        items.push(match locale {
+            Locale::Ko => format!("… 외 {}개", contract.len() - SHOWN),
+            Locale::En => format!("… {} more", contract.len() - SHOWN),
+        });
+    }
+    let label = match locale {
+        Locale::Ko => "계약",
+        Locale::En => "Contract",
+    };
+    Some(format!(
+        "{label} ({}): {}",
+        contract.len(),
+        items.join(" · ")
+    ))
+}
+
 /// The board's line of darang's reviewers, when it has several: where each stands in the
 /// round under way (or its verdict). `None` without reviewers' runs in the round.
 pub fn reviewers_line(runs: &[crate::store::Run], locale: Locale) -> Option<String> {

@@ -7,7 +7,7 @@ use crate::domain::run_id;
 use crate::handoff::HandoffDocument;
 use crate::handoff::compose::{Known, Observed, after_handoff, synthesize};
 use crate::handoff::message::{
-    ChecklistResult, DarangMessage, HandoffMessage, HarangVerdict, ReviewIssue, Severity,
+    ChecklistResult, DarangMessage, HandoffMessage, ReviewIssue, Severity,
 };
 use crate::handoff::schema::{self, Dialect};
 use crate::pipeline::review::{Merged, Review, merge};
@@ -233,7 +233,7 @@ impl Orchestrator {
                 })
                 .unwrap_or_default(),
             base_branch: project.and_then(|p| p.base_branch.clone()),
-            checklist: sprint_contract(&runs),
+            checklist: crate::store::contract(&runs),
             check: project.map(|p| p.check.clone()).unwrap_or_default(),
             instructions: texts.instructions,
             deploy: project.and_then(|p| p.deploy.clone()),
@@ -297,23 +297,6 @@ fn recipe(
         instructions,
         role_text,
     })
-}
-
-/// The sprint's contract: the checklist of the last plan that was handed on (the
-/// PLAN_READY that moved the sprint to implementing).
-fn sprint_contract(runs: &[Run]) -> Vec<crate::handoff::message::ChecklistItem> {
-    runs.iter()
-        .rev()
-        .filter(|r| {
-            r.actor == crate::domain::Actor::Harang && r.outcome == Some(RunOutcome::Handoff)
-        })
-        .find_map(|r| match serde_json::from_value(r.message.clone()?).ok()? {
-            HandoffMessage::Harang(m) if m.verdict == HarangVerdict::PlanReady => {
-                Some(m.payload?.checklist.unwrap_or_default())
-            }
-            _ => None,
-        })
-        .unwrap_or_default()
 }
 
 /// What can be seen of a run a user handed off: how long it ran, the end of its log, and

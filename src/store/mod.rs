@@ -15,6 +15,7 @@
 //! records (`rows`, `commit`) know no engine.
 
 mod commit;
+mod contract;
 mod database;
 mod handle;
 mod postgres;
@@ -28,6 +29,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use commit::{Commit, NewRun, RunEnd};
+pub use contract::{ContractItem, contract, contract_results};
 pub use database::Database;
 pub use handle::{HostScope, Store};
 pub use rows::{

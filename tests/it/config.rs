@@ -312,6 +312,11 @@ fn relative_workdirs_start_at_the_config_files_folder() {
 #[test]
 fn the_example_config_is_valid_once_its_workdir_exists() {
     let dir = TempDir::new("config");
+    std::fs::write(
+        dir.path().join("AGENTS.md"),
+        "Run the tests before you commit.",
+    )
+    .unwrap();
     let example =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.toml.example"))
             .unwrap()
@@ -334,6 +339,10 @@ fn the_example_config_is_valid_once_its_workdir_exists() {
         );
     }
     assert_eq!(example.projects.len(), 1);
+    let recipe = &example.projects["my-app"];
+    assert_eq!(recipe.base_branch.as_deref(), Some("main"));
+    assert_eq!(recipe.check, ["cargo", "test"]);
+    assert!(recipe.deploy.is_some() && recipe.instructions.is_some());
 }
 
 // ---------------------------------------------------------------------------------------

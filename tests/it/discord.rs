@@ -808,6 +808,37 @@ async fn a_two_reviewer_round_posts_each_verdict_and_the_merge() {
     p.stop().await;
 }
 
+/// A plan's checklist is the sprint's contract: the board lists its items, each with the
+/// latest review's mark once reviewed.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_board_shows_the_contract_with_the_reviews_marks() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let p = pipeline(
+        Setup {
+            harang: "plan-checklist login-form,tests",
+            darang: "omit-first 0 login-form,tests",
+            ..Setup::default()
+        },
+        &fake,
+    )
+    .await;
+    let bot = Bot::start(&p, &fake).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    assert!(fake.wait_until(PATIENCE, |f| !f.threads().is_empty()).await);
+    let thread = fake.threads()[0].id;
+    assert!(
+        fake.wait_until(PATIENCE, |f| f.message(thread).is_some_and(|m| m
+            .content
+            .contains("계약 (2): ✅ `login-form` · ✅ `tests`")))
+            .await,
+        "the board shows the contract: {:?}",
+        fake.message(thread).map(|m| m.content)
+    );
+    bot.stop().await;
+    p.stop().await;
+}
+
 /// Discord made the sprint's post, but its answer never reached the bot (a timeout, a
 /// dropped connection; or the bot stopped right then, and another took over): the bot
 /// finds that post and continues it, rather than leaving it beside a second one with only

@@ -264,7 +264,22 @@ async fn an_approve_that_leaves_a_contract_item_out_is_sent_back_to_be_repaired(
         repair.contains("out of checklistResults: docs, a11y"),
         "{repair}"
     );
-    p.stop().await;
+    let files = p.stop().await;
+
+    // The contract is the sprint's: `sprint log` shows it with the review's result.
+    let log = files.hanarang(&["sprint", "log", &s.id, "--json"]);
+    let log: serde_json::Value = serde_json::from_slice(&log.stdout).expect("log --json");
+    assert_eq!(
+        log["checklist"],
+        json!([
+            { "id": "tests", "text": "tests is done", "passed": true },
+            { "id": "docs", "text": "docs is done", "passed": true },
+            { "id": "a11y", "text": "a11y is done", "passed": true },
+        ])
+    );
+    let text = files.hanarang(&["sprint", "log", &s.id]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("  ✅ docs: docs is done\n"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

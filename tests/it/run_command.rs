@@ -49,6 +49,9 @@ fn auto_approve_runs_to_deployed_and_exits_0() {
             "✅ SPRINT-001 완료. 배포 승인해주세요",
             approved.as_str(),
             "🎉 SPRINT-001 배포 완료",
+            // The project's recipe, honoured: a plan in its folder, a contract reviewed.
+            "plans/sprint-001/plan.md (5 lines)",
+            "  contract: ✅ page · ✅ tests · ✅ docs",
         ]
     );
 }

@@ -111,6 +111,12 @@ impl Bridge {
             text.push('\n');
             text.push_str(&reviewers);
         }
+        if let Some(contract) =
+            crate::discord::render::contract_line(&runs, self.config.pipeline.locale)
+        {
+            text.push('\n');
+            text.push_str(&contract);
+        }
         let commands = self.store.commands_of(&sprint.id).await?;
         if let Some(people) = crate::discord::render::people_line(
             sprint.started_by.as_deref(),
