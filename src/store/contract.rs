@@ -2,11 +2,10 @@
 //! handed on, and what the latest review round said of each item.
 
 use super::Run;
-use crate::domain::Actor;
+use crate::domain::{Actor, RunOutcome};
 use crate::handoff::message::{
     ChecklistItem, DarangVerdict, HandoffMessage, HarangVerdict, ReviewPayload,
 };
-use crate::sister::RunOutcome;
 
 /// One contract item with the latest review's word on it: `Some(true)` when every
 /// reviewer of that round who reported it passed it, `None` before any did.
