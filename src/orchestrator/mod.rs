@@ -5,6 +5,7 @@
 //! Discord arrive through the database and are answered there.
 
 pub mod client;
+mod check;
 mod commands;
 mod compose;
 mod finish;

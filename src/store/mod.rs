@@ -14,6 +14,7 @@
 //! held by another process (`retry_locked`), and a failed write names the database. The
 //! records (`rows`, `commit`) know no engine.
 
+mod check;
 mod commit;
 mod database;
 mod handle;
@@ -27,6 +28,7 @@ pub mod testing;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use check::CheckRecord;
 pub use commit::{Commit, NewRun, RunEnd};
 pub use database::Database;
 pub use handle::{HostScope, Store};

@@ -8,6 +8,7 @@
 pub(super) mod queries;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod checks;
 mod write;
 
 use std::path::PathBuf;

@@ -191,6 +191,7 @@ async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds(engine) {
         output_tokens: Some(20),
         cost_usd: Some(0.5),
         ended_at: 8,
+        check: None,
     };
     let ready = Event::Reported {
         actor: Actor::Harang,
