@@ -57,14 +57,16 @@ impl Orchestrator {
             }
             _ => return None,
         };
-        let checks = match self.store.checks(&sprint.id).await {
-            Ok(checks) => checks,
-            Err(e) => {
-                tracing::warn!(sprint = %sprint.id, run = %run.run_id, error = %e, "cannot read the sprint's checks");
-                Vec::new()
-            }
+        let record = match self.memory.check_of(&run.run_id) {
+            Some(kept) => Some(kept),
+            None => match self.store.checks(&sprint.id).await {
+                Ok(checks) => checks.into_iter().rev().find(|c| c.run_id == run.run_id),
+                Err(e) => {
+                    tracing::warn!(sprint = %sprint.id, run = %run.run_id, error = %e, "cannot read the sprint's checks");
+                    None
+                }
+            },
         };
-        let record = checks.into_iter().rev().find(|c| c.run_id == run.run_id);
         match (record, passed) {
             (Some(c), true) if c.passed() => Some(result_of(c, None)),
             (Some(c), false) => Some(result_of(c, run.detail.clone())),

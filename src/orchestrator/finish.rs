@@ -102,6 +102,7 @@ impl Orchestrator {
                 end.detail = reason.clone();
             }
             let runs = with_end(runs, &end);
+            self.memory.keep_check(end.check.clone());
             self.transition(&sprint, event, Some(&end), None, Some(runs))
                 .await?;
             Ok(())

@@ -4,8 +4,8 @@
 //! transition in one transaction and only then broadcasts it. Commands from the CLI and
 //! Discord arrive through the database and are answered there.
 
-pub mod client;
 mod check;
+pub mod client;
 mod commands;
 mod compose;
 mod finish;

@@ -2,10 +2,12 @@
 //! `IMPL_DONE` holds: like a sister (no shell, its own process group, bounded output,
 //! the whole group killed at `check_timeout` or a stop), so "the tests pass" is a fact.
 
+use std::os::fd::OwnedFd;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::net::unix::pipe;
 use tokio::process::Command;
 use tokio::time::Instant;
 
@@ -85,7 +87,8 @@ pub(super) async fn run_and_judge(
     stop: &mut Stopper,
     report: &mut RunReport,
 ) {
-    let span = tracing::info_span!("check", sprint = %req.contract.sprint_id, run = %req.contract.run_id);
+    let span =
+        tracing::info_span!("check", sprint = %req.contract.sprint_id, run = %req.contract.run_id);
     let done = tracing::Instrument::instrument(run(req, check, stop), span).await;
     tracing::info!(sprint = %req.contract.sprint_id, run = %req.contract.run_id, end = ?done.end, "check ended");
     let line = done.command_line();
@@ -112,7 +115,9 @@ pub(super) async fn run_and_judge(
                 ),
                 Stop::Handoff => (
                     RunOutcome::HandedOff,
-                    format!("stopped by a user's handoff during the check `{line}`: a fresh session continues"),
+                    format!(
+                        "stopped by a user's handoff during the check `{line}`: a fresh session continues"
+                    ),
                 ),
                 Stop::Shutdown => (
                     RunOutcome::Interrupted,
@@ -128,9 +133,14 @@ pub(super) async fn run_and_judge(
             .detail
             .push_str(&format!("; check `{line}` passed in {took}")),
         Some(how) => {
-            let output = match done.output_tail.trim_end() {
-                "" => "(it printed nothing)".to_string(),
-                tail => format!("the last lines of its output:\n{tail}"),
+            // The last line first: a status line cut to one line still shows it.
+            let tail = done.output_tail.trim_end();
+            let output = match tail.lines().rfind(|l| !l.trim().is_empty()) {
+                None => "it printed nothing".to_string(),
+                Some(last) => format!(
+                    "its last line: {}; the last {TAIL_LINES} lines of its output:\n{tail}",
+                    last.trim()
+                ),
             };
             report.outcome = RunOutcome::CheckFailed;
             report.detail = format!("check `{line}` {how}; {output}");
@@ -158,6 +168,16 @@ async fn run(req: &RunRequest, check: &Check, stop: &mut Stopper) -> CheckReport
     let Some((program, args)) = check.command.split_first() else {
         return done;
     };
+    // stdout and stderr share one pipe, as `2>&1` would: its tail is what a person running
+    // the check in a terminal would have seen last, in order.
+    let ends = std::io::pipe().and_then(|(reader, out)| Ok((reader, out.try_clone()?, out)));
+    let (reader, err_end, out_end) = match ends {
+        Ok(ends) => ends,
+        Err(e) => {
+            done.end = CheckEnd::Unstarted(format!("cannot make a pipe for its output: {e}"));
+            return done;
+        }
+    };
     // The run's markers go with it, so a check left behind by a crash is found and
     // stopped at recovery like the sister's own processes.
     let mut command = Command::new(program);
@@ -169,11 +189,15 @@ async fn run(req: &RunRequest, check: &Check, stop: &mut Stopper) -> CheckReport
         .env("HANARANG_RUN_ID", &req.contract.run_id)
         .env("HANARANG_CONTRACT_FILE", &req.contract_path)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(Stdio::from(out_end))
+        .stderr(Stdio::from(err_end))
         .process_group(0)
         .kill_on_drop(true);
-    let mut child = match command.spawn() {
+    let spawned = command.spawn();
+    // Our copies of the pipe's write end go with the command: the output ends when the
+    // check's processes are gone.
+    drop(command);
+    let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
             done.end = CheckEnd::Unstarted(format!("cannot start {program:?}: {e}"));
@@ -184,32 +208,15 @@ async fn run(req: &RunRequest, check: &Check, stop: &mut Stopper) -> CheckReport
         done.end = CheckEnd::Unstarted("the check vanished at spawn".into());
         return done;
     };
-    // stdout and stderr go to one tail, in the order they were read: what a person
-    // running the check in a terminal would have seen last.
     let output: SharedCapture = Arc::new(Mutex::new(Default::default()));
-    let activity = Activity::new();
-    let keep = req.spec.max_output_bytes;
-    let read_out = child
-        .stdout
-        .take()
-        .map(|pipe| process::read_tail(pipe, keep, output.clone(), activity.clone()));
-    let read_err = child
-        .stderr
-        .take()
-        .map(|pipe| process::read_tail(pipe, keep, output.clone(), activity.clone()));
     let pipes = async {
-        tokio::join!(
-            async {
-                if let Some(f) = read_out {
-                    f.await;
-                }
-            },
-            async {
-                if let Some(f) = read_err {
-                    f.await;
-                }
-            },
-        );
+        match pipe::Receiver::from_owned_fd(OwnedFd::from(reader)) {
+            Ok(pipe) => {
+                let keep = req.spec.max_output_bytes;
+                process::read_tail(pipe, keep, output.clone(), Activity::new()).await;
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the check's output"),
+        }
     };
     tokio::pin!(pipes);
     let mut pipes_done = false;

@@ -55,8 +55,7 @@ impl TryFrom<CheckRaw> for CheckRecord {
     fn try_from(r: CheckRaw) -> Result<Self, StoreError> {
         let bad = |what: &str| StoreError::corrupt("checks", &r.id.to_string(), what);
         Ok(CheckRecord {
-            command: serde_json::from_str(&r.command)
-                .map_err(|e| bad(&format!("command: {e}")))?,
+            command: serde_json::from_str(&r.command).map_err(|e| bad(&format!("command: {e}")))?,
             head: r.head,
             exit_code: r
                 .exit_code

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{
-    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, HostScope, Lease, NewRun,
-    Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage,
+    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, HostScope,
+    Lease, NewRun, Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage,
 };
 
 /// Judges whether a lease's holder is gone (a dead pid on this machine, say).

@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::database::Database;
 use super::{
-    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, Lease, MigrationStatus,
-    NewRun, Result, Run, RunEnd, Spend, Sprint, SprintStatus, StoreError, TransitionRecord, Usage,
-    database_name, database_path, postgres, retry_locked, sqlite,
+    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, Lease,
+    MigrationStatus, NewRun, Result, Run, RunEnd, Spend, Sprint, SprintStatus, StoreError,
+    TransitionRecord, Usage, database_name, database_path, postgres, retry_locked, sqlite,
 };
 
 /// A handle on the database; cheap to clone.

@@ -5,7 +5,8 @@ use crate::store::check::CheckRaw;
 use crate::store::{CheckRecord, Result, RunEnd};
 
 /// A check, with the sprint of the run it checked.
-const INSERT_CHECK: &str = "INSERT INTO checks (sprint_id, run_id, command, head, exit_code, duration_ms, output_tail, at)
+const INSERT_CHECK: &str =
+    "INSERT INTO checks (sprint_id, run_id, command, head, exit_code, duration_ms, output_tail, at)
      SELECT sprint_id, id, $1, $2, $3, $4, $5, $6 FROM runs WHERE id = $7";
 
 /// Records `run`'s check, if it had one, in `tx` (where its end was just written).

@@ -12,8 +12,8 @@ use crate::store::database::{Database, IsGone};
 use crate::store::rows::{CommandRaw, KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
 use crate::store::status::SprintSpendRaw;
 use crate::store::{
-    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, HostScope, Lease, NewRun,
-    Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage, sprint_branch,
+    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, HostScope,
+    Lease, NewRun, Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage, sprint_branch,
 };
 
 /// The heads of the project queues whose pipeline lock is free; see SQLite's, which this

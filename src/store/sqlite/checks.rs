@@ -6,7 +6,8 @@ use crate::store::{CheckRecord, Result, RunEnd};
 
 /// A check, with the sprint of the run it checked; the run's end was written just before
 /// in the same transaction (in the commit's batch, `changes()` says it was).
-pub(super) const INSERT_CHECK: &str = "INSERT INTO checks (sprint_id, run_id, command, head, exit_code, duration_ms, output_tail, at)
+pub(super) const INSERT_CHECK: &str =
+    "INSERT INTO checks (sprint_id, run_id, command, head, exit_code, duration_ms, output_tail, at)
      SELECT sprint_id, id, ?, ?, ?, ?, ?, ? FROM runs WHERE id = ?";
 
 /// How many parameters `INSERT_CHECK` takes.

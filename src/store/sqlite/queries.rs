@@ -10,8 +10,8 @@ use super::Db;
 use crate::store::database::{Database, IsGone};
 use crate::store::rows::{CommandRaw, KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
 use crate::store::{
-    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostScope, Lease, NewRun, Result, Run,
-    RunEnd, Spend, Sprint, StoreError, TransitionRecord, Usage, sprint_branch,
+    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostScope, Lease, NewRun,
+    Result, Run, RunEnd, Spend, Sprint, StoreError, TransitionRecord, Usage, sprint_branch,
 };
 
 /// The heads of the project queues whose pipeline lock is free. The lock holders are
