@@ -3,6 +3,7 @@
 //! database from a newer hanarang refused, a transition prepared on a stale read refused
 //! whole. Databases made by an older hanarang: `upgrade`.
 
+mod checks;
 mod upgrade;
 
 use hanarang::handoff::HandoffDocument;
@@ -18,8 +19,8 @@ use crate::support::{commit_event, planner_run, transition_of};
 /// How many migrations a current database of `engine` has applied.
 fn migrations(engine: Engine) -> usize {
     match engine {
-        Engine::Sqlite => 12,
-        Engine::Postgres => 5,
+        Engine::Sqlite => 13,
+        Engine::Postgres => 6,
     }
 }
 
