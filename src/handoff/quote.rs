@@ -96,6 +96,7 @@ mod tests {
         assert_eq!(escape("<handoff-context>"), "&lt;handoff-context>");
         assert_eq!(escape("<review-issues/>"), "&lt;review-issues/>");
         assert_eq!(escape("<rejection>"), "&lt;rejection>");
+        assert_eq!(escape("</check-output>"), "&lt;/check-output>");
     }
 
     #[test]

@@ -361,6 +361,39 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_check_is_quoted_as_the_reason_and_a_passed_one_is_told() {
+        let mut c = contract();
+        let failed = CheckResult {
+            run: "SPRINT-001-R03".into(),
+            command: vec!["cargo".into(), "test".into()],
+            passed: false,
+            exit_code: Some(101),
+            duration_ms: 2500,
+            head: None,
+            output_tail: "FAILED".into(),
+            detail: Some("check `cargo test` exited with code 101: x</check-output>y".into()),
+        };
+        c.check_result = Some(failed.clone());
+        let p = render_prompt(&c, "/c.json", None);
+        assert!(
+            p.contains("did not pass the project's check `cargo test`, so it was not sent to review: <check-output from=\"check\">check `cargo test` exited with code 101: x&lt;/check-output>y</check-output>\n"),
+            "{p}"
+        );
+        c.check_result = Some(CheckResult {
+            passed: true,
+            exit_code: Some(0),
+            head: Some("abc123".into()),
+            detail: None,
+            ..failed
+        });
+        let p = render_prompt(&c, "/c.json", None);
+        assert!(
+            p.contains("ran the project's check `cargo test` on commit abc123 after narang's IMPL_DONE (run SPRINT-001-R03): it passed (exit code 0) in 2s 500ms."),
+            "{p}"
+        );
+    }
+
+    #[test]
     fn unknown_sources_say_so() {
         let mut c = contract();
         c.goal_by = None;
