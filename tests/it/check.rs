@@ -38,6 +38,30 @@ fn with_check(setup: &Setup, mode: &str, timeout: &str) -> (Files, PathBuf) {
     (files, dir)
 }
 
+/// A sprint run to `done` on a pipeline whose check is `mode` (see `with_check`): the
+/// pipeline, the check's folder, the sprint's id and its runs.
+async fn sprint_to_done(mode: &str, timeout: &str) -> (Pipeline, PathBuf, String, Vec<Run>) {
+    let (files, dir) = with_check(&Setup::default(), mode, timeout);
+    let p = Pipeline::start_with(files).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    let runs = p.runs(&s.id).await;
+    (p, dir, s.id, runs)
+}
+
+/// The pids a hanging check wrote: its own and its grandchild's.
+fn check_pids(dir: &Path) -> Vec<u32> {
+    ["check.pid", "grandchild.pid"]
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(dir.join(f))
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or_else(|| panic!("the check wrote no {f}"))
+        })
+        .collect()
+}
+
 fn narang(runs: &[Run]) -> Vec<&Run> {
     runs.iter()
         .filter(|r| r.actor.as_str() == "narang")
@@ -46,12 +70,7 @@ fn narang(runs: &[Run]) -> Vec<&Run> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_check_sends_narang_back_with_its_output_and_darang_hears_it_passed() {
-    let (files, dir) = with_check(&Setup::default(), "fail-first 1", "1m");
-    let p = Pipeline::start_with(files).await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
-    p.wait_for(&s.id, State::Done).await;
-
-    let runs = p.runs(&s.id).await;
+    let (p, dir, _, runs) = sprint_to_done("fail-first 1", "1m").await;
     let narang = narang(&runs);
     assert_eq!(narang.len(), 2, "{runs:#?}");
     // The first IMPL_DONE did not pass the check: a failure with what a person needs.
@@ -132,12 +151,7 @@ async fn a_failing_check_sends_narang_back_with_its_output_and_darang_hears_it_p
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hanging_check_is_killed_with_its_group_at_check_timeout() {
-    let (files, dir) = with_check(&Setup::default(), "hang-first 1", "1s");
-    let p = Pipeline::start_with(files).await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
-    p.wait_for(&s.id, State::Done).await;
-
-    let runs = p.runs(&s.id).await;
+    let (p, dir, _, runs) = sprint_to_done("hang-first 1", "1s").await;
     let narang = narang(&runs);
     let detail = narang[0].detail.clone().unwrap_or_default();
     assert_eq!(narang[0].outcome, Some(RunOutcome::CheckFailed), "{detail}");
@@ -150,16 +164,7 @@ async fn a_hanging_check_is_killed_with_its_group_at_check_timeout() {
         "{detail}"
     );
     // The check and the grandchild it started are gone: the whole group was killed.
-    let pids: Vec<u32> = ["check.pid", "grandchild.pid"]
-        .iter()
-        .map(|f| {
-            std::fs::read_to_string(dir.join(f))
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .unwrap_or_else(|| panic!("the check wrote no {f}"))
-        })
-        .collect();
-    assert_eq!(alive(&pids), Vec::<u32>::new(), "left behind");
+    assert_eq!(alive(&check_pids(&dir)), Vec::<u32>::new(), "left behind");
     let contract = p.files.contract_of(&narang[1].run_id);
     assert_eq!(
         contract["checkResult"]["exitCode"],
@@ -186,18 +191,7 @@ async fn an_abort_while_the_check_runs_stops_it() {
         .await;
     p.wait_for(&s.id, State::Aborted).await;
 
-    let pids: Vec<u32> = ["check.pid", "grandchild.pid"]
-        .iter()
-        .filter_map(|f| {
-            std::fs::read_to_string(dir.join(f))
-                .ok()?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .collect();
-    assert_eq!(pids.len(), 2);
-    assert_eq!(alive(&pids), Vec::<u32>::new(), "left behind");
+    assert_eq!(alive(&check_pids(&dir)), Vec::<u32>::new(), "left behind");
     let runs = p.runs(&s.id).await;
     let narang = narang(&runs);
     assert_eq!(narang[0].outcome, Some(RunOutcome::Cancelled), "{runs:#?}");
@@ -217,15 +211,11 @@ async fn an_abort_while_the_check_runs_stops_it() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sprint_log_shows_every_check() {
-    let (files, dir) = with_check(&Setup::default(), "fail-first 1", "1m");
-    let p = Pipeline::start_with(files).await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
-    p.wait_for(&s.id, State::Done).await;
-    let runs = p.runs(&s.id).await;
+    let (p, dir, id, runs) = sprint_to_done("fail-first 1", "1m").await;
     let narang = narang(&runs);
     let files = p.stop().await;
 
-    let out = files.hanarang(&["sprint", "log", &s.id, "--json"]);
+    let out = files.hanarang(&["sprint", "log", &id, "--json"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let log: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let checks = log["checks"].as_array().expect("a checks array");
@@ -251,7 +241,7 @@ async fn sprint_log_shows_every_check() {
         json!("test result: ok. 12 passed")
     );
 
-    let out = files.hanarang(&["sprint", "log", &s.id]);
+    let out = files.hanarang(&["sprint", "log", &id]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Checks (the project's check"), "{text}");
     assert!(text.contains("failed (exit code 1)"), "{text}");
