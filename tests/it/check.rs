@@ -11,8 +11,11 @@ use hanarang::sister::RunOutcome;
 use hanarang::store::{CommandKind, Run};
 use serde_json::json;
 
+use hanarang::store::Store;
+
+use crate::crash::{Serve, cli};
 use crate::support::alive;
-use crate::support::pipeline::{Files, PATIENCE, Pipeline, Setup};
+use crate::support::pipeline::{Files, PATIENCE, Pipeline, Setup, wait_for};
 
 /// The check fixture, run as `check.sh MODE... DIR`.
 fn check_script() -> String {
@@ -179,19 +182,12 @@ async fn an_abort_while_the_check_runs_stops_it() {
     let (files, dir) = with_check(&Setup::default(), "hang-first 1", "10m");
     let p = Pipeline::start_with(files).await;
     let s = p.start_sprint("app", "Add a login page", None).await;
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !dir.join("check.pid").exists() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the check never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let pids = check_hangs(&dir).await;
     p.command(&s.id, CommandKind::Abort, Some("wrong approach"))
         .await;
     p.wait_for(&s.id, State::Aborted).await;
 
-    assert_eq!(alive(&check_pids(&dir)), Vec::<u32>::new(), "left behind");
+    assert_eq!(alive(&pids), Vec::<u32>::new(), "left behind");
     let runs = p.runs(&s.id).await;
     let narang = narang(&runs);
     assert_eq!(narang[0].outcome, Some(RunOutcome::Cancelled), "{runs:#?}");
@@ -207,6 +203,70 @@ async fn an_abort_while_the_check_runs_stops_it() {
     assert_eq!(checks.len(), 1, "{checks:#?}");
     assert_eq!(checks[0].exit_code, None);
     p.stop().await;
+}
+
+/// Waits until the hanging check of `check.sh hang-first` has written its pids.
+async fn check_hangs(dir: &Path) -> Vec<u32> {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !dir.join("check.pid").exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the check never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check_pids(dir)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shutdown_while_the_check_runs_stops_it_and_the_run_is_interrupted() {
+    let (files, dir) = with_check(&Setup::default(), "hang-first 1", "10m");
+    let p = Pipeline::start_with(files).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    let pids = check_hangs(&dir).await;
+    let store = p.store.clone();
+    p.stop().await;
+    assert_eq!(alive(&pids), Vec::<u32>::new(), "left behind");
+    let runs = store.runs(&s.id).await.expect("runs");
+    let narang = narang(&runs);
+    assert_eq!(
+        narang[0].outcome,
+        Some(RunOutcome::Interrupted),
+        "{runs:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_check_left_by_a_crashed_orchestrator_is_stopped_at_restart() {
+    let (files, dir) = with_check(&Setup::default(), "hang-first 1", "10m");
+    let serve = Serve::start(&files, "serve-1.log");
+    let store = Store::open(&files.config().database.url)
+        .await
+        .expect("open");
+    let id = cli(&files, &["sprint", "start", "Add a login page"]);
+    let pids = check_hangs(&dir).await;
+    serve.kill_9();
+    assert_eq!(
+        alive(&pids),
+        pids,
+        "the check outlives the killed orchestrator"
+    );
+
+    let _serve = Serve::start(&files, "serve-2.log");
+    wait_for(&store, &id, |s| s.state == State::Done, "done").await;
+    assert_eq!(
+        alive(&pids),
+        Vec::<u32>::new(),
+        "the restart stopped the check"
+    );
+    let runs = store.runs(&id).await.expect("runs");
+    let narang = narang(&runs);
+    assert_eq!(
+        narang[0].outcome,
+        Some(RunOutcome::Interrupted),
+        "{runs:#?}"
+    );
+    assert_eq!(narang[1].outcome, Some(RunOutcome::Handoff), "{runs:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
