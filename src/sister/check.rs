@@ -138,8 +138,9 @@ pub(super) async fn run_and_judge(
             let output = match tail.lines().rfind(|l| !l.trim().is_empty()) {
                 None => "it printed nothing".to_string(),
                 Some(last) => format!(
-                    "its last line: {}; the last {TAIL_LINES} lines of its output:\n{tail}",
-                    last.trim()
+                    "its last line: {}; the last {} lines of its output:\n{tail}",
+                    last.trim(),
+                    tail.lines().count()
                 ),
             };
             report.outcome = RunOutcome::CheckFailed;
@@ -200,7 +201,10 @@ async fn run(req: &RunRequest, check: &Check, stop: &mut Stopper) -> CheckReport
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
-            done.end = CheckEnd::Unstarted(format!("cannot start {program:?}: {e}"));
+            done.end = CheckEnd::Unstarted(format!(
+                "cannot start {program:?} (projects.{}.check): {e}",
+                req.contract.project
+            ));
             return done;
         }
     };

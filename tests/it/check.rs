@@ -313,6 +313,35 @@ async fn sprint_log_shows_every_check() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_check_that_cannot_start_fails_the_attempt_naming_its_key() {
+    let files = Files::new(&Setup {
+        max_attempts: 1,
+        ..Setup::default()
+    });
+    files.append_config("check = [\"/nonexistent/run-tests\", \"--all\"]\n");
+    let p = Pipeline::start_with(files).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Escalated).await;
+    let runs = p.runs(&s.id).await;
+    let narang = narang(&runs);
+    assert_eq!(
+        narang[0].outcome,
+        Some(RunOutcome::CheckFailed),
+        "{runs:#?}"
+    );
+    let detail = narang[0].detail.clone().unwrap_or_default();
+    assert!(
+        detail.starts_with("check `/nonexistent/run-tests --all` could not run: cannot start \"/nonexistent/run-tests\" (projects.app.check): "),
+        "{detail}"
+    );
+    assert!(detail.ends_with("; it printed nothing"), "{detail}");
+    let checks = p.store.checks(&s.id).await.expect("read checks");
+    assert_eq!(checks.len(), 1, "{checks:#?}");
+    assert_eq!(checks[0].exit_code, None);
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn without_a_check_none_runs() {
     let p = Pipeline::start(Setup::default()).await;
     let s = p.start_sprint("app", "Add a login page", None).await;
