@@ -1,11 +1,13 @@
 //! The orchestrator checks the work itself (`SPEC.md` §12): the project's `check` runs
 //! after narang's `IMPL_DONE`; a failing one sends narang back with its output, a hanging
-//! one is killed with its whole group at `check_timeout`, darang hears that it passed, and
-//! `sprint log` shows every check. Check programs: `tests/fixtures/checks/check.sh`.
+//! one is killed with its whole group at `check_timeout` (or an abort, a shutdown, the
+//! recovery after a crash), darang hears that it passed, and `sprint log` shows every
+//! check. Without `check`, none runs. Check programs: `tests/fixtures/checks/check.sh`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use hanarang::notify::messages::{Context, render};
 use hanarang::pipeline::State;
 use hanarang::sister::RunOutcome;
 use hanarang::store::{CommandKind, Run};
@@ -73,7 +75,7 @@ fn narang(runs: &[Run]) -> Vec<&Run> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_check_sends_narang_back_with_its_output_and_darang_hears_it_passed() {
-    let (p, dir, _, runs) = sprint_to_done("fail-first 1", "1m").await;
+    let (p, dir, id, runs) = sprint_to_done("fail-first 1", "1m").await;
     let narang = narang(&runs);
     assert_eq!(narang.len(), 2, "{runs:#?}");
     // The first IMPL_DONE did not pass the check: a failure with what a person needs.
@@ -90,6 +92,26 @@ async fn a_failing_check_sends_narang_back_with_its_output_and_darang_hears_it_p
     // The last 40 lines of its output, not more.
     assert!(detail.contains("\nrunning test 11\n"), "{detail}");
     assert!(!detail.contains("running test 10\n"), "{detail}");
+    // The line the console and Discord print for the retry names the outcome, the
+    // command and the failing line.
+    let retry = p
+        .transitions(&id)
+        .await
+        .into_iter()
+        .find(|t| t.event == "failed:check_failed")
+        .expect("a retry after check_failed");
+    let sprint = p
+        .store
+        .sprint(&id)
+        .await
+        .expect("read")
+        .expect("the sprint");
+    let line = render(&retry, &Context::new(&p.config, &sprint)).text;
+    assert!(line.contains("check_failed — check `"), "{line}");
+    assert!(
+        line.contains("its last line: FAILED: login::rejects_an_empty_password (run 1)"),
+        "{line}"
+    );
     // The check ran in the workdir, with the run's markers (recovery finds it by them).
     let log = std::fs::read_to_string(dir.join("check.log")).expect("the check ran");
     let workdir = std::fs::canonicalize(p.files.dir.path().join("app")).expect("workdir");
