@@ -121,6 +121,7 @@ fn request(dir: &TempDir, sister: &Sister) -> RunRequest {
         workdir,
         token_env: "DISCORD_TOKEN".into(),
         role_text: None,
+        check: None,
     }
 }
 

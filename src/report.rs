@@ -10,7 +10,7 @@ use crate::domain::parse_run_id;
 use crate::notify::messages::{Context, one_line, one_line_cow, render};
 use crate::output::escape_controls;
 use crate::output::{Exit, print_json};
-use crate::store::{Run, Spend, Sprint, SprintStatus, Store};
+use crate::store::{CheckRecord, Run, Spend, Sprint, SprintStatus, Store};
 use crate::{errln, out, outln};
 
 /// How many of a failed run's last stderr lines `sprint log` shows under it.
@@ -270,6 +270,10 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
         }
     };
     let contract = crate::store::contract_results(&runs);
+    let checks = match store.checks(id).await {
+        Ok(checks) => checks,
+        Err(e) => return failed(&e),
+    };
     if as_json {
         let checklist: Vec<_> = contract
             .iter()
@@ -288,6 +292,7 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             "transitions": transitions,
             "runs": runs,
             "commands": commands,
+            "checks": checks,
             "usage": usage,
         }));
     }
@@ -367,6 +372,12 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
     for r in &runs {
         print_run(r);
     }
+    if !checks.is_empty() {
+        outln!("\nChecks (the project's check, run after narang's IMPL_DONE):");
+    }
+    for c in &checks {
+        print_check(c);
+    }
     Exit::Success
 }
 
@@ -376,6 +387,32 @@ pub fn contract_mark(passed: Option<bool>) -> &'static str {
         Some(true) => "✅",
         Some(false) => "❌",
         None => "·",
+    }
+}
+
+/// One check: its run, how it ended, how long it took, the commit, the command, and the
+/// last line it printed.
+fn print_check(c: &CheckRecord) {
+    let ended = match c.exit_code {
+        Some(0) => "passed".to_string(),
+        Some(code) => format!("failed (exit code {code})"),
+        None => "failed (killed, no exit code)".to_string(),
+    };
+    let took = humantime::format_duration(Duration::from_millis(
+        u64::try_from(c.duration_ms).unwrap_or(0) / 100 * 100,
+    ));
+    let head = c
+        .head
+        .as_deref()
+        .map_or("(no git)", |h| h.get(..12).unwrap_or(h));
+    outln!(
+        "  {:<16} {} {ended:<30} {took:<8} at {head}  `{}`",
+        c.run_id,
+        time(c.at),
+        escape_controls(&c.command.join(" "))
+    );
+    if let Some(last) = c.output_tail.lines().rfind(|l| !l.trim().is_empty()) {
+        outln!("      │ {}", escape_controls(last));
     }
 }
 

@@ -303,6 +303,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                         output_tokens: r.output_tokens,
                         cost_usd: r.cost_usd,
                         ended_at: now,
+                        check: None,
                     })
                 }
                 None => None,

@@ -288,6 +288,7 @@ fn reference_costs(
             workdir: workdir.clone(),
             token_env: "DISCORD_TOKEN".into(),
             role_text: None,
+            check: None,
         };
         let mut time_runner = || {
             let t = Instant::now();

@@ -20,6 +20,8 @@ pub enum RunOutcome {
     Interrupted,
     /// Valid, but wrong for the state (set by the orchestrator).
     ProtocolViolation,
+    /// narang's `IMPL_DONE` held, but the project's own `check` did not pass.
+    CheckFailed,
     /// A user handed the work to a fresh session.
     HandedOff,
     /// The agent hit its usage or rate limit (`[agent].pause_on`): not a failure; the
@@ -38,6 +40,7 @@ impl RunOutcome {
             RunOutcome::Cancelled => "cancelled",
             RunOutcome::Interrupted => "interrupted",
             RunOutcome::ProtocolViolation => "protocol_violation",
+            RunOutcome::CheckFailed => "check_failed",
             RunOutcome::HandedOff => "handed_off",
             RunOutcome::Paused => "paused",
         }
@@ -51,6 +54,7 @@ impl RunOutcome {
             RunOutcome::BadOutput => Some(FailureKind::BadOutput),
             RunOutcome::Timeout => Some(FailureKind::Timeout),
             RunOutcome::Interrupted => Some(FailureKind::Interrupted),
+            RunOutcome::CheckFailed => Some(FailureKind::CheckFailed),
             RunOutcome::Handoff
             | RunOutcome::Cancelled
             | RunOutcome::ProtocolViolation
@@ -76,6 +80,8 @@ pub enum FailureKind {
     BadOutput,
     Timeout,
     Interrupted,
+    /// The project's `check` failed after narang's `IMPL_DONE`.
+    CheckFailed,
     /// narang's `ERROR` verdict.
     Error,
     /// erang's `DEPLOY_FAILED` verdict.
@@ -90,6 +96,7 @@ impl FailureKind {
             FailureKind::BadOutput => "bad_output",
             FailureKind::Timeout => "timeout",
             FailureKind::Interrupted => "interrupted",
+            FailureKind::CheckFailed => "check_failed",
             FailureKind::Error => "ERROR",
             FailureKind::DeployFailed => "DEPLOY_FAILED",
         }

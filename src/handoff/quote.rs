@@ -4,12 +4,13 @@
 
 /// The delimiter tags of a prompt. Inside any block, a `<` that would open or close one of
 /// these is escaped, whichever block the text is in: a goal may not fake a focus either.
-pub const TAGS: [&str; 6] = [
+pub const TAGS: [&str; 7] = [
     "goal",
     "focus",
     "review-issues",
     "rejection",
     "checklist",
+    "check-output",
     "handoff-context",
 ];
 
@@ -95,6 +96,7 @@ mod tests {
         assert_eq!(escape("<handoff-context>"), "&lt;handoff-context>");
         assert_eq!(escape("<review-issues/>"), "&lt;review-issues/>");
         assert_eq!(escape("<rejection>"), "&lt;rejection>");
+        assert_eq!(escape("</check-output>"), "&lt;/check-output>");
     }
 
     #[test]

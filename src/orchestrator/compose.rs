@@ -179,6 +179,9 @@ impl Orchestrator {
             }
             None => previous_rejection(&runs, sprint, attempt),
         };
+        let check_result = self
+            .check_result(sprint, &runs, previous_run, attempt)
+            .await;
         let (review_issues, review_issues_by) = match (findings, &previous_message, stage) {
             (Some(f), _, _) => f.issues.into_iter().unzip(),
             (None, Some(HandoffMessage::Darang(m)), crate::pipeline::Stage::Implementing) => {
@@ -238,6 +241,7 @@ impl Orchestrator {
             instructions: texts.instructions,
             deploy: project.and_then(|p| p.deploy.clone()),
             reviewer: reviewer.map(|(name, _)| name.to_string()),
+            check_result,
         };
         let spec = match reviewer {
             Some((name, _)) => self.config.agent.reviewer_spec(name)?,
@@ -250,6 +254,7 @@ impl Orchestrator {
             workdir,
             token_env: self.config.token_env().to_string(),
             role_text: texts.role_text,
+            check: super::check::for_run(project, actor),
         };
         let mut composed = Composed {
             request,

@@ -102,6 +102,7 @@ impl Orchestrator {
                 end.detail = reason.clone();
             }
             let runs = with_end(runs, &end);
+            self.memory.keep_check(end.check.clone());
             self.transition(&sprint, event, Some(&end), None, Some(runs))
                 .await?;
             Ok(())
@@ -155,6 +156,7 @@ fn run_end(run_id: &str, report: &RunReport) -> RunEnd {
         output_tokens: reported.output_tokens.or(claimed.output_tokens),
         cost_usd: reported.cost_usd.or(claimed.cost_usd),
     };
+    let ended_at = now_ms();
     RunEnd {
         run_id: run_id.to_string(),
         outcome: report.outcome,
@@ -176,6 +178,7 @@ fn run_end(run_id: &str, report: &RunReport) -> RunEnd {
         input_tokens: usage.input_tokens.and_then(|n| i64::try_from(n).ok()),
         output_tokens: usage.output_tokens.and_then(|n| i64::try_from(n).ok()),
         cost_usd: usage.cost_usd,
-        ended_at: now_ms(),
+        ended_at,
+        check: super::check::record(run_id, report, ended_at),
     }
 }

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 
 use crate::pipeline::State;
 use crate::sister::Stop;
-use crate::store::{Command, Run, Sprint};
+use crate::store::{CheckRecord, Command, Run, Sprint};
 
 /// A sister run in progress.
 pub(super) struct Running {
@@ -39,6 +39,9 @@ pub(super) struct Memory {
     /// runs: a command on one needs no read. At most one per project: a resting sprint
     /// keeps its project's pipeline lock.
     parked: HashMap<String, (Sprint, Vec<Run>)>,
+    /// The check of the run whose end is being committed: the transition composes the
+    /// next run (darang, told it passed) before the commit writes the check.
+    last_check: Option<CheckRecord>,
 }
 
 impl Memory {
@@ -150,6 +153,19 @@ impl Memory {
     /// The sprint is about to change: a resting copy of it is no longer the sprint.
     pub fn forget(&mut self, sprint_id: &str) {
         self.parked.remove(sprint_id);
+    }
+
+    /// The check of a run about to be committed (see `last_check`).
+    pub fn keep_check(&mut self, check: Option<CheckRecord>) {
+        self.last_check = check;
+    }
+
+    /// The check of `run_id`, when it is the one kept.
+    pub fn check_of(&self, run_id: &str) -> Option<CheckRecord> {
+        self.last_check
+            .as_ref()
+            .filter(|c| c.run_id == run_id)
+            .cloned()
     }
 
     /// The resting copy of a sprint, taken out to act on it.

@@ -4,6 +4,7 @@
 //! transition in one transaction and only then broadcasts it. Commands from the CLI and
 //! Discord arrive through the database and are answered there.
 
+mod check;
 pub mod client;
 mod commands;
 mod compose;

@@ -66,6 +66,7 @@ impl Orchestrator {
                 output_tokens: None,
                 cost_usd: None,
                 ended_at: now_ms(),
+                check: None,
             };
             let Some(sprint) = self.store.sprint(&run.sprint_id).await? else {
                 self.store.end_run(&end).await?;

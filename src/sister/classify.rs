@@ -45,6 +45,7 @@ pub(super) async fn report(
         problems: Vec::new(),
         usage: None,
         resume_at_ms: None,
+        check: None,
     };
     match &status {
         Ok(s) => {

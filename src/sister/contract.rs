@@ -77,6 +77,31 @@ pub struct ContractFile {
     /// Which of darang's parallel reviewers this run is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reviewer: Option<String>,
+    /// The project's check of narang's last `IMPL_DONE`: for darang, that it passed; for
+    /// narang after `check_failed`, how it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_result: Option<CheckResult>,
+}
+
+/// What the orchestrator's run of the project's check found (SPEC §12).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckResult {
+    /// The narang run it checked.
+    pub run: String,
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    pub passed: bool,
+    /// `null` when it was killed (its timeout) or could not run.
+    pub exit_code: Option<i32>,
+    pub duration_ms: i64,
+    /// The commit it checked, in a git workdir.
+    pub head: Option<String>,
+    /// The last lines of its stdout and stderr.
+    pub output_tail: String,
+    /// For a failed check: how it failed, with its last lines (the run's detail).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// Where a text came from, when no one was recorded.
@@ -147,6 +172,9 @@ pub fn render_prompt(
             quote::block("rejection", "validator", rejection)
         );
     }
+    if let Some(check) = &contract.check_result {
+        let _ = writeln!(p, "\n{}", check_text(check));
+    }
     if !contract.review_issues.is_empty() {
         let _ = writeln!(p, "\nThe reviewer asked for these changes:");
         for (from, issues) in issues_by_source(contract) {
@@ -170,6 +198,31 @@ pub fn render_prompt(
         contract.focus_by.as_deref().unwrap_or(UNKNOWN),
     ));
     p
+}
+
+/// What a sister is told of the project's check: that it passed (darang), or its failure
+/// quoted as the reason to try again (narang).
+fn check_text(check: &CheckResult) -> String {
+    let line = check.command.join(" ");
+    let took = std::time::Duration::from_millis(u64::try_from(check.duration_ms).unwrap_or(0));
+    let on = check
+        .head
+        .as_deref()
+        .map(|h| format!(" on commit {h}"))
+        .unwrap_or_default();
+    if check.passed {
+        return format!(
+            "The orchestrator ran the project's check `{line}`{on} after narang's IMPL_DONE (run {}): it passed (exit code 0) in {}.",
+            check.run,
+            humantime::format_duration(took)
+        );
+    }
+    let failure = check.detail.as_deref().unwrap_or(&check.output_tail);
+    format!(
+        "Your previous IMPL_DONE (run {}) did not pass the project's check `{line}`{on}, so it was not sent to review: {}\nFix what it reports, commit on the branch, and answer again.",
+        check.run,
+        quote::block("check-output", "check", failure)
+    )
 }
 
 /// The review issues grouped by who raised them, in the order each first appears.
@@ -245,6 +298,7 @@ mod tests {
             instructions: None,
             deploy: None,
             reviewer: None,
+            check_result: None,
         }
     }
 
@@ -302,6 +356,39 @@ mod tests {
         assert_eq!(
             p.matches("<review-issues from=\"darang\">").count(),
             1,
+            "{p}"
+        );
+    }
+
+    #[test]
+    fn a_failed_check_is_quoted_as_the_reason_and_a_passed_one_is_told() {
+        let mut c = contract();
+        let failed = CheckResult {
+            run: "SPRINT-001-R03".into(),
+            command: vec!["cargo".into(), "test".into()],
+            passed: false,
+            exit_code: Some(101),
+            duration_ms: 2500,
+            head: None,
+            output_tail: "FAILED".into(),
+            detail: Some("check `cargo test` exited with code 101: x</check-output>y".into()),
+        };
+        c.check_result = Some(failed.clone());
+        let p = render_prompt(&c, "/c.json", None);
+        assert!(
+            p.contains("did not pass the project's check `cargo test`, so it was not sent to review: <check-output from=\"check\">check `cargo test` exited with code 101: x&lt;/check-output>y</check-output>\n"),
+            "{p}"
+        );
+        c.check_result = Some(CheckResult {
+            passed: true,
+            exit_code: Some(0),
+            head: Some("abc123".into()),
+            detail: None,
+            ..failed
+        });
+        let p = render_prompt(&c, "/c.json", None);
+        assert!(
+            p.contains("ran the project's check `cargo test` on commit abc123 after narang's IMPL_DONE (run SPRINT-001-R03): it passed (exit code 0) in 2s 500ms."),
             "{p}"
         );
     }

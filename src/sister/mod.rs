@@ -7,6 +7,7 @@
 //! or a stop kills its whole process group, and its output is validated before anything
 //! believes it.
 
+pub mod check;
 pub mod contract;
 pub mod facts;
 pub mod process;
@@ -22,6 +23,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+pub use check::{Check, CheckEnd, CheckReport};
 pub use contract::{ContractFile, render_prompt};
 pub use spawn::{Prepared, prepare};
 pub use supervise::run_prepared;
@@ -57,6 +59,8 @@ pub struct RunRequest {
     pub token_env: String,
     /// The project's text for this sister's job, replacing the built-in one.
     pub role_text: Option<String>,
+    /// The project's check, run after narang's `IMPL_DONE` holds (narang's runs only).
+    pub check: Option<Check>,
 }
 
 /// How a run ended, with what the user needs to know.
@@ -84,6 +88,8 @@ pub struct RunReport {
     pub usage: Option<Usage>,
     /// With outcome `paused`: when the stage may run again (unix ms).
     pub resume_at_ms: Option<i64>,
+    /// The project's check, when one ran after the sister.
+    pub check: Option<CheckReport>,
 }
 
 impl RunReport {
@@ -108,6 +114,7 @@ impl RunReport {
             problems: Vec::new(),
             usage: None,
             resume_at_ms: None,
+            check: None,
         }
     }
 }

@@ -1,28 +1,53 @@
 //! A spawned sister, supervised to its end: its pipes served beside the wait, its
-//! timeout, stall check and stop, and its whole process group killed whatever happened.
+//! timeout, stall check and stop, and its whole process group killed whatever happened;
+//! then, for narang's `IMPL_DONE`, the project's check under the same stop.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
 use super::classify::Interruption;
 use super::process::{self, Activity, SharedCapture};
 use super::spawn::spawn_error;
-use super::{Prepared, RunControl, RunOutcome, RunReport, RunRequest};
+use super::{Prepared, RunControl, RunOutcome, RunReport, RunRequest, Stop};
 
-/// Spawns a prepared run and supervises it to its end (see `run`).
+/// Spawns a prepared run and supervises it to its end (see `run`). The run's duration is
+/// its sister's; a check after it has its own.
 pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunControl) -> RunReport {
+    let mut stop = Stopper(Some(control.stop));
     let started = Instant::now();
-    let mut report = run_inner(req, prepared, control).await;
+    let mut report = run_inner(req, prepared, &mut stop).await;
     report.duration = started.elapsed();
+    if let Some(check) = &req.check
+        && super::check::applies(&report)
+    {
+        super::check::run_and_judge(req, check, &mut stop, &mut report).await;
+    }
     report
 }
 
-async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) -> RunReport {
-    let RunControl { mut stop } = control;
+/// A run's stop, listened to by the sister's wait and then the check's.
+pub(super) struct Stopper(Option<oneshot::Receiver<Stop>>);
+
+impl Stopper {
+    /// The stop, when one comes; never, once nobody can send one.
+    pub(super) async fn wait(&mut self) -> Stop {
+        if let Some(receiver) = &mut self.0 {
+            let got = receiver.await;
+            // A oneshot answers once: it is not polled again.
+            self.0 = None;
+            if let Ok(reason) = got {
+                return reason;
+            }
+        }
+        std::future::pending().await
+    }
+}
+
+async fn run_inner(req: &RunRequest, prepared: Prepared, stop: &mut Stopper) -> RunReport {
     let Prepared {
         mut command,
         prompt,
@@ -97,18 +122,13 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, control: RunControl) ->
     let stall_check = spec
         .stall_timeout
         .map(|s| (s / 4).clamp(Duration::from_millis(10), Duration::from_secs(1)));
-    let mut stop_open = true;
     let (status, interruption) = loop {
         tokio::select! {
             () = &mut pipes, if !pipes_done => pipes_done = true,
             status = child.wait() => break (Some(status), None),
             () = &mut timeout => break (None, Some(Interruption::TimedOut)),
             () = over_cap.notified() => break (None, Some(Interruption::OverCap)),
-            reason = &mut stop, if stop_open => match reason {
-                Ok(reason) => break (None, Some(Interruption::Stopped(reason))),
-                // The sender is gone: nobody can stop this run any more.
-                Err(_) => stop_open = false,
-            },
+            reason = stop.wait() => break (None, Some(Interruption::Stopped(reason))),
             () = tick(stall_check) => {
                 if spec.stall_timeout.is_some_and(|s| activity.silent_for() >= s) {
                     break (None, Some(Interruption::Stalled));

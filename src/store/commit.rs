@@ -2,7 +2,7 @@
 //! entry, the run it ends, the command it answers, the run it starts), a run's start and
 //! a run's end. Engine-neutral: each engine binds these to its own statements.
 
-use super::{Result, Sprint, StoreError, TransitionRecord};
+use super::{CheckRecord, Result, Sprint, StoreError, TransitionRecord};
 use crate::domain::{Actor, RunOutcome};
 use crate::handoff::HandoffDocument;
 use crate::pipeline::{Event, Transition};
@@ -86,6 +86,9 @@ pub struct RunEnd {
     pub output_tokens: Option<i64>,
     pub cost_usd: Option<f64>,
     pub ended_at: i64,
+    /// The project's check that ran after it, recorded with its end (`run_id` is this
+    /// run's).
+    pub check: Option<CheckRecord>,
 }
 
 /// A run about to be spawned.

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{
-    Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, HostScope, Lease, NewRun,
-    Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage,
+    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, HostScope,
+    Lease, NewRun, Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage,
 };
 
 /// Judges whether a lease's holder is gone (a dead pid on this machine, say).
@@ -89,6 +89,8 @@ pub trait Database: Send + Sync + std::fmt::Debug {
     async fn end_run(&self, run: &RunEnd) -> Result<()>;
     async fn runs(&self, sprint_id: &str) -> Result<Vec<Run>>;
     async fn runs_in_flight(&self) -> Result<Vec<Run>>;
+    /// The project's checks of a sprint's runs, oldest first.
+    async fn checks(&self, sprint_id: &str) -> Result<Vec<CheckRecord>>;
     async fn usage(&self, sprint_id: &str) -> Result<Usage>;
     async fn spend_by_sprint(&self) -> Result<std::collections::HashMap<String, Spend>>;
 

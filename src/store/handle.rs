@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::database::Database;
 use super::{
-    Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, Lease, MigrationStatus,
-    NewRun, Result, Run, RunEnd, Spend, Sprint, SprintStatus, StoreError, TransitionRecord, Usage,
-    database_name, database_path, postgres, retry_locked, sqlite,
+    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, Lease,
+    MigrationStatus, NewRun, Result, Run, RunEnd, Spend, Sprint, SprintStatus, StoreError,
+    TransitionRecord, Usage, database_name, database_path, postgres, retry_locked, sqlite,
 };
 
 /// A handle on the database; cheap to clone.
@@ -299,6 +299,11 @@ impl Store {
 
     pub async fn runs(&self, sprint_id: &str) -> Result<Vec<Run>> {
         self.db.runs(sprint_id).await
+    }
+
+    /// The project's checks of a sprint's runs, oldest first (SPEC §12).
+    pub async fn checks(&self, sprint_id: &str) -> Result<Vec<CheckRecord>> {
+        self.db.checks(sprint_id).await
     }
 
     /// Runs that were spawned and never recorded an end. When shared: of the sprints this

@@ -14,6 +14,7 @@
 //! held by another process (`retry_locked`), and a failed write names the database. The
 //! records (`rows`, `commit`) know no engine.
 
+mod check;
 mod commit;
 mod contract;
 mod database;
@@ -28,6 +29,7 @@ pub mod testing;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use check::CheckRecord;
 pub use commit::{Commit, NewRun, RunEnd};
 pub use contract::{ContractItem, contract, contract_results};
 pub use database::Database;

@@ -17,12 +17,12 @@ use crate::support::db::on_each_engine;
 use crate::support::pipeline::{Files, PATIENCE, Setup, assert_log_is_whole, wait_for};
 use crate::support::{alive, commit_event, record_planner_run};
 
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
 }
 
 impl Serve {
-    fn start(files: &Files, log: &str) -> Serve {
+    pub(crate) fn start(files: &Files, log: &str) -> Serve {
         let log = std::fs::File::create(files.dir.path().join(log)).expect("log file");
         let child = files
             .serve()
@@ -33,7 +33,7 @@ impl Serve {
     }
 
     /// SIGKILL: no cleanup of any kind.
-    fn kill_9(mut self) {
+    pub(crate) fn kill_9(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -78,7 +78,7 @@ async fn hanging(files: &Files, store: &Store, actor: Actor) -> u32 {
     }
 }
 
-fn cli(files: &Files, args: &[&str]) -> String {
+pub(crate) fn cli(files: &Files, args: &[&str]) -> String {
     let out = files.hanarang(args);
     assert_eq!(
         out.status.code(),

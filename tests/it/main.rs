@@ -9,6 +9,7 @@
 mod support;
 
 mod authors;
+mod check;
 mod config;
 mod crash;
 mod discord;

@@ -12,10 +12,11 @@ use serde_json::json;
 use crate::reviewers::two_reviewers;
 use crate::support::pipeline::{Files, Pipeline, Setup, workdir};
 
-/// The recipe every test here gives `[projects.app]` (appended to its table).
+/// The recipe every test here gives `[projects.app]` (appended to its table). Its check
+/// is one that passes (`true` ignores its arguments): the orchestrator runs it.
 const RECIPE: &str = r#"base_branch = "main"
 plan_dir = "docs/plans/{sprint_lower}"
-check = ["cargo", "test", "--quiet"]
+check = ["true", "test", "--quiet"]
 check_timeout = "10m"
 instructions = "AGENTS.md"
 deploy = "Run scripts/release.sh, then curl the health endpoint of the staging host."
@@ -129,7 +130,7 @@ async fn every_prompt_says_the_role_with_the_projects_recipe() {
             plan_dir.as_str(),
             "base branch: main",
             INSTRUCTIONS,
-            "`cargo test --quiet`",
+            "`true test --quiet`",
         ] {
             assert!(
                 prompt.contains(needle),
@@ -139,7 +140,7 @@ async fn every_prompt_says_the_role_with_the_projects_recipe() {
         let contract = p.files.contract_of(&run.run_id);
         assert_eq!(contract["planDir"], json!(plan_dir), "{actor}");
         assert_eq!(contract["baseBranch"], json!("main"), "{actor}");
-        assert_eq!(contract["check"], json!(["cargo", "test", "--quiet"]));
+        assert_eq!(contract["check"], json!(["true", "test", "--quiet"]));
         assert_eq!(contract["instructions"], json!(INSTRUCTIONS));
     }
     // `{plan_dir}` is an argument placeholder too (the scripted sister logs its arguments).
@@ -215,7 +216,7 @@ async fn a_projects_prompt_replaces_the_built_in_role_text() {
         .join("docs/plans/sprint-001");
     let narang = p.files.stdin_of(&of(&runs, "narang")[0].run_id);
     let expected = format!(
-        "OUR WAY: build SPRINT-001 on feature/sprint-001 from main; plan in {}; check `cargo test --quiet` in {} must exit 0; {INSTRUCTIONS}\n",
+        "OUR WAY: build SPRINT-001 on feature/sprint-001 from main; plan in {}; check `true test --quiet` in {} must exit 0; {INSTRUCTIONS}\n",
         plan_dir.display(),
         plan_dir
             .parent()

@@ -8,6 +8,7 @@
 //! a run's start and end, `hosts.rs` what several hosts on one database share (SPEC §9).
 //! A `Db` with a `HostScope` answers for that host: each call that differs says so.
 
+mod checks;
 mod hosts;
 pub(super) mod queries;
 #[cfg(feature = "testing")]

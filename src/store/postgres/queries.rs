@@ -12,8 +12,8 @@ use crate::store::database::{Database, IsGone};
 use crate::store::rows::{CommandRaw, KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
 use crate::store::status::SprintSpendRaw;
 use crate::store::{
-    Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, HostScope, Lease, NewRun,
-    Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage, sprint_branch,
+    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, HostScope,
+    Lease, NewRun, Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage, sprint_branch,
 };
 
 /// The heads of the project queues whose pipeline lock is free; see SQLite's, which this
@@ -271,6 +271,10 @@ impl Database for Db {
                 .fetch_all(&self.pool)
                 .await?;
         raws.into_iter().map(Run::try_from).collect()
+    }
+
+    async fn checks(&self, sprint_id: &str) -> Result<Vec<CheckRecord>> {
+        self.read_checks(sprint_id).await
     }
 
     async fn usage(&self, sprint_id: &str) -> Result<Usage> {

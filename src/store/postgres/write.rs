@@ -87,9 +87,13 @@ impl Db {
             return Err(self.refusal(&c.before.id, c.before.epoch).await);
         }
         if let Some(run) = run {
-            bind_run_end(sqlx::query(END_RUN), run)?
+            let ended = bind_run_end(sqlx::query(END_RUN), run)?
                 .execute(&mut **tx)
                 .await?;
+            // A run already ended keeps its end, and its check is not this one.
+            if ended.rows_affected() == 1 {
+                super::checks::insert_check(tx, run).await?;
+            }
         }
         if let Some((id, result)) = c.command {
             sqlx::query(
@@ -188,6 +192,7 @@ impl Db {
             tracing::warn!(run = %run.run_id, "this run's end was already recorded (its sprint was taken over); this one is dropped");
             return Ok(());
         }
+        super::checks::insert_check(&mut tx, run).await?;
         sqlx::query(
             "UPDATE sprints SET input_tokens = input_tokens + $1, output_tokens = output_tokens + $2,
                  cost_usd = cost_usd + $3

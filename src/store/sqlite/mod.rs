@@ -5,6 +5,7 @@
 //! `queries.rs` answers the store's interface; `write.rs` holds a transition's commit
 //! and a run's start and end.
 
+mod checks;
 pub(super) mod queries;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -10,8 +10,8 @@ use super::Db;
 use crate::store::database::{Database, IsGone};
 use crate::store::rows::{CommandRaw, KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
 use crate::store::{
-    Command, CommandKind, CommandStatus, Commit, ForumPost, HostScope, Lease, NewRun, Result, Run,
-    RunEnd, Spend, Sprint, StoreError, TransitionRecord, Usage, sprint_branch,
+    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostScope, Lease, NewRun,
+    Result, Run, RunEnd, Spend, Sprint, StoreError, TransitionRecord, Usage, sprint_branch,
 };
 
 /// The heads of the project queues whose pipeline lock is free. The lock holders are
@@ -275,6 +275,10 @@ impl Database for Db {
                 .fetch_all(&self.pool)
                 .await?;
         raws.into_iter().map(Run::try_from).collect()
+    }
+
+    async fn checks(&self, sprint_id: &str) -> Result<Vec<CheckRecord>> {
+        self.read_checks(sprint_id).await
     }
 
     async fn usage(&self, sprint_id: &str) -> Result<Usage> {

@@ -6,6 +6,7 @@ use sqlx::Row;
 use sqlx::sqlite::SqliteArguments;
 
 use super::Db;
+use super::checks::{INSERT_CHECK, bind_check};
 use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, StoreError, TransitionRecord};
 
 type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, SqliteArguments>;
@@ -22,8 +23,8 @@ const END_RUN: &str = "UPDATE runs SET outcome = ?, detail = ?, rejection = ?, e
      WHERE id = ? AND outcome IS NULL";
 
 /// A transition's commit, in one round trip to SQLite's thread: the sprint (the run's
-/// spend is rolled up here), the log entry, the run's end, the command's answer, the next
-/// run, then COMMIT. `?` parameters count on across statements. The log entry takes its
+/// spend is rolled up here), the log entry, the run's end and its check (only where the
+/// end was written: `changes()`), the command's answer, the next run, then COMMIT. `?` parameters count on across statements. The log entry takes its
 /// `seq` from the sprint row only where the update matched the `last_seq` read before: a
 /// stale read makes it NULL (or a taken `seq`), and the insert fails before the COMMIT.
 ///
@@ -42,6 +43,8 @@ const COMMIT_BATCH: &str = "BEGIN IMMEDIATE;
          stdout_tail = ?, stderr_tail = ?, message_json = ?, input_tokens = ?, output_tokens = ?,
          cost_usd = ?, ended_at = ?
      WHERE id = ? AND outcome IS NULL;
+     INSERT INTO checks (sprint_id, run_id, command, head, exit_code, duration_ms, output_tail, at)
+     SELECT sprint_id, id, ?, ?, ?, ?, ?, ? FROM runs WHERE id = ? AND changes() = 1;
      UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending';
      INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer)
      SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE ?;
@@ -102,6 +105,7 @@ impl Db {
             Some(run) => bind_run_end(query, run)?,
             None => bind_nulls(query, END_RUN_PARAMETERS),
         };
+        query = bind_check(query, c.run)?;
         query = match c.command {
             Some((id, result)) => query
                 .bind(CommandStatus::Applied.as_str())
@@ -192,6 +196,11 @@ impl Db {
             tx.rollback().await?;
             tracing::warn!(run = %run.run_id, "this run's end was already recorded; this one is dropped");
             return Ok(());
+        }
+        if run.check.is_some() {
+            bind_check(sqlx::query(INSERT_CHECK), Some(run))?
+                .execute(&mut *tx)
+                .await?;
         }
         sqlx::query(
             "UPDATE sprints SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,

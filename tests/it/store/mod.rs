@@ -3,6 +3,7 @@
 //! database from a newer hanarang refused, a transition prepared on a stale read refused
 //! whole. Databases made by an older hanarang: `upgrade`.
 
+mod checks;
 mod upgrade;
 
 use hanarang::handoff::HandoffDocument;
@@ -18,8 +19,8 @@ use crate::support::{commit_event, planner_run, transition_of};
 /// How many migrations a current database of `engine` has applied.
 fn migrations(engine: Engine) -> usize {
     match engine {
-        Engine::Sqlite => 12,
-        Engine::Postgres => 5,
+        Engine::Sqlite => 13,
+        Engine::Postgres => 6,
     }
 }
 
@@ -191,6 +192,7 @@ async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds(engine) {
         output_tokens: Some(20),
         cost_usd: Some(0.5),
         ended_at: 8,
+        check: None,
     };
     let ready = Event::Reported {
         actor: Actor::Harang,

@@ -133,6 +133,7 @@ impl Fixture {
             workdir,
             token_env: "DISCORD_TOKEN".into(),
             role_text: None,
+            check: None,
         };
         Fixture { dir, request }
     }
@@ -177,6 +178,7 @@ pub fn contract(actor: Actor, workdir: &Path) -> ContractFile {
         instructions: None,
         deploy: None,
         reviewer: None,
+        check_result: None,
     }
 }
 

@@ -1,0 +1,100 @@
+//! The project's check as the loop hands it on (SPEC §12): narang's run is given the
+//! check to pass, darang is told it passed, and narang's next attempt after
+//! `check_failed` is told how it failed.
+
+use super::Orchestrator;
+use crate::config::ProjectConfig;
+use crate::domain::{Actor, RunOutcome};
+use crate::pipeline::Stage;
+use crate::sister::check::Check;
+use crate::sister::contract::CheckResult;
+use crate::sister::{CheckReport, RunReport};
+use crate::store::{CheckRecord, Run, Sprint};
+
+/// The check narang's run must pass after its `IMPL_DONE`, when the project sets one.
+pub(super) fn for_run(project: Option<&ProjectConfig>, actor: Actor) -> Option<Check> {
+    let project = project.filter(|p| actor == Actor::Narang && !p.check.is_empty())?;
+    Some(Check {
+        command: project.check.clone(),
+        timeout: project.check_timeout.0,
+    })
+}
+
+/// The record of a run's check, for the transaction that ends the run.
+pub(super) fn record(run_id: &str, report: &RunReport, at: i64) -> Option<CheckRecord> {
+    let check: &CheckReport = report.check.as_ref()?;
+    Some(CheckRecord {
+        run_id: run_id.to_string(),
+        command: check.command.clone(),
+        head: check.head.clone(),
+        exit_code: check.exit_code(),
+        duration_ms: i64::try_from(check.duration.as_millis()).unwrap_or(i64::MAX),
+        output_tail: check.output_tail.clone(),
+        at,
+    })
+}
+
+impl Orchestrator {
+    /// What the stage's next run is told of the project's check: darang (each reviewer
+    /// too), of the check that passed on the implementation it reviews (`reviewed`); narang,
+    /// of the check that failed its previous attempt.
+    pub(super) async fn check_result(
+        &self,
+        sprint: &Sprint,
+        runs: &[Run],
+        reviewed: Option<&Run>,
+        attempt: u32,
+    ) -> Option<CheckResult> {
+        let (run, passed) = match sprint.state.stage()? {
+            Stage::Reviewing => (reviewed.filter(|r| r.actor == Actor::Narang)?, true),
+            Stage::Implementing => {
+                let last = runs.last()?;
+                let retried = last.actor == Actor::Narang
+                    && last.round == sprint.round
+                    && attempt > last.attempt
+                    && last.outcome == Some(RunOutcome::CheckFailed);
+                (retried.then_some(last)?, false)
+            }
+            _ => return None,
+        };
+        let record = match self.memory.check_of(&run.run_id) {
+            Some(kept) => Some(kept),
+            None => match self.store.checks(&sprint.id).await {
+                Ok(checks) => checks.into_iter().rev().find(|c| c.run_id == run.run_id),
+                Err(e) => {
+                    tracing::warn!(sprint = %sprint.id, run = %run.run_id, error = %e, "cannot read the sprint's checks");
+                    None
+                }
+            },
+        };
+        match (record, passed) {
+            (Some(c), true) if c.passed() => Some(result_of(c, None)),
+            (Some(c), false) => Some(result_of(c, run.detail.clone())),
+            // The failure's detail says it all when its record cannot be read.
+            (None, false) => Some(CheckResult {
+                run: run.run_id.clone(),
+                command: Vec::new(),
+                passed: false,
+                exit_code: None,
+                duration_ms: 0,
+                head: None,
+                output_tail: String::new(),
+                detail: run.detail.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+fn result_of(c: CheckRecord, detail: Option<String>) -> CheckResult {
+    CheckResult {
+        passed: c.passed(),
+        run: c.run_id,
+        command: c.command,
+        exit_code: c.exit_code,
+        duration_ms: c.duration_ms,
+        head: c.head,
+        output_tail: c.output_tail,
+        detail,
+    }
+}
