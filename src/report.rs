@@ -390,14 +390,19 @@ pub fn contract_mark(passed: Option<bool>) -> &'static str {
     }
 }
 
-/// One check: its run, how it ended, how long it took, the commit, the command, and the
-/// last line it printed.
-fn print_check(c: &CheckRecord) {
-    let ended = match c.exit_code {
+/// How a check ended, in a few words.
+pub fn check_ended(c: &CheckRecord) -> String {
+    match c.exit_code {
         Some(0) => "passed".to_string(),
         Some(code) => format!("failed (exit code {code})"),
         None => "failed (killed, no exit code)".to_string(),
-    };
+    }
+}
+
+/// One check: its run, how it ended, how long it took, the commit, the command, and the
+/// last line it printed.
+fn print_check(c: &CheckRecord) {
+    let ended = check_ended(c);
     let took = humantime::format_duration(Duration::from_millis(
         u64::try_from(c.duration_ms).unwrap_or(0) / 100 * 100,
     ));

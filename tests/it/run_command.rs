@@ -49,9 +49,6 @@ fn auto_approve_runs_to_deployed_and_exits_0() {
             "✅ SPRINT-001 완료. 배포 승인해주세요",
             approved.as_str(),
             "🎉 SPRINT-001 배포 완료",
-            // The project's recipe, honoured: a plan in its folder, a contract reviewed.
-            "plans/sprint-001/plan.md (5 lines)",
-            "  contract: ✅ page · ✅ tests · ✅ docs",
         ]
     );
 }
@@ -206,6 +203,11 @@ fn the_demo_runs_a_whole_sprint_with_no_config() {
         "✅ SPRINT-001 완료. 배포 승인해주세요",
         "🎉 SPRINT-001 배포 완료",
         "demo finished",
+        // The project's recipe, honoured: a plan in its folder, a contract reviewed, the
+        // project's check run.
+        "plans/sprint-001/plan.md (5 lines)",
+        "  contract: ✅ page · ✅ tests · ✅ docs",
+        "  check: passed, `hanarang simulate-check`",
     ] {
         assert!(stdout.contains(line), "{line:?} missing from\n{stdout}");
     }
