@@ -22,7 +22,8 @@ use crate::support::TempDir;
 /// Part 3.
 const STATUS_SPRINTS: usize = 10_000;
 const STATUS_SAMPLES: usize = 10;
-const STATUS_TARGET: Duration = Duration::from_millis(50);
+/// Issue 31's target: the text table with 10,000 sprints, what a person reads.
+const STATUS_TARGET: Duration = Duration::from_millis(100);
 
 /// A database for the status timings.
 struct StatusDb {
@@ -37,7 +38,7 @@ pub fn status(
     serve_dir: Option<&Setup>,
 ) {
     println!(
-        "3. `hanarang sprint status` as a whole process, median of {STATUS_SAMPLES} (interleaved), target < {} ms for --json with {STATUS_SPRINTS} sprints",
+        "3. `hanarang sprint status` as a whole process, median of {STATUS_SAMPLES} (interleaved), target < {} ms for the text with {STATUS_SPRINTS} sprints",
         STATUS_TARGET.as_millis()
     );
     // Built where fsync is free when there is such a place, then copied beside a config:
@@ -150,9 +151,8 @@ pub fn status(
             .copied()
             .flatten()
             .unwrap_or((0, 0, 0, 0, None));
-        let json_med = median(&json_times[i]);
         let verdict = if sprints == STATUS_SPRINTS as i64 {
-            if json_med < STATUS_TARGET {
+            if median(&text_times[i]) < STATUS_TARGET {
                 "PASS"
             } else {
                 "FAIL"
