@@ -15,6 +15,7 @@
 //! records (`rows`, `commit`) know no engine.
 
 mod check;
+mod command;
 mod commit;
 mod contract;
 mod database;
@@ -30,13 +31,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use check::CheckRecord;
+pub use command::{Command, CommandKind, CommandStatus};
 pub use commit::{Commit, NewRun, RunEnd};
 pub use contract::{ContractItem, contract, contract_results};
 pub use database::Database;
 pub use handle::{HostScope, Store};
 pub use rows::{
-    Command, CommandKind, CommandStatus, ForumPost, HostRecord, Lease, Run, Spend, Sprint,
-    TransitionRecord, Usage, review_round,
+    ForumPost, HostRecord, Lease, Run, Spend, Sprint, TransitionRecord, Usage, review_round,
 };
 pub use status::SprintStatus;
 

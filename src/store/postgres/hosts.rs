@@ -240,7 +240,7 @@ impl Db {
         &self,
         scope: &HostScope,
     ) -> Result<Vec<crate::store::Command>> {
-        let raws: Vec<crate::store::rows::CommandRaw> = sqlx::query_as(
+        let raws: Vec<crate::store::command::CommandRaw> = sqlx::query_as(
             "SELECT c.* FROM commands c JOIN sprints s ON s.id = c.sprint_id
              WHERE c.status = 'pending'
                AND (s.owner = $1 OR (s.owner IS NULL AND s.project = ANY($2)))

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::Db;
+use crate::store::command::CommandRaw;
 use crate::store::database::{Database, IsGone};
-use crate::store::rows::{CommandRaw, KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
+use crate::store::rows::{KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
 use crate::store::status::SprintSpendRaw;
 use crate::store::{
     CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, HostScope,

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::Db;
+use crate::store::command::CommandRaw;
 use crate::store::database::{Database, IsGone};
-use crate::store::rows::{CommandRaw, KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
+use crate::store::rows::{KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
 use crate::store::{
     CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostScope, Lease, NewRun,
     Result, Run, RunEnd, Spend, Sprint, StoreError, TransitionRecord, Usage, sprint_branch,

@@ -1,0 +1,130 @@
+//! A user's command as stored: what was asked, by whom, and the orchestrator's answer.
+
+use serde::Serialize;
+
+use super::StoreError;
+use crate::pipeline::Event;
+
+/// What a user asked for, durable until the orchestrator answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandKind {
+    Approve,
+    RequestChanges,
+    Resume,
+    Abort,
+    Handoff,
+}
+
+impl CommandKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandKind::Approve => "approve",
+            CommandKind::RequestChanges => "request_changes",
+            CommandKind::Resume => "resume",
+            CommandKind::Abort => "abort",
+            CommandKind::Handoff => "handoff",
+        }
+    }
+
+    fn parse(s: &str) -> Option<CommandKind> {
+        [
+            CommandKind::Approve,
+            CommandKind::RequestChanges,
+            CommandKind::Resume,
+            CommandKind::Abort,
+            CommandKind::Handoff,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+
+    /// The state-machine event this command asks for.
+    pub fn event(self, by: &str, text: Option<&str>) -> Event {
+        let by = by.to_string();
+        let text = text.map(str::to_string);
+        match self {
+            CommandKind::Approve => Event::Approve { by },
+            CommandKind::RequestChanges => Event::RequestChanges {
+                by,
+                note: text.unwrap_or_default(),
+            },
+            CommandKind::Resume => Event::Resume { by, focus: text },
+            CommandKind::Abort => Event::Abort { by, reason: text },
+            CommandKind::Handoff => Event::Handoff { by, focus: text },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandStatus {
+    Pending,
+    Applied,
+    Refused,
+}
+
+impl CommandStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandStatus::Pending => "pending",
+            CommandStatus::Applied => "applied",
+            CommandStatus::Refused => "refused",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Command {
+    pub id: i64,
+    pub sprint_id: String,
+    pub kind: CommandKind,
+    pub text: Option<String>,
+    pub by: String,
+    pub created_at: i64,
+    pub status: CommandStatus,
+    pub result: Option<String>,
+}
+
+impl Command {
+    pub fn event(&self) -> Event {
+        self.kind.event(&self.by, self.text.as_deref())
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct CommandRaw {
+    id: i64,
+    sprint_id: String,
+    kind: String,
+    text: Option<String>,
+    by: String,
+    created_at: i64,
+    status: String,
+    result: Option<String>,
+}
+
+impl TryFrom<CommandRaw> for Command {
+    type Error = StoreError;
+
+    fn try_from(r: CommandRaw) -> Result<Self, StoreError> {
+        let key = r.id.to_string();
+        let bad = |what: &str| StoreError::corrupt("commands", &key, what);
+        let status = match r.status.as_str() {
+            "pending" => CommandStatus::Pending,
+            "applied" => CommandStatus::Applied,
+            "refused" => CommandStatus::Refused,
+            _ => return Err(bad("status")),
+        };
+        Ok(Command {
+            id: r.id,
+            kind: CommandKind::parse(&r.kind).ok_or_else(|| bad("kind"))?,
+            sprint_id: r.sprint_id,
+            text: r.text,
+            by: r.by,
+            created_at: r.created_at,
+            status,
+            result: r.result,
+        })
+    }
+}
