@@ -20,6 +20,9 @@ pub const SPAWN: &[&str] = &[
     "openai_schema_file",
     "reviewer",
     "plan_dir",
+    "base_branch",
+    "base_commit",
+    "head",
 ];
 
 /// Placeholders a role's prompt text may use (built-in or a project's `prompts/<actor>.md`).
@@ -35,6 +38,8 @@ pub const PROMPT: &[&str] = &[
     "contract_file",
     "branch",
     "base_branch",
+    "base_commit",
+    "head",
     "plan_dir",
     "round",
     "attempt",

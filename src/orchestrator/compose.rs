@@ -191,7 +191,18 @@ impl Orchestrator {
             }
             _ => (Vec::new(), Vec::new()),
         };
-        let git_head = sister::facts::head(&workdir).await;
+        let checkout = match project {
+            Some(p) => self.checkout(sprint, &runs, p).await,
+            None => Ok(None),
+        };
+        let (checkout, not_checked_out) = match checkout {
+            Ok(c) => (c, None),
+            Err(detail) => (None, Some(detail)),
+        };
+        let git_head = match &checkout {
+            Some(c) => Some(c.head.clone()),
+            None => sister::facts::head(&workdir).await,
+        };
 
         // The next number: this loop is the only one that adds runs to its sprints.
         let number = runs.iter().map(|r| r.number).max().unwrap_or(0) + 1;
@@ -203,7 +214,7 @@ impl Orchestrator {
             )),
         };
         let (texts, unpreparable) = match recipe {
-            Ok(texts) => (texts, None),
+            Ok(texts) => (texts, not_checked_out),
             Err(detail) => (RecipeTexts::default(), Some(detail)),
         };
         let contract = ContractFile {
@@ -235,7 +246,12 @@ impl Orchestrator {
                         .to_string()
                 })
                 .unwrap_or_default(),
-            base_branch: project.and_then(|p| p.base_branch.clone()),
+            base_branch: checkout
+                .as_ref()
+                .map(|c| c.base_branch.clone())
+                .or_else(|| project.and_then(|p| p.base_branch.clone())),
+            base_commit: checkout.as_ref().map(|c| c.base_commit.clone()),
+            head: checkout.as_ref().map(|c| c.head.clone()),
             checklist: crate::store::contract(&runs),
             check: project.map(|p| p.check.clone()).unwrap_or_default(),
             instructions: texts.instructions,

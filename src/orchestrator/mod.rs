@@ -5,6 +5,7 @@
 //! Discord arrive through the database and are answered there.
 
 mod check;
+mod checkout;
 pub mod client;
 mod commands;
 mod compose;

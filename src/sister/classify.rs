@@ -228,6 +228,14 @@ async fn classify_output(req: &RunRequest, stdout: &[u8], report: &mut RunReport
                 report.detail = format!("the IMPL_DONE claim does not hold: {reason}");
                 return;
             }
+            if let (HandoffMessage::Darang(_), Some(head)) = (&valid.message, &req.contract.head)
+                && let Err(reason) =
+                    super::branch::unmoved(&req.workdir, &req.contract.branch, head).await
+            {
+                report.outcome = RunOutcome::BadOutput;
+                report.detail = reason;
+                return;
+            }
             if let Some(problem) = unreported_contract(&req.contract.checklist, &valid.message) {
                 return bad_output(report, vec![problem]);
             }

@@ -59,9 +59,17 @@ pub struct ContractFile {
     /// Where harang writes the plan: the workdir joined with the project's `plan_dir`.
     #[serde(default)]
     pub plan_dir: String,
-    /// The project's `base_branch`, when it sets one.
+    /// The branch the sprint's branch started from: recorded when the orchestrator made
+    /// it in a git workdir, else the project's `base_branch`, when it sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_branch: Option<String>,
+    /// The base branch's commit when the sprint's branch was made (git workdirs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_commit: Option<String>,
+    /// The branch's head as this run starts: what a reviewer reviews, and must leave as
+    /// it is (git workdirs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
     /// The sprint's contract: the checklist of the plan that started the implementation.
     #[serde(default)]
     pub checklist: Vec<ChecklistItem>,
@@ -293,6 +301,8 @@ mod tests {
             handoff_by: Some("darang run SPRINT-001-R03".into()),
             plan_dir: "/w/.plans/sprint-001".into(),
             base_branch: None,
+            base_commit: None,
+            head: None,
             checklist: Vec::new(),
             check: Vec::new(),
             instructions: None,

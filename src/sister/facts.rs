@@ -20,7 +20,7 @@ pub async fn check_impl_claim(workdir: &Path, payload: &ImplPayload) -> Result<(
     }
     match git(workdir, &["rev-parse", "--is-inside-work-tree"]).await {
         Ok(out) if out.trim() == "true" => {}
-        Ok(_) | Err(GitError::Failed) => return Ok(()), // not a repository
+        Ok(_) | Err(GitError::Failed(_)) => return Ok(()), // not a repository
         Err(GitError::Unavailable(e)) => {
             tracing::warn!(workdir = %workdir.display(), error = %e, "cannot run git: IMPL_DONE claims are not checked");
             return Ok(());
@@ -91,17 +91,24 @@ pub async fn check_impl_claim(workdir: &Path, payload: &ImplPayload) -> Result<(
             ));
         }
     }
+    let dirty = super::branch::dirty_paths(workdir).await?;
+    if !dirty.is_empty() {
+        return Err(format!(
+            "the work tree has uncommitted changes: {}; commit them on {branch:?} or remove them before answering",
+            super::branch::some_names(&dirty)
+        ));
+    }
     Ok(())
 }
 
-enum GitError {
-    /// git ran and said no.
-    Failed,
+pub(super) enum GitError {
+    /// git ran and said no: the last line of what it said.
+    Failed(String),
     /// git could not be run at all.
     Unavailable(String),
 }
 
-async fn git(workdir: &Path, args: &[&str]) -> Result<String, GitError> {
+pub(super) async fn git(workdir: &Path, args: &[&str]) -> Result<String, GitError> {
     let mut cmd = Command::new("git");
     cmd.arg("-C")
         .arg(workdir)
@@ -121,7 +128,9 @@ async fn git(workdir: &Path, args: &[&str]) -> Result<String, GitError> {
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(GitError::Failed)
+        let said = String::from_utf8_lossy(&out.stderr);
+        let last = said.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+        Err(GitError::Failed(last.trim().to_string()))
     }
 }
 

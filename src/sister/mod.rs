@@ -7,6 +7,7 @@
 //! or a stop kills its whole process group, and its output is validated before anything
 //! believes it.
 
+pub mod branch;
 pub mod check;
 pub mod contract;
 pub mod facts;

@@ -37,6 +37,14 @@ pub fn render(contract: &ContractFile, template: Option<&str>, contract_path: &s
             c.workdir
         ),
     };
+    let base_commit = c
+        .base_commit
+        .as_deref()
+        .unwrap_or("the commit it was at then (not recorded: the workdir is not a git repository)");
+    let head = c
+        .head
+        .as_deref()
+        .unwrap_or("its current head (not recorded: the workdir is not a git repository)");
     let checklist = checklist(c);
     let check = match c.check.as_slice() {
         [] => "none is configured for this project".to_string(),
@@ -66,6 +74,8 @@ pub fn render(contract: &ContractFile, template: Option<&str>, contract_path: &s
         ("contract_file", contract_path),
         ("branch", c.branch.as_str()),
         ("base_branch", base_branch.as_str()),
+        ("base_commit", base_commit),
+        ("head", head),
         ("plan_dir", c.plan_dir.as_str()),
         ("round", round.as_str()),
         ("attempt", attempt.as_str()),

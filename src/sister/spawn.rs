@@ -49,6 +49,9 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, Box<RunReport>> {
         ("openai_schema_file", schemas.openai_file.as_str()),
         ("reviewer", spec.reviewer.as_deref().unwrap_or("")),
         ("plan_dir", c.plan_dir.as_str()),
+        ("base_branch", c.base_branch.as_deref().unwrap_or("")),
+        ("base_commit", c.base_commit.as_deref().unwrap_or("")),
+        ("head", c.head.as_deref().unwrap_or("")),
     ];
     let args: Vec<String> = spec
         .args

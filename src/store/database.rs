@@ -64,6 +64,14 @@ pub trait Database: Send + Sync + std::fmt::Debug {
         at: i64,
     ) -> Result<Sprint>;
     async fn sprint(&self, id: &str) -> Result<Option<Sprint>>;
+    /// Records the branch a sprint's branch was created from and its commit; a base
+    /// already recorded stays (a restart reuses the branch it made).
+    async fn record_base(
+        &self,
+        sprint_id: &str,
+        base_branch: &str,
+        base_commit: &str,
+    ) -> Result<()>;
     async fn sprints(&self) -> Result<Vec<Sprint>>;
     /// Every sprint with the spend rolled up on it, oldest first.
     async fn sprints_with_spend(&self) -> Result<Vec<(Sprint, Spend)>>;

@@ -203,6 +203,19 @@ impl Store {
         self.db.sprint(id).await
     }
 
+    /// Records where a sprint's branch started (see `Database::record_base`).
+    pub async fn record_base(
+        &self,
+        sprint_id: &str,
+        base_branch: &str,
+        base_commit: &str,
+    ) -> Result<()> {
+        self.write("record a sprint's base", || {
+            self.db.record_base(sprint_id, base_branch, base_commit)
+        })
+        .await
+    }
+
     /// Every sprint, oldest first.
     pub async fn sprints(&self) -> Result<Vec<Sprint>> {
         self.db.sprints().await

@@ -52,6 +52,12 @@ pub struct Sprint {
     /// Who gave `focus`.
     #[serde(skip)]
     pub focus_by: Option<String>,
+    /// The branch the sprint's branch was created from, and its commit then; recorded
+    /// before the planner's first run in a git workdir.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_branch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_commit: Option<String>,
 }
 
 impl Sprint {
@@ -90,6 +96,10 @@ pub(super) struct SprintRaw {
     epoch: i64,
     started_by: Option<String>,
     focus_by: Option<String>,
+    #[serde(default)]
+    base_branch: Option<String>,
+    #[serde(default)]
+    base_commit: Option<String>,
 }
 
 impl TryFrom<SprintRaw> for Sprint {
@@ -125,6 +135,8 @@ impl TryFrom<SprintRaw> for Sprint {
             epoch: r.epoch,
             started_by: r.started_by,
             focus_by: r.focus_by,
+            base_branch: r.base_branch,
+            base_commit: r.base_commit,
             id: r.id,
         })
     }

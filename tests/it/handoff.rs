@@ -15,7 +15,7 @@ async fn a_handoff_restarts_the_sister_with_what_the_stopped_session_did() {
     let files = Files::new(&Setup {
         narang: "commit-then-hang-first 1",
         // In a git workdir the IMPL_DONE claim is checked: name a branch that exists.
-        extra: "[agent.narang.env]\nSAY_BRANCH = \"main\"\n",
+        extra: "[agent.narang.env]\nSAY_BRANCH = \"feature/sprint-001\"\n",
         ..Setup::default()
     });
     let repo = workdir(&files, "app");

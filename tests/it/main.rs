@@ -9,6 +9,7 @@
 mod support;
 
 mod authors;
+mod branch;
 mod check;
 mod config;
 mod crash;

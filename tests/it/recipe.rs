@@ -128,7 +128,7 @@ async fn every_prompt_says_the_role_with_the_projects_recipe() {
         let actor = run.actor.as_str();
         for needle in [
             plan_dir.as_str(),
-            "base branch: main",
+            "from main at",
             INSTRUCTIONS,
             "`true test --quiet`",
         ] {

@@ -123,6 +123,23 @@ impl Database for Db {
         raw.map(Sprint::try_from).transpose()
     }
 
+    async fn record_base(
+        &self,
+        sprint_id: &str,
+        base_branch: &str,
+        base_commit: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE sprints SET base_branch = $1, base_commit = $2 WHERE id = $3 AND base_commit IS NULL",
+        )
+        .bind(base_branch)
+        .bind(base_commit)
+        .bind(sprint_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     async fn sprints(&self) -> Result<Vec<Sprint>> {
         sprints_of(
             sqlx::query_as("SELECT * FROM sprints ORDER BY number")

@@ -40,7 +40,7 @@ pub(in crate::store) const NEXT_IN_QUEUES: &str = "SELECT * FROM sprints
 const SPRINTS_WITH_SPEND: &str = "SELECT COALESCE(json_group_array(json_array(
          json_array(id, number, project, goal, state, round, attempt, resume_stage, resume_round,
              contract_id, branch, next_run_at, focus, budget_usd, last_seq, created_at, updated_at,
-             owner, epoch, started_by, focus_by),
+             owner, epoch, started_by, focus_by, base_branch, base_commit),
          json_array(input_tokens, output_tokens, cost_usd))), '[]')
      FROM (SELECT * FROM sprints ORDER BY number)";
 
@@ -135,6 +135,23 @@ impl Database for Db {
             .fetch_optional(&self.pool)
             .await?;
         raw.map(Sprint::try_from).transpose()
+    }
+
+    async fn record_base(
+        &self,
+        sprint_id: &str,
+        base_branch: &str,
+        base_commit: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE sprints SET base_branch = ?, base_commit = ? WHERE id = ? AND base_commit IS NULL",
+        )
+        .bind(base_branch)
+        .bind(base_commit)
+        .bind(sprint_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     async fn sprints(&self) -> Result<Vec<Sprint>> {

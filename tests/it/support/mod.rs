@@ -173,6 +173,8 @@ pub fn contract(actor: Actor, workdir: &Path) -> ContractFile {
         handoff_by: None,
         plan_dir: workdir.join(".plans/sprint-001").display().to_string(),
         base_branch: None,
+        base_commit: None,
+        head: None,
         checklist: Vec::new(),
         check: Vec::new(),
         instructions: None,

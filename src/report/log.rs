@@ -1,0 +1,308 @@
+//! `sprint log`: a sprint's transitions, commands, contract, checks and runs, and one
+//! run's capture.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{STDERR_LINES, failed, no_sprint, time};
+use crate::config::Config;
+use crate::domain::parse_run_id;
+use crate::notify::messages::{Context, one_line, render};
+use crate::output::escape_controls;
+use crate::output::{Exit, print_json};
+use crate::store::{CheckRecord, Run, Store};
+use crate::{errln, out, outln};
+
+/// What `sprint log --run` prints of a run's capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capture {
+    Both,
+    Stdout,
+    Stderr,
+}
+
+pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exit {
+    let sprint = match store.sprint(id).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return no_sprint(id),
+        Err(e) => return failed(&e),
+    };
+    let (transitions, runs, usage, commands) = match (
+        store.transitions(id).await,
+        store.runs(id).await,
+        store.usage(id).await,
+        store.commands_of(id).await,
+    ) {
+        (Ok(t), Ok(r), Ok(u), Ok(c)) => (t, r, u, c),
+        (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
+            return failed(&e);
+        }
+    };
+    let contract = crate::store::contract_results(&runs);
+    let checks = match store.checks(id).await {
+        Ok(checks) => checks,
+        Err(e) => return failed(&e),
+    };
+    if as_json {
+        let checklist: Vec<_> = contract
+            .iter()
+            .map(|c| json!({ "id": c.item.id, "text": c.item.text, "passed": c.passed }))
+            .collect();
+        return print_json(&json!({
+            "id": sprint.id,
+            "state": sprint.state,
+            "project": sprint.project,
+            "goal": sprint.goal,
+            "round": sprint.round,
+            "attempt": sprint.attempt,
+            "branch": sprint.branch,
+            "base_branch": sprint.base_branch,
+            "base_commit": sprint.base_commit,
+            "started_by": sprint.started_by,
+            "checklist": checklist,
+            "transitions": transitions,
+            "runs": runs,
+            "commands": commands,
+            "checks": checks,
+            "usage": usage,
+        }));
+    }
+    outln!("{} · {}", sprint.id, escape_controls(&sprint.goal));
+    outln!(
+        "{} (round {}, attempt {}), project {}, branch {}\n",
+        sprint.state,
+        sprint.round,
+        sprint.attempt,
+        sprint.project,
+        escape_controls(&sprint.branch)
+    );
+    if let (Some(branch), Some(commit)) = (&sprint.base_branch, &sprint.base_commit) {
+        outln!(
+            "Branched from {} at {}\n",
+            escape_controls(branch),
+            escape_controls(commit)
+        );
+    }
+    if let Some(by) = &sprint.started_by {
+        outln!("Started by {}\n", escape_controls(by));
+    }
+    if !contract.is_empty() {
+        outln!("Contract (harang's checklist, with the latest review's result):");
+        for c in &contract {
+            outln!(
+                "  {} {}: {}",
+                contract_mark(c.passed),
+                escape_controls(&c.item.id),
+                escape_controls(&one_line(&c.item.text))
+            );
+        }
+        outln!();
+    }
+    outln!("Transitions:");
+    let cx = Context::new(config, &sprint);
+    for t in &transitions {
+        let by =
+            t.by.as_deref()
+                .map(|by| format!("  (by {})", escape_controls(by)))
+                .unwrap_or_default();
+        outln!(
+            "  #{:<3} {}  {:>12} → {:<12} {}{by}",
+            t.seq,
+            time(t.at),
+            t.from.as_str(),
+            t.to.as_str(),
+            escape_controls(&render(t, &cx).text)
+        );
+    }
+    if !commands.is_empty() {
+        outln!("\nCommands:");
+    }
+    for c in &commands {
+        let answer = c
+            .result
+            .as_deref()
+            .map(|r| format!(": {}", escape_controls(&one_line(r))))
+            .unwrap_or_default();
+        outln!(
+            "  #{:<3} {}  {:<15} by {}  {}{answer}",
+            c.id,
+            time(c.created_at),
+            c.kind.as_str(),
+            escape_controls(&c.by),
+            c.status.as_str()
+        );
+    }
+    outln!(
+        "\nUsage: ${:.2}, {} input and {} output tokens",
+        usage.total.cost_usd,
+        usage.total.input_tokens,
+        usage.total.output_tokens
+    );
+    for (sister, spend) in &usage.by_sister {
+        outln!(
+            "  {sister:<7} ${:.2}, {} input and {} output tokens",
+            spend.cost_usd,
+            spend.input_tokens,
+            spend.output_tokens
+        );
+    }
+    outln!("\nRuns (each given the document of its parent):");
+    for r in &runs {
+        print_run(r);
+    }
+    if !checks.is_empty() {
+        outln!("\nChecks (the project's check, run after narang's IMPL_DONE):");
+    }
+    for c in &checks {
+        print_check(c);
+    }
+    Exit::Success
+}
+
+/// ✅ passed, ❌ failed, · not reviewed yet.
+pub fn contract_mark(passed: Option<bool>) -> &'static str {
+    match passed {
+        Some(true) => "✅",
+        Some(false) => "❌",
+        None => "·",
+    }
+}
+
+/// How a check ended, in a few words.
+pub fn check_ended(c: &CheckRecord) -> String {
+    match c.exit_code {
+        Some(0) => "passed".to_string(),
+        Some(code) => format!("failed (exit code {code})"),
+        None => "failed (killed, no exit code)".to_string(),
+    }
+}
+
+/// One check: its run, how it ended, how long it took, the commit, the command, and the
+/// last line it printed.
+fn print_check(c: &CheckRecord) {
+    let ended = check_ended(c);
+    let took = humantime::format_duration(Duration::from_millis(
+        u64::try_from(c.duration_ms).unwrap_or(0) / 100 * 100,
+    ));
+    let head = c
+        .head
+        .as_deref()
+        .map_or("(no git)", |h| h.get(..12).unwrap_or(h));
+    outln!(
+        "  {:<16} {} {ended:<30} {took:<8} at {head}  `{}`",
+        c.run_id,
+        time(c.at),
+        escape_controls(&c.command.join(" "))
+    );
+    if let Some(last) = c.output_tail.lines().rfind(|l| !l.trim().is_empty()) {
+        outln!("      │ {}", escape_controls(last));
+    }
+}
+
+fn print_run(r: &Run) {
+    let outcome = r.outcome.map_or("running", |o| o.as_str());
+    let took = r
+        .duration_ms
+        .map(|ms| {
+            humantime::format_duration(Duration::from_millis(
+                u64::try_from(ms).unwrap_or(0) / 100 * 100,
+            ))
+            .to_string()
+        })
+        .unwrap_or_default();
+    let parent = r
+        .parent_run_id
+        .as_deref()
+        .map_or_else(|| "(start)".to_string(), |p| format!("← {p}"));
+    let document = if r.synthesized {
+        "composed"
+    } else {
+        "from sister"
+    };
+    // One of several reviewers of a round: darang/NAME.
+    let who = match &r.reviewer {
+        Some(name) => format!("{}/{name}", r.actor.as_str()),
+        None => r.actor.as_str().to_string(),
+    };
+    outln!(
+        "  {:<16} {:<7} round {} attempt {}  {:<18} {:<8} {parent} (document {document})",
+        r.run_id,
+        who,
+        r.round,
+        r.attempt,
+        outcome,
+        took
+    );
+    let Some(outcome) = r.outcome else {
+        return;
+    };
+    if outcome == crate::domain::RunOutcome::Handoff {
+        return;
+    }
+    if let Some(detail) = &r.detail {
+        outln!("      {}", escape_controls(&one_line(detail)));
+    }
+    // What the sister said about it: the end of its log.
+    let stderr = r.stderr_tail.as_deref().unwrap_or_default();
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        outln!("      (nothing on stderr)");
+        return;
+    }
+    let shown = &lines[lines.len().saturating_sub(STDERR_LINES)..];
+    outln!(
+        "      stderr, last {} of {} lines (all of it: --run {} --stderr):",
+        shown.len(),
+        lines.len(),
+        r.run_id
+    );
+    for line in shown {
+        outln!("      │ {}", escape_controls(line));
+    }
+}
+
+/// `sprint log ID --run RUN`: one run's capture as the database kept it (the last 64 KiB
+/// of each stream), raw with `--stdout` or `--stderr`.
+pub async fn run_capture(store: &Store, id: &str, run: &str, capture: Capture) -> Exit {
+    let runs = match store.runs(id).await {
+        Ok(runs) => runs,
+        Err(e) => return failed(&e),
+    };
+    let wanted = parse_run_id(id, run);
+    let Some(r) = runs.iter().find(|r| r.run_id == wanted) else {
+        return match store.sprint(id).await {
+            Ok(None) => no_sprint(id),
+            Err(e) => failed(&e),
+            Ok(Some(_)) => {
+                let known: Vec<&str> = runs.iter().map(|r| r.run_id.as_str()).collect();
+                errln!(
+                    "{id} has no run {wanted}; its runs: {}",
+                    if known.is_empty() {
+                        "none yet".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                );
+                Exit::Failure
+            }
+        };
+    };
+    let stdout = r.stdout_tail.as_deref().unwrap_or_default();
+    let stderr = r.stderr_tail.as_deref().unwrap_or_default();
+    match capture {
+        // Raw, for a pipe or a file: exactly what was kept.
+        Capture::Stdout => out!("{stdout}"),
+        Capture::Stderr => out!("{stderr}"),
+        Capture::Both => {
+            print_run(r);
+            for (name, text) in [("stdout", stdout), ("stderr", stderr)] {
+                outln!("\n{name} ({} bytes kept):", text.len());
+                for line in text.lines() {
+                    outln!("│ {}", escape_controls(line));
+                }
+            }
+        }
+    }
+    Exit::Success
+}

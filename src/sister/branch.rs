@@ -1,0 +1,231 @@
+//! The sprint's branch is a fact, not a guess (SPEC §12): created from its base before the
+//! planner's first run, checked out before every run, on a tree that holds no changes a
+//! run of the sprint did not make. Every git call is bounded (`facts::git`).
+
+use std::path::Path;
+
+use super::facts::{GitError, git};
+
+/// Where a run starts: the sprint's base and the commit its branch is at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkout {
+    pub base_branch: String,
+    pub base_commit: String,
+    /// The branch's head once checked out: what a reviewer reviews.
+    pub head: String,
+}
+
+/// What the sprint knows before a run: its branch, the base it recorded (if any), the
+/// project's `base_branch`, and when its last run ended (unix ms; `None` before any).
+pub struct Sprint<'a> {
+    pub project: &'a str,
+    pub branch: &'a str,
+    pub recorded_base: Option<(&'a str, &'a str)>,
+    pub configured_base: Option<&'a str>,
+    pub last_run_end: Option<i64>,
+}
+
+/// Readies `workdir` (a git repository) for a run of `sprint`; the error is the run's
+/// `spawn_failed` detail, naming what to fix.
+pub async fn prepare(workdir: &Path, sprint: &Sprint<'_>) -> Result<Checkout, String> {
+    let foreign = changes_no_run_made(workdir, sprint.last_run_end).await?;
+    if !foreign.is_empty() {
+        return Err(format!(
+            "the work tree {} has uncommitted changes no run of this sprint made: {}; commit, stash or remove them, then resume the sprint",
+            workdir.display(),
+            some_names(&foreign)
+        ));
+    }
+    let (base_branch, base_commit) = match sprint.recorded_base {
+        Some((branch, commit)) => (branch.to_string(), commit.to_string()),
+        None => base(workdir, sprint).await?,
+    };
+    let branch = sprint.branch;
+    if branch.starts_with('-')
+        || git(workdir, &["check-ref-format", "--branch", branch])
+            .await
+            .is_err()
+    {
+        return Err(format!(
+            "the sprint's branch {branch:?} is not a valid branch name (pipeline.branch_template)"
+        ));
+    }
+    let branch_ref = format!("refs/heads/{branch}");
+    if commit_of(workdir, &branch_ref).await.is_none() {
+        // A branch left by an earlier try (a restart) is reused as it is.
+        git(workdir, &["branch", "--no-track", branch, &base_commit])
+            .await
+            .map_err(|e| {
+                failed(
+                    &format!("cannot create the branch {branch:?} from {base_commit}"),
+                    e,
+                )
+            })?;
+    }
+    let current = git(workdir, &["symbolic-ref", "--quiet", "--short", "HEAD"])
+        .await
+        .ok();
+    if current.as_deref().map(str::trim) != Some(branch) {
+        git(workdir, &["checkout", "--quiet", branch])
+            .await
+            .map_err(|e| {
+                failed(
+                    &format!("cannot check out {branch:?} in {}", workdir.display()),
+                    e,
+                )
+            })?;
+    }
+    let head = commit_of(workdir, &branch_ref).await.ok_or_else(|| {
+        format!(
+            "the branch {branch:?} has no commit in {}",
+            workdir.display()
+        )
+    })?;
+    Ok(Checkout {
+        base_branch,
+        base_commit,
+        head,
+    })
+}
+
+/// The base a new sprint starts from: the project's `base_branch`, else the branch
+/// checked out now, with its commit.
+async fn base(workdir: &Path, sprint: &Sprint<'_>) -> Result<(String, String), String> {
+    let key = format!("projects.{}.base_branch", sprint.project);
+    let branch = match sprint.configured_base {
+        Some(b) => b.to_string(),
+        None => git(workdir, &["symbolic-ref", "--quiet", "--short", "HEAD"])
+            .await
+            .map(|s| s.trim().to_string())
+            .map_err(|_| {
+                format!(
+                    "{key} is not set and {} has no branch checked out (a detached HEAD): set {key}",
+                    workdir.display()
+                )
+            })?,
+    };
+    let commit = commit_of(workdir, &branch).await.ok_or_else(|| {
+        format!(
+            "{key}: no branch {branch:?} with a commit in {}",
+            workdir.display()
+        )
+    })?;
+    Ok((branch, commit))
+}
+
+async fn commit_of(workdir: &Path, rev: &str) -> Option<String> {
+    git(
+        workdir,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{rev}^{{commit}}"),
+        ],
+    )
+    .await
+    .ok()
+    .map(|s| s.trim().to_string())
+    .filter(|s| !s.is_empty())
+}
+
+/// A reviewer reads; it does not write: `Err` naming the commits when `branch` is no
+/// longer at `head`, the commit it was given.
+pub async fn unmoved(workdir: &Path, branch: &str, head: &str) -> Result<(), String> {
+    let now = commit_of(workdir, &format!("refs/heads/{branch}")).await;
+    if now.as_deref() == Some(head) {
+        return Ok(());
+    }
+    let Some(now) = now else {
+        return Err(format!(
+            "the branch {branch:?} is gone; a reviewer must not delete or move it"
+        ));
+    };
+    let made = git(
+        workdir,
+        &["log", "--format=%h %s", &format!("{head}..{now}"), "--"],
+    )
+    .await
+    .map(|s| s.lines().map(str::to_string).collect::<Vec<_>>())
+    .unwrap_or_default();
+    let what = if made.is_empty() {
+        format!("it now points at {now}")
+    } else {
+        format!("commits {}", some_names(&made))
+    };
+    Err(format!(
+        "the branch {branch:?} moved during the review (it was at {head}): {what}; a reviewer reads, it does not commit; keep review notes outside the repository"
+    ))
+}
+
+/// The paths `git status` reports: changed, staged, deleted or untracked (ignored files
+/// are not changes).
+pub async fn dirty_paths(workdir: &Path) -> Result<Vec<String>, String> {
+    let out = git(
+        workdir,
+        &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
+    )
+    .await
+    .map_err(|e| {
+        failed(
+            &format!("cannot read the state of {}", workdir.display()),
+            e,
+        )
+    })?;
+    let mut paths = Vec::new();
+    let mut entries = out.split('\0').filter(|e| !e.is_empty());
+    while let Some(entry) = entries.next() {
+        let (status, path) = entry.split_at(entry.len().min(3));
+        paths.push(path.to_string());
+        // A rename or copy is followed by the path it came from.
+        if status.starts_with('R') || status.starts_with('C') {
+            entries.next();
+        }
+    }
+    Ok(paths)
+}
+
+/// The dirty paths no run made: all of them before the sprint's first run; after one,
+/// those written after it ended (a deleted path cannot say when, and counts as the run's).
+async fn changes_no_run_made(
+    workdir: &Path,
+    last_run_end: Option<i64>,
+) -> Result<Vec<String>, String> {
+    let dirty = dirty_paths(workdir).await?;
+    let Some(ended) = last_run_end else {
+        return Ok(dirty);
+    };
+    Ok(dirty
+        .into_iter()
+        .filter(|path| {
+            std::fs::symlink_metadata(workdir.join(path))
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .is_some_and(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX) > ended)
+        })
+        .collect())
+}
+
+/// Up to ten names, then how many more.
+pub fn some_names(paths: &[String]) -> String {
+    const SHOWN: usize = 10;
+    let mut names = paths
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if paths.len() > SHOWN {
+        names.push_str(&format!(" and {} more", paths.len() - SHOWN));
+    }
+    names
+}
+
+fn failed(what: &str, e: GitError) -> String {
+    match e {
+        GitError::Failed(said) if !said.is_empty() => format!("{what}: git says {said:?}"),
+        GitError::Failed(_) => what.to_string(),
+        GitError::Unavailable(why) => format!("{what}: {why}"),
+    }
+}

@@ -1,0 +1,212 @@
+//! The sprint's branch is a fact (`SPEC.md` §12), through the real orchestrator and
+//! scripted sisters in real git repositories: made from the base before the planner runs,
+//! the base recorded and told, a dirty tree refused, uncommitted work refused, and a
+//! reviewer that commits refused.
+
+use hanarang::pipeline::State;
+use hanarang::sister::RunOutcome;
+use hanarang::store::Run;
+
+use crate::support::git;
+use crate::support::pipeline::{Files, Pipeline, Setup, workdir};
+
+/// narang claims the sprint's branch, which the orchestrator made.
+const ON_THE_BRANCH: &str = "[agent.narang.env]\nSAY_BRANCH = \"feature/sprint-001\"\n";
+
+/// A pipeline whose project is a git repository with one commit on `main`, checked out
+/// on another branch (`elsewhere`) so the base must come from `base_branch`.
+async fn in_a_repository(
+    setup: Setup,
+    more_project: &str,
+) -> (Pipeline, std::path::PathBuf, String) {
+    let files = Files::new(&setup);
+    files.append_config(&format!("base_branch = \"main\"\n{more_project}"));
+    let repo = workdir(&files, "app");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), "app\n").expect("readme");
+    git(&repo, &["add", "README.md"]);
+    git(&repo, &["commit", "-q", "-m", "root"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]);
+    git(&repo, &["checkout", "-q", "-b", "elsewhere"]);
+    git(
+        &repo,
+        &["commit", "-q", "--allow-empty", "-m", "not the base"],
+    );
+    (Pipeline::start_with(files).await, repo, base)
+}
+
+fn of(runs: &[Run], actor: &str) -> Vec<Run> {
+    runs.iter()
+        .filter(|r| r.actor.as_str() == actor)
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_branch_is_made_from_the_base_before_harang_and_every_sister_is_told() {
+    let (p, repo, base) = in_a_repository(
+        Setup {
+            extra: ON_THE_BRANCH,
+            ..Setup::default()
+        },
+        "",
+    )
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    let done = p.wait_for(&s.id, State::Done).await;
+
+    assert_eq!(done.base_branch.as_deref(), Some("main"));
+    assert_eq!(done.base_commit.as_deref(), Some(base.as_str()));
+    assert_eq!(git(&repo, &["rev-parse", "feature/sprint-001"]), base);
+    assert_eq!(
+        git(&repo, &["symbolic-ref", "--short", "HEAD"]),
+        "feature/sprint-001"
+    );
+    for run in p.runs(&s.id).await {
+        let contract = p.files.contract_of(&run.run_id);
+        assert_eq!(contract["baseBranch"], "main", "{}", run.run_id);
+        assert_eq!(contract["baseCommit"], base.as_str(), "{}", run.run_id);
+        assert_eq!(contract["head"], base.as_str(), "{}", run.run_id);
+    }
+    let harang = &of(&p.runs(&s.id).await, "harang")[0];
+    let prompt = p.files.stdin_of(&harang.run_id);
+    assert!(
+        prompt.contains(&base),
+        "the planner is told the base commit: {prompt}"
+    );
+    let files = p.stop().await;
+
+    let log = files.hanarang(&["sprint", "log", &s.id, "--json"]);
+    let log: serde_json::Value = serde_json::from_slice(&log.stdout).expect("log --json");
+    assert_eq!(log["base_branch"], "main");
+    assert_eq!(log["base_commit"], base.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_branch_left_by_an_earlier_try_is_reused() {
+    let files = Files::new(&Setup {
+        extra: ON_THE_BRANCH,
+        ..Setup::default()
+    });
+    let repo = workdir(&files, "app");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["commit", "-q", "--allow-empty", "-m", "root"]);
+    git(&repo, &["branch", "feature/sprint-001"]);
+    git(&repo, &["checkout", "-q", "feature/sprint-001"]);
+    git(
+        &repo,
+        &[
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "the plan, from before a restart",
+        ],
+    );
+    let kept = git(&repo, &["rev-parse", "HEAD"]);
+    git(&repo, &["checkout", "-q", "main"]);
+    let p = Pipeline::start_with(files).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+
+    assert_eq!(git(&repo, &["rev-parse", "feature/sprint-001"]), kept);
+    let harang = &of(&p.runs(&s.id).await, "harang")[0];
+    assert_eq!(p.files.contract_of(&harang.run_id)["head"], kept.as_str());
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tree_with_changes_no_run_made_blocks_the_start_naming_them() {
+    let (p, repo, _) = in_a_repository(
+        Setup {
+            extra: ON_THE_BRANCH,
+            max_attempts: 1,
+            ..Setup::default()
+        },
+        "",
+    )
+    .await;
+    std::fs::write(repo.join("README.md"), "someone's edit\n").expect("edit");
+    std::fs::write(repo.join("notes.txt"), "not committed\n").expect("notes");
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Escalated).await;
+
+    let harang = of(&p.runs(&s.id).await, "harang");
+    assert_eq!(harang.len(), 1);
+    assert_eq!(harang[0].outcome, Some(RunOutcome::SpawnFailed));
+    let detail = harang[0].detail.clone().unwrap_or_default();
+    assert!(
+        detail.contains("uncommitted changes no run of this sprint made: README.md, notes.txt"),
+        "{detail}"
+    );
+    // Nothing of the person's was touched: no branch made, nothing checked out.
+    assert_eq!(
+        git(&repo, &["symbolic-ref", "--short", "HEAD"]),
+        "elsewhere"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("notes.txt")).unwrap_or_default(),
+        "not committed\n"
+    );
+    assert!(
+        p.files.stdin_of(&harang[0].run_id).is_empty(),
+        "the sister never started"
+    );
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn impl_done_with_uncommitted_changes_is_bad_output_naming_them() {
+    let (p, repo, _) = in_a_repository(
+        Setup {
+            narang: "dirty-first 1",
+            extra: ON_THE_BRANCH,
+            ..Setup::default()
+        },
+        "",
+    )
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+
+    let narang = of(&p.runs(&s.id).await, "narang");
+    assert_eq!(narang.len(), 2, "{narang:?}");
+    assert_eq!(narang[0].outcome, Some(RunOutcome::BadOutput));
+    let detail = narang[0].detail.clone().unwrap_or_default();
+    assert!(detail.contains("uncommitted changes: wip.txt"), "{detail}");
+    // The file the first run left does not block the second: a run made it.
+    assert_eq!(narang[1].outcome, Some(RunOutcome::Handoff));
+    let repair = p.files.stdin_of(&narang[1].run_id);
+    assert!(repair.contains("uncommitted changes: wip.txt"), "{repair}");
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reviewer_that_commits_gives_bad_output_naming_the_commit() {
+    let (p, repo, base) = in_a_repository(
+        Setup {
+            darang: "commit-first 1",
+            extra: ON_THE_BRANCH,
+            ..Setup::default()
+        },
+        "",
+    )
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+
+    let darang = of(&p.runs(&s.id).await, "darang");
+    assert_eq!(darang.len(), 2, "{darang:?}");
+    assert_eq!(darang[0].outcome, Some(RunOutcome::BadOutput));
+    let detail = darang[0].detail.clone().unwrap_or_default();
+    let commit = git(&repo, &["rev-parse", "--short", "feature/sprint-001"]);
+    assert!(
+        detail.contains(&format!(
+            "moved during the review (it was at {base}): commits {commit} add review notes"
+        )),
+        "{detail}"
+    );
+    assert_eq!(darang[1].outcome, Some(RunOutcome::Handoff));
+    p.stop().await;
+}
