@@ -23,6 +23,7 @@ pub const SPAWN: &[&str] = &[
     "base_branch",
     "base_commit",
     "head",
+    "artifact_dir",
 ];
 
 /// Placeholders a role's prompt text may use (built-in or a project's `prompts/<actor>.md`).
@@ -40,6 +41,7 @@ pub const PROMPT: &[&str] = &[
     "base_branch",
     "base_commit",
     "head",
+    "artifact_dir",
     "plan_dir",
     "round",
     "attempt",

@@ -252,6 +252,11 @@ impl Orchestrator {
                 .or_else(|| project.and_then(|p| p.base_branch.clone())),
             base_commit: checkout.as_ref().map(|c| c.base_commit.clone()),
             head: checkout.as_ref().map(|c| c.head.clone()),
+            artifact_dir: self
+                .store
+                .artifact_dir(&run_id(&sprint.id, number))
+                .display()
+                .to_string(),
             checklist: crate::store::contract(&runs),
             check: project.map(|p| p.check.clone()).unwrap_or_default(),
             instructions: texts.instructions,

@@ -65,6 +65,10 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             "runs": runs,
             "commands": commands,
             "checks": checks,
+            "artifacts": artifacts(store, &runs)
+                .into_iter()
+                .map(|(run, dir, files)| json!({ "run": run, "dir": dir, "files": files }))
+                .collect::<Vec<_>>(),
             "usage": usage,
         }));
     }
@@ -151,6 +155,17 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
     for r in &runs {
         print_run(r);
     }
+    let kept = artifacts(store, &runs);
+    if !kept.is_empty() {
+        outln!("\nArtifacts (what runs kept in their own folder):");
+    }
+    for (run, dir, files) in kept {
+        outln!(
+            "  {run:<16} {}: {}",
+            dir.display(),
+            escape_controls(&files.join(", "))
+        );
+    }
     if !checks.is_empty() {
         outln!("\nChecks (the project's check, run after narang's IMPL_DONE):");
     }
@@ -197,6 +212,40 @@ fn print_check(c: &CheckRecord) {
     );
     if let Some(last) = c.output_tail.lines().rfind(|l| !l.trim().is_empty()) {
         outln!("      │ {}", escape_controls(last));
+    }
+}
+
+/// Each run's artifact folder that holds something: the run, the folder, its files
+/// (relative, sorted).
+fn artifacts(store: &Store, runs: &[Run]) -> Vec<(String, std::path::PathBuf, Vec<String>)> {
+    runs.iter()
+        .filter_map(|r| {
+            let dir = store.artifact_dir(&r.run_id);
+            let mut files = Vec::new();
+            list_files(&dir, &dir, &mut files);
+            files.sort();
+            (!files.is_empty()).then(|| (r.run_id.clone(), dir, files))
+        })
+        .collect()
+}
+
+/// The files under `dir`, as paths relative to `root`; what cannot be read is left out.
+fn list_files(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => list_files(root, &path, out),
+            Ok(_) => out.push(
+                path.strip_prefix(root)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string(),
+            ),
+            Err(_) => {}
+        }
     }
 }
 

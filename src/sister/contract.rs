@@ -66,6 +66,9 @@ pub struct ContractFile {
     /// The base branch's commit when the sprint's branch was made (git workdirs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_commit: Option<String>,
+    /// This run's folder for its artifacts, outside the repository (absolute).
+    #[serde(default)]
+    pub artifact_dir: String,
     /// The branch's head as this run starts: what a reviewer reviews, and must leave as
     /// it is (git workdirs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -303,6 +306,7 @@ mod tests {
             base_branch: None,
             base_commit: None,
             head: None,
+            artifact_dir: "/w.runs/SPRINT-001-R01".into(),
             checklist: Vec::new(),
             check: Vec::new(),
             instructions: None,

@@ -76,6 +76,7 @@ pub fn render(contract: &ContractFile, template: Option<&str>, contract_path: &s
         ("base_branch", base_branch.as_str()),
         ("base_commit", base_commit),
         ("head", head),
+        ("artifact_dir", c.artifact_dir.as_str()),
         ("plan_dir", c.plan_dir.as_str()),
         ("round", round.as_str()),
         ("attempt", attempt.as_str()),

@@ -52,6 +52,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, Box<RunReport>> {
         ("base_branch", c.base_branch.as_deref().unwrap_or("")),
         ("base_commit", c.base_commit.as_deref().unwrap_or("")),
         ("head", c.head.as_deref().unwrap_or("")),
+        ("artifact_dir", c.artifact_dir.as_str()),
     ];
     let args: Vec<String> = spec
         .args
@@ -165,6 +166,9 @@ fn schema_inputs(req: &RunRequest) -> std::io::Result<SchemaInputs> {
 fn write_contract(req: &RunRequest) -> std::io::Result<()> {
     if let Some(dir) = req.contract_path.parent() {
         std::fs::create_dir_all(dir)?;
+    }
+    if !req.contract.artifact_dir.is_empty() {
+        std::fs::create_dir_all(&req.contract.artifact_dir)?;
     }
     let json = serde_json::to_vec_pretty(&req.contract).map_err(std::io::Error::other)?;
     std::fs::write(&req.contract_path, json)

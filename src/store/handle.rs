@@ -159,6 +159,12 @@ impl Store {
         self.runs_dir.join(format!("{sprint_id}.contract.json"))
     }
 
+    /// A run's own folder for what it makes besides commits (a reviewer's notes, a
+    /// deployer's logs): outside the repository, kept with the run.
+    pub fn artifact_dir(&self, run_id: &str) -> PathBuf {
+        self.runs_dir.join(run_id)
+    }
+
     /// Closes every connection of the pool, and waits for it (SQLite folds its log into
     /// the file as the last connection closes).
     pub async fn close(&self) {

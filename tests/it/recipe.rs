@@ -363,3 +363,43 @@ fn a_plans_checklist_is_in_both_schemas_and_checked() {
     let problems = validate_value(plan(json!(many)), None).expect_err("too many items");
     assert_eq!(problems[0].path, "/payload/checklist", "{problems:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_run_has_an_artifact_folder_outside_the_repository_listed_by_sprint_log() {
+    let p = Pipeline::start(Setup {
+        darang: "notes",
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    let runs = p.runs(&s.id).await;
+    let darang = &of(&runs, "darang")[0];
+    let dir = p.files.contract_of(&darang.run_id)["artifactDir"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        dir.starts_with('/') && dir.ends_with(&darang.run_id),
+        "{dir}"
+    );
+    assert!(!dir.starts_with(&workdir(&p.files, "app").display().to_string()));
+    let prompt = p.files.stdin_of(&darang.run_id);
+    assert!(
+        prompt.contains(&format!(
+            "Write your review notes (and anything else you make) in {dir}"
+        )),
+        "{prompt}"
+    );
+    let files = p.stop().await;
+
+    let log = files.hanarang(&["sprint", "log", &s.id, "--json"]);
+    let log: serde_json::Value = serde_json::from_slice(&log.stdout).expect("log --json");
+    assert_eq!(
+        log["artifacts"],
+        json!([{ "run": darang.run_id, "dir": dir, "files": ["notes.md"] }])
+    );
+    let text = files.hanarang(&["sprint", "log", &s.id]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains(&format!("{dir}: notes.md")), "{text}");
+}

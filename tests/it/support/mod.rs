@@ -175,6 +175,7 @@ pub fn contract(actor: Actor, workdir: &Path) -> ContractFile {
         base_branch: None,
         base_commit: None,
         head: None,
+        artifact_dir: std::env::temp_dir().display().to_string(),
         checklist: Vec::new(),
         check: Vec::new(),
         instructions: None,
