@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::facts::{GitError, git};
+use super::git::{dirty_paths, failed, git, some_names};
 
 /// Where a run starts: the sprint's base and the commit its branch is at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,33 +158,6 @@ pub async fn unmoved(workdir: &Path, branch: &str, head: &str) -> Result<(), Str
     ))
 }
 
-/// The paths `git status` reports: changed, staged, deleted or untracked (ignored files
-/// are not changes).
-pub async fn dirty_paths(workdir: &Path) -> Result<Vec<String>, String> {
-    let out = git(
-        workdir,
-        &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
-    )
-    .await
-    .map_err(|e| {
-        failed(
-            &format!("cannot read the state of {}", workdir.display()),
-            e,
-        )
-    })?;
-    let mut paths = Vec::new();
-    let mut entries = out.split('\0').filter(|e| !e.is_empty());
-    while let Some(entry) = entries.next() {
-        let (status, path) = entry.split_at(entry.len().min(3));
-        paths.push(path.to_string());
-        // A rename or copy is followed by the path it came from.
-        if status.starts_with('R') || status.starts_with('C') {
-            entries.next();
-        }
-    }
-    Ok(paths)
-}
-
 /// The dirty paths no run made: all of them before the sprint's first run; after one,
 /// those written after it ended (a deleted path cannot say when, and counts as the run's).
 async fn changes_no_run_made(
@@ -205,27 +178,4 @@ async fn changes_no_run_made(
                 .is_some_and(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX) > ended)
         })
         .collect())
-}
-
-/// Up to ten names, then how many more.
-pub fn some_names(paths: &[String]) -> String {
-    const SHOWN: usize = 10;
-    let mut names = paths
-        .iter()
-        .take(SHOWN)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if paths.len() > SHOWN {
-        names.push_str(&format!(" and {} more", paths.len() - SHOWN));
-    }
-    names
-}
-
-fn failed(what: &str, e: GitError) -> String {
-    match e {
-        GitError::Failed(said) if !said.is_empty() => format!("{what}: git says {said:?}"),
-        GitError::Failed(_) => what.to_string(),
-        GitError::Unavailable(why) => format!("{what}: {why}"),
-    }
 }

@@ -11,8 +11,8 @@ use tokio::net::unix::pipe;
 use tokio::process::Command;
 use tokio::time::Instant;
 
+use super::Stopper;
 use super::process::{self, Activity, SharedCapture};
-use super::supervise::Stopper;
 use super::{RunOutcome, RunReport, RunRequest, Stop, facts, tail_text};
 
 /// How many lines of the check's output its failure quotes.

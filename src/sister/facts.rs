@@ -3,14 +3,9 @@
 //! reachable from that branch.
 
 use std::path::Path;
-use std::time::Duration;
 
-use tokio::process::Command;
-
+use super::git::{GitError, git};
 use crate::handoff::message::ImplPayload;
-
-/// Every git call is bounded: a wedged repository must not hang the run.
-const GIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `Ok` when the claim holds or cannot be checked (no git repository, no git binary);
 /// `Err(reason)` when it does not hold.
@@ -91,47 +86,14 @@ pub async fn check_impl_claim(workdir: &Path, payload: &ImplPayload) -> Result<(
             ));
         }
     }
-    let dirty = super::branch::dirty_paths(workdir).await?;
+    let dirty = super::git::dirty_paths(workdir).await?;
     if !dirty.is_empty() {
         return Err(format!(
             "the work tree has uncommitted changes: {}; commit them on {branch:?} or remove them before answering",
-            super::branch::some_names(&dirty)
+            super::git::some_names(&dirty)
         ));
     }
     Ok(())
-}
-
-pub(super) enum GitError {
-    /// git ran and said no: the last line of what it said.
-    Failed(String),
-    /// git could not be run at all.
-    Unavailable(String),
-}
-
-pub(super) async fn git(workdir: &Path, args: &[&str]) -> Result<String, GitError> {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C")
-        .arg(workdir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let child = cmd
-        .spawn()
-        .map_err(|e| GitError::Unavailable(e.to_string()))?;
-    let out = tokio::time::timeout(GIT_TIMEOUT, child.wait_with_output())
-        .await
-        .map_err(|_| GitError::Unavailable(format!("git {} timed out", args.join(" "))))?
-        .map_err(|e| GitError::Unavailable(e.to_string()))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        let said = String::from_utf8_lossy(&out.stderr);
-        let last = said.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
-        Err(GitError::Failed(last.trim().to_string()))
-    }
 }
 
 /// Whether `workdir` is inside a git repository, as git finds one: a `.git` in it or in a

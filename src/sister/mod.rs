@@ -11,7 +11,9 @@ pub mod branch;
 pub mod check;
 pub mod contract;
 pub mod facts;
+mod git;
 pub mod process;
+mod prompt;
 
 mod classify;
 mod pause;
@@ -25,7 +27,8 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 pub use check::{Check, CheckEnd, CheckReport};
-pub use contract::{ContractFile, render_prompt};
+pub use contract::ContractFile;
+pub use prompt::render_prompt;
 pub use spawn::{Prepared, prepare};
 pub use supervise::run_prepared;
 
@@ -46,6 +49,24 @@ pub enum Stop {
     Handoff,
     /// The orchestrator shuts down: outcome `interrupted`, retried after a restart.
     Shutdown,
+}
+
+/// A run's stop, listened to by the sister's wait and then the check's.
+pub(super) struct Stopper(Option<oneshot::Receiver<Stop>>);
+
+impl Stopper {
+    /// The stop, when one comes; never, once nobody can send one.
+    pub(super) async fn wait(&mut self) -> Stop {
+        if let Some(receiver) = &mut self.0 {
+            let got = receiver.await;
+            // A oneshot answers once: it is not polled again.
+            self.0 = None;
+            if let Ok(reason) = got {
+                return reason;
+            }
+        }
+        std::future::pending().await
+    }
 }
 
 /// Everything one run needs.

@@ -6,13 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::classify::Interruption;
 use super::process::{self, Activity, SharedCapture};
 use super::spawn::spawn_error;
-use super::{Prepared, RunControl, RunOutcome, RunReport, RunRequest, Stop};
+use super::{Prepared, RunControl, RunOutcome, RunReport, RunRequest, Stopper};
 
 /// Spawns a prepared run and supervises it to its end (see `run`). The run's duration is
 /// its sister's; a check after it has its own.
@@ -27,24 +27,6 @@ pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunCont
         super::check::run_and_judge(req, check, &mut stop, &mut report).await;
     }
     report
-}
-
-/// A run's stop, listened to by the sister's wait and then the check's.
-pub(super) struct Stopper(Option<oneshot::Receiver<Stop>>);
-
-impl Stopper {
-    /// The stop, when one comes; never, once nobody can send one.
-    pub(super) async fn wait(&mut self) -> Stop {
-        if let Some(receiver) = &mut self.0 {
-            let got = receiver.await;
-            // A oneshot answers once: it is not polled again.
-            self.0 = None;
-            if let Ok(reason) = got {
-                return reason;
-            }
-        }
-        std::future::pending().await
-    }
 }
 
 async fn run_inner(req: &RunRequest, prepared: Prepared, stop: &mut Stopper) -> RunReport {

@@ -129,15 +129,7 @@ impl Database for Db {
         base_branch: &str,
         base_commit: &str,
     ) -> Result<()> {
-        sqlx::query(
-            "UPDATE sprints SET base_branch = $1, base_commit = $2 WHERE id = $3 AND base_commit IS NULL",
-        )
-        .bind(base_branch)
-        .bind(base_commit)
-        .bind(sprint_id)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        self.write_base(sprint_id, base_branch, base_commit).await
     }
 
     async fn sprints(&self) -> Result<Vec<Sprint>> {

@@ -29,6 +29,24 @@ const END_RUN: &str = "
     WHERE id = $14 AND outcome IS NULL";
 
 impl Db {
+    /// The sprint's base, once: a base already recorded stays.
+    pub(super) async fn write_base(
+        &self,
+        sprint_id: &str,
+        base_branch: &str,
+        base_commit: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE sprints SET base_branch = $1, base_commit = $2 WHERE id = $3 AND base_commit IS NULL",
+        )
+        .bind(base_branch)
+        .bind(base_commit)
+        .bind(sprint_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     /// Why a guarded write for `sprint_id` matched nothing: taken over (its epoch moved
     /// on) is `Fenced`, anything else (gone, or changed since it was read) `Conflict`.
     async fn refusal(&self, sprint_id: &str, epoch: i64) -> StoreError {

@@ -64,6 +64,24 @@ const SET_CURSOR: &str = "PRAGMA synchronous = NORMAL;
      PRAGMA synchronous = FULL;";
 
 impl Db {
+    /// The sprint's base, once: a base already recorded stays.
+    pub(super) async fn write_base(
+        &self,
+        sprint_id: &str,
+        base_branch: &str,
+        base_commit: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE sprints SET base_branch = ?, base_commit = ? WHERE id = ? AND base_commit IS NULL",
+        )
+        .bind(base_branch)
+        .bind(base_commit)
+        .bind(sprint_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     pub(super) async fn commit_batch(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
         let (event_json, note_json) = c.encoded()?;
         let seq = c.seq();
