@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::git::{dirty_paths, failed, git, some_names};
+use super::git::{dirty_paths, failed, git, is_branch_name, some_names};
 
 /// Where a run starts: the sprint's base and the commit its branch is at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,11 +41,7 @@ pub async fn prepare(workdir: &Path, sprint: &Sprint<'_>) -> Result<Checkout, St
         None => base(workdir, sprint).await?,
     };
     let branch = sprint.branch;
-    if branch.starts_with('-')
-        || git(workdir, &["check-ref-format", "--branch", branch])
-            .await
-            .is_err()
-    {
+    if !is_branch_name(workdir, branch).await {
         return Err(format!(
             "the sprint's branch {branch:?} is not a valid branch name (pipeline.branch_template)"
         ));

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::git::{GitError, git};
+use super::git::{GitError, git, is_branch_name};
 use crate::handoff::message::ImplPayload;
 
 /// `Ok` when the claim holds or cannot be checked (no git repository, no git binary);
@@ -22,11 +22,7 @@ pub async fn check_impl_claim(workdir: &Path, payload: &ImplPayload) -> Result<(
         }
     }
     let branch = payload.branch.trim();
-    if branch.starts_with('-')
-        || git(workdir, &["check-ref-format", "--branch", branch])
-            .await
-            .is_err()
-    {
+    if !is_branch_name(workdir, branch).await {
         return Err(format!(
             "/payload/branch: {branch:?} is not a valid branch name"
         ));

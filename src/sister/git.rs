@@ -93,3 +93,11 @@ pub(super) fn failed(what: &str, e: GitError) -> String {
         GitError::Unavailable(why) => format!("{what}: {why}"),
     }
 }
+
+/// Whether `name` may name a branch (and is no option in disguise).
+pub(super) async fn is_branch_name(workdir: &Path, name: &str) -> bool {
+    !name.starts_with('-')
+        && git(workdir, &["check-ref-format", "--branch", name])
+            .await
+            .is_ok()
+}

@@ -15,12 +15,9 @@ const ON_THE_BRANCH: &str = "[agent.narang.env]\nSAY_BRANCH = \"feature/sprint-0
 
 /// A pipeline whose project is a git repository with one commit on `main`, checked out
 /// on another branch (`elsewhere`) so the base must come from `base_branch`.
-async fn in_a_repository(
-    setup: Setup,
-    more_project: &str,
-) -> (Pipeline, std::path::PathBuf, String) {
+async fn in_a_repository(setup: Setup) -> (Pipeline, std::path::PathBuf, String) {
     let files = Files::new(&setup);
-    files.append_config(&format!("base_branch = \"main\"\n{more_project}"));
+    files.append_config("base_branch = \"main\"\n");
     let repo = workdir(&files, "app");
     git(&repo, &["init", "-q", "-b", "main"]);
     std::fs::write(repo.join("README.md"), "app\n").expect("readme");
@@ -44,13 +41,10 @@ fn of(runs: &[Run], actor: &str) -> Vec<Run> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_branch_is_made_from_the_base_before_harang_and_every_sister_is_told() {
-    let (p, repo, base) = in_a_repository(
-        Setup {
-            extra: ON_THE_BRANCH,
-            ..Setup::default()
-        },
-        "",
-    )
+    let (p, repo, base) = in_a_repository(Setup {
+        extra: ON_THE_BRANCH,
+        ..Setup::default()
+    })
     .await;
     let s = p.start_sprint("app", "Add a login page", None).await;
     let done = p.wait_for(&s.id, State::Done).await;
@@ -117,14 +111,11 @@ async fn a_branch_left_by_an_earlier_try_is_reused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tree_with_changes_no_run_made_blocks_the_start_naming_them() {
-    let (p, repo, _) = in_a_repository(
-        Setup {
-            extra: ON_THE_BRANCH,
-            max_attempts: 1,
-            ..Setup::default()
-        },
-        "",
-    )
+    let (p, repo, _) = in_a_repository(Setup {
+        extra: ON_THE_BRANCH,
+        max_attempts: 1,
+        ..Setup::default()
+    })
     .await;
     std::fs::write(repo.join("README.md"), "someone's edit\n").expect("edit");
     std::fs::write(repo.join("notes.txt"), "not committed\n").expect("notes");
@@ -155,27 +146,36 @@ async fn a_tree_with_changes_no_run_made_blocks_the_start_naming_them() {
     p.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn impl_done_with_uncommitted_changes_is_bad_output_naming_them() {
-    let (p, repo, _) = in_a_repository(
-        Setup {
-            narang: "dirty-first 1",
-            extra: ON_THE_BRANCH,
-            ..Setup::default()
-        },
-        "",
-    )
+/// A sprint run to `done` in a repository where `actor`'s first answer is rejected and its
+/// second taken: the repository, the base, both runs and why the first was rejected.
+async fn rejected_once(
+    setup: Setup,
+    actor: &str,
+) -> (Pipeline, std::path::PathBuf, String, Vec<Run>, String) {
+    let (p, repo, base) = in_a_repository(Setup {
+        extra: ON_THE_BRANCH,
+        ..setup
+    })
     .await;
     let s = p.start_sprint("app", "Add a login page", None).await;
     p.wait_for(&s.id, State::Done).await;
+    let runs = of(&p.runs(&s.id).await, actor);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0].outcome, Some(RunOutcome::BadOutput));
+    assert_eq!(runs[1].outcome, Some(RunOutcome::Handoff));
+    let detail = runs[0].detail.clone().unwrap_or_default();
+    (p, repo, base, runs, detail)
+}
 
-    let narang = of(&p.runs(&s.id).await, "narang");
-    assert_eq!(narang.len(), 2, "{narang:?}");
-    assert_eq!(narang[0].outcome, Some(RunOutcome::BadOutput));
-    let detail = narang[0].detail.clone().unwrap_or_default();
+#[tokio::test(flavor = "multi_thread")]
+async fn impl_done_with_uncommitted_changes_is_bad_output_naming_them() {
+    let setup = Setup {
+        narang: "dirty-first 1",
+        ..Setup::default()
+    };
+    let (p, repo, _, narang, detail) = rejected_once(setup, "narang").await;
     assert!(detail.contains("uncommitted changes: wip.txt"), "{detail}");
     // The file the first run left does not block the second: a run made it.
-    assert_eq!(narang[1].outcome, Some(RunOutcome::Handoff));
     let repair = p.files.stdin_of(&narang[1].run_id);
     assert!(repair.contains("uncommitted changes: wip.txt"), "{repair}");
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
@@ -184,22 +184,11 @@ async fn impl_done_with_uncommitted_changes_is_bad_output_naming_them() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reviewer_that_commits_gives_bad_output_naming_the_commit() {
-    let (p, repo, base) = in_a_repository(
-        Setup {
-            darang: "commit-first 1",
-            extra: ON_THE_BRANCH,
-            ..Setup::default()
-        },
-        "",
-    )
-    .await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
-    p.wait_for(&s.id, State::Done).await;
-
-    let darang = of(&p.runs(&s.id).await, "darang");
-    assert_eq!(darang.len(), 2, "{darang:?}");
-    assert_eq!(darang[0].outcome, Some(RunOutcome::BadOutput));
-    let detail = darang[0].detail.clone().unwrap_or_default();
+    let setup = Setup {
+        darang: "commit-first 1",
+        ..Setup::default()
+    };
+    let (p, repo, base, _, detail) = rejected_once(setup, "darang").await;
     let commit = git(&repo, &["rev-parse", "--short", "feature/sprint-001"]);
     assert!(
         detail.contains(&format!(
@@ -207,6 +196,5 @@ async fn a_reviewer_that_commits_gives_bad_output_naming_the_commit() {
         )),
         "{detail}"
     );
-    assert_eq!(darang[1].outcome, Some(RunOutcome::Handoff));
     p.stop().await;
 }
