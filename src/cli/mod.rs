@@ -163,6 +163,20 @@ pub enum SprintCommand {
         #[arg(long, requires = "run")]
         stderr: bool,
     },
+    /// What a sprint did: commits and diff stat against its base, contract, checks,
+    /// review rounds, time and spend
+    Show {
+        /// The sprint: SPRINT-001, sprint-001 or 1
+        id: String,
+        /// Print JSON (fields in README)
+        #[arg(long)]
+        json: bool,
+    },
+    /// The patch of a sprint's branch against its base, on stdout
+    Diff {
+        /// The sprint: SPRINT-001, sprint-001 or 1
+        id: String,
+    },
     /// Approve the deploy of a sprint in `done`
     Approve {
         /// The sprint: SPRINT-001, sprint-001 or 1

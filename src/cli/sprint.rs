@@ -111,6 +111,12 @@ async fn act(config: &Config, store: &Store, command: SprintCommand) -> Exit {
         SprintCommand::Log { id, json, .. } => {
             crate::report::log(store, config, &parse_sprint_id(&id), json).await
         }
+        SprintCommand::Show { id, json } => {
+            crate::report::show(store, config, &parse_sprint_id(&id), json).await
+        }
+        SprintCommand::Diff { id } => {
+            crate::report::diff(store, config, &parse_sprint_id(&id)).await
+        }
         SprintCommand::Approve { id } => submit(id, CommandKind::Approve, None).await,
         SprintCommand::RequestChanges { id, note } => {
             submit(id, CommandKind::RequestChanges, Some(note)).await

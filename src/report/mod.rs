@@ -10,7 +10,9 @@ use crate::store::{Spend, Sprint, SprintStatus, Store};
 use crate::{errln, out, outln};
 
 mod log;
+mod show;
 pub use log::{Capture, check_ended, contract_mark, log, run_capture};
+pub use show::{diff, show};
 
 /// How many of a failed run's last stderr lines `sprint log` shows under it.
 const STDERR_LINES: usize = 8;

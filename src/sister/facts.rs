@@ -127,3 +127,81 @@ pub async fn changes_since(workdir: &Path, since: &str) -> (Vec<String>, Vec<Str
     let commits = lines(git(workdir, &["log", "--format=%h %s", &range, "--"]).await);
     (files, commits)
 }
+
+/// The commits of `base..head`, oldest first: `(full id, subject)`.
+pub async fn commits_between(
+    workdir: &Path,
+    base: &str,
+    head: &str,
+) -> Result<Vec<(String, String)>, String> {
+    let out = git(
+        workdir,
+        &[
+            "log",
+            "--reverse",
+            "--format=%H %s",
+            &format!("{base}..{head}"),
+            "--",
+        ],
+    )
+    .await
+    .map_err(|e| super::git::failed(&format!("cannot list the commits {base}..{head}"), e))?;
+    Ok(out
+        .lines()
+        .filter_map(|l| {
+            l.split_once(' ')
+                .map(|(id, s)| (id.to_string(), s.to_string()))
+        })
+        .collect())
+}
+
+/// The files `base..head` changes: `(path, lines added, lines removed)`; a binary file
+/// counts no lines.
+pub async fn diffstat(
+    workdir: &Path,
+    base: &str,
+    head: &str,
+) -> Result<Vec<(String, u64, u64)>, String> {
+    let out = git(
+        workdir,
+        &["diff", "--numstat", &format!("{base}..{head}"), "--"],
+    )
+    .await
+    .map_err(|e| super::git::failed(&format!("cannot compare {base}..{head}"), e))?;
+    Ok(out
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.splitn(3, '\t');
+            let added = parts.next()?.parse().unwrap_or(0);
+            let removed = parts.next()?.parse().unwrap_or(0);
+            Some((parts.next()?.to_string(), added, removed))
+        })
+        .collect())
+}
+
+/// The commit `branch` points at now.
+pub async fn branch_head(workdir: &Path, branch: &str) -> Option<String> {
+    git(
+        workdir,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{branch}^{{commit}}"),
+        ],
+    )
+    .await
+    .ok()
+    .map(|s| s.trim().to_string())
+    .filter(|s| !s.is_empty())
+}
+
+/// The patch of `base..head`, as `git diff` writes it.
+pub async fn patch(workdir: &Path, base: &str, head: &str) -> Result<String, String> {
+    git(
+        workdir,
+        &["diff", "--no-color", &format!("{base}..{head}"), "--"],
+    )
+    .await
+    .map_err(|e| super::git::failed(&format!("cannot compare {base}..{head}"), e))
+}

@@ -198,3 +198,77 @@ async fn a_reviewer_that_commits_gives_bad_output_naming_the_commit() {
     );
     p.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sprint_show_and_diff_tell_what_the_branch_holds_against_its_base() {
+    let (p, repo, base) = in_a_repository(Setup {
+        narang: "commits 2",
+        darang: "changes-until 2",
+        extra: ON_THE_BRANCH,
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    let files = p.stop().await;
+    let head = git(&repo, &["rev-parse", "feature/sprint-001"]);
+
+    let show = files.hanarang(&["sprint", "show", &s.id, "--json"]);
+    let show: serde_json::Value = serde_json::from_slice(&show.stdout).expect("show --json");
+    assert_eq!(show["base_branch"], "main");
+    assert_eq!(show["base_commit"], base.as_str());
+    assert_eq!(show["head_commit"], head.as_str());
+    let subjects: Vec<&str> = show["commits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["subject"].as_str())
+        .collect();
+    assert_eq!(
+        subjects,
+        [
+            "add part 1.1",
+            "add part 1.2",
+            "add part 2.1",
+            "add part 2.2"
+        ]
+    );
+    assert_eq!(show["diffstat"].as_array().map(Vec::len), Some(4));
+    assert_eq!(show["diffstat"][0]["added"], 1);
+    let verdicts: Vec<&str> = show["rounds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["reviews"][0]["verdict"].as_str())
+        .collect();
+    assert_eq!(verdicts, ["REQUEST_CHANGES", "APPROVE"]);
+    assert_eq!(
+        show["rounds"][0]["reviews"][0]["findings"][0],
+        "[major] src/login.rs:12 validate the password length"
+    );
+    assert!(show["spend"]["by_sister"]["narang"]["duration_ms"].is_number());
+
+    let diff = files.hanarang(&["sprint", "diff", &s.id]);
+    assert_eq!(diff.status.code(), Some(0));
+    let expected = std::process::Command::new("git")
+        .args([
+            "-C",
+            &repo.display().to_string(),
+            "diff",
+            "--no-color",
+            &format!("{base}..{head}"),
+            "--",
+        ])
+        .output()
+        .expect("git diff");
+    assert_eq!(
+        String::from_utf8_lossy(&diff.stdout),
+        String::from_utf8_lossy(&expected.stdout)
+    );
+    let text = files.hanarang(&["sprint", "show", &s.id]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("Commits (4):") && text.contains("Diff: 4 files, +4 −0"),
+        "{text}"
+    );
+}

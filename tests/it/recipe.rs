@@ -402,4 +402,8 @@ async fn each_run_has_an_artifact_folder_outside_the_repository_listed_by_sprint
     let text = files.hanarang(&["sprint", "log", &s.id]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains(&format!("{dir}: notes.md")), "{text}");
+    // Outside git there is no base, so no diff: said, not an empty patch.
+    let diff = files.hanarang(&["sprint", "diff", &s.id]);
+    assert_eq!(diff.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&diff.stderr).contains("SPRINT-001: no base recorded"));
 }
