@@ -98,6 +98,7 @@ async fn deliver(store: &Store, n: usize) {
                         CommandKind::Approve,
                         None,
                         "bench",
+                        None,
                         hanarang::clock::now_ms(),
                     )
                     .await;

@@ -182,7 +182,7 @@ async fn drive_serve(store: &Store, child: &mut Child, ids: &[String]) -> ServeO
             State::Done if out.approved_at[i].is_none() => {
                 let at = now_ms();
                 store
-                    .submit_command(&sprint.id, CommandKind::Approve, None, "bench", at)
+                    .submit_command(&sprint.id, CommandKind::Approve, None, "bench", None, at)
                     .await
                     .expect("submit the approval");
                 out.approved_at[i] = Some(at);

@@ -97,6 +97,7 @@ async fn pipeline_in(setup: Setup, n: usize) -> PipelineRun {
                             CommandKind::Approve,
                             None,
                             "bench",
+                            None,
                             now_ms(),
                         )
                         .await

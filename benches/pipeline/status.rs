@@ -311,7 +311,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
             let command = match &event {
                 Event::Approve { by } => Some(
                     store
-                        .submit_command(&sprint.id, CommandKind::Approve, None, by, now)
+                        .submit_command(&sprint.id, CommandKind::Approve, None, by, None, now)
                         .await
                         .expect("submit a command"),
                 ),

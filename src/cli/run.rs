@@ -262,7 +262,14 @@ async fn drive(
                     }
                 };
                 if let Err(e) = store
-                    .submit_own_command(&current.id, kind, text.as_deref(), &by, now_ms())
+                    .submit_command(
+                        &current.id,
+                        kind,
+                        text.as_deref(),
+                        &by,
+                        Some(current.last_seq),
+                        now_ms(),
+                    )
                     .await
                 {
                     errln!("hanarang run: {e}");

@@ -47,6 +47,7 @@ async fn act(config: &Config, store: &Store, command: SprintCommand) -> Exit {
                 kind,
                 text: text.as_deref(),
                 by: &by,
+                seq: None,
             };
             let answer = client::submit(&store, &policy, request, None, COMMAND_WAIT).await;
             report_answer(&id, answer)

@@ -232,7 +232,9 @@ async fn steer(
     if let Some(refusal) = data.refusal(&sprint_id, kind, user, &roles).await {
         return reply(ctx, &refusal).await;
     }
-    let answer = data.give(&sprint_id, kind, text.as_deref(), user).await;
+    let answer = data
+        .give(&sprint_id, kind, text.as_deref(), user, None)
+        .await;
     reply(ctx, &answer).await
 }
 
@@ -315,6 +317,7 @@ impl Data {
         kind: CommandKind,
         text: Option<&str>,
         user: u64,
+        seq: Option<i64>,
     ) -> String {
         let by = format!("discord:{user}");
         let request = Request {
@@ -322,6 +325,7 @@ impl Data {
             kind,
             text,
             by: &by,
+            seq,
         };
         let ko = self.config.pipeline.locale == Locale::Ko;
         match client::submit(
@@ -354,30 +358,34 @@ impl Data {
 
 const PREFIX: &str = "hanarang";
 
-/// The approve / request changes / abort buttons. Their ids carry the sprint, so they
-/// keep working after a restart: the state always comes from the database.
-pub fn done_buttons(sprint_id: &str, locale: Locale) -> Vec<CreateActionRow> {
+/// The approve / request changes / abort buttons of the `done` reached at transition
+/// `seq`. Their ids carry the sprint and that `seq`: they keep working after a restart,
+/// and a card whose state has passed (a later round's `done`) gives nothing.
+pub fn done_buttons(sprint_id: &str, seq: i64, locale: Locale) -> Vec<CreateActionRow> {
     let (approve, changes, abort) = match locale {
         Locale::Ko => ("배포 승인", "변경 요청", "중단"),
         Locale::En => ("Approve deploy", "Request changes", "Abort"),
     };
     vec![CreateActionRow::Buttons(vec![
-        CreateButton::new(format!("{PREFIX}:approve:{sprint_id}"))
+        CreateButton::new(format!("{PREFIX}:approve:{sprint_id}:{seq}"))
             .label(approve)
             .style(serenity::ButtonStyle::Success),
-        CreateButton::new(format!("{PREFIX}:changes:{sprint_id}"))
+        CreateButton::new(format!("{PREFIX}:changes:{sprint_id}:{seq}"))
             .label(changes)
             .style(serenity::ButtonStyle::Primary),
-        CreateButton::new(format!("{PREFIX}:abort:{sprint_id}"))
+        CreateButton::new(format!("{PREFIX}:abort:{sprint_id}:{seq}"))
             .label(abort)
             .style(serenity::ButtonStyle::Danger),
     ])]
 }
 
-fn parse_custom_id(id: &str) -> Option<(&str, &str)> {
-    let mut parts = id.splitn(3, ':');
+/// `hanarang:<action>:<sprint>[:<seq>]`: the action, the sprint and the transition the
+/// card was posted at (cards posted before hanarang bound them carry none).
+fn parse_custom_id(id: &str) -> Option<(&str, &str, Option<i64>)> {
+    let mut parts = id.splitn(4, ':');
     (parts.next()? == PREFIX).then_some(())?;
-    Some((parts.next()?, parts.next()?))
+    let (action, sprint) = (parts.next()?, parts.next()?);
+    Some((action, sprint, parts.next().and_then(|s| s.parse().ok())))
 }
 
 fn member_of(member: Option<&serenity::Member>, user: &serenity::User) -> (u64, Vec<u64>) {
@@ -402,7 +410,7 @@ pub async fn on_button(
     data: &Data,
     click: &ComponentInteraction,
 ) -> Result<(), Error> {
-    let Some((action, sprint_id)) = parse_custom_id(&click.data.custom_id) else {
+    let Some((action, sprint_id, seq)) = parse_custom_id(&click.data.custom_id) else {
         return Ok(()); // not ours
     };
     let locale = data.config.pipeline.locale;
@@ -425,12 +433,15 @@ pub async fn on_button(
                 Locale::Ko => (format!("{sprint_id} 변경 요청"), "무엇을 바꿀까요?"),
                 Locale::En => (format!("Changes to {sprint_id}"), "What should change?"),
             };
-            let modal = CreateModal::new(format!("{PREFIX}:changes:{sprint_id}"), title)
-                .components(vec![CreateActionRow::InputText(
-                    CreateInputText::new(InputTextStyle::Paragraph, label, "note")
-                        .required(true)
-                        .max_length(1500),
-                )]);
+            let id = match seq {
+                Some(seq) => format!("{PREFIX}:changes:{sprint_id}:{seq}"),
+                None => format!("{PREFIX}:changes:{sprint_id}"),
+            };
+            let modal = CreateModal::new(id, title).components(vec![CreateActionRow::InputText(
+                CreateInputText::new(InputTextStyle::Paragraph, label, "note")
+                    .required(true)
+                    .max_length(1500),
+            )]);
             click
                 .create_response(ctx, CreateInteractionResponse::Modal(modal))
                 .await?;
@@ -439,7 +450,7 @@ pub async fn on_button(
         _ => return Ok(()),
     };
     click.defer_ephemeral(ctx).await?;
-    let answer = data.give(sprint_id, kind, None, user).await;
+    let answer = data.give(sprint_id, kind, None, user, seq).await;
     click
         .create_followup(
             ctx,
@@ -458,7 +469,7 @@ pub async fn on_modal(
     data: &Data,
     submit: &ModalInteraction,
 ) -> Result<(), Error> {
-    let Some(("changes", sprint_id)) = parse_custom_id(&submit.data.custom_id) else {
+    let Some(("changes", sprint_id, seq)) = parse_custom_id(&submit.data.custom_id) else {
         return Ok(());
     };
     let (user, roles) = member_of(submit.member.as_ref(), &submit.user);
@@ -482,7 +493,13 @@ pub async fn on_modal(
         .unwrap_or_default();
     submit.defer_ephemeral(ctx).await?;
     let answer = data
-        .give(sprint_id, CommandKind::RequestChanges, Some(&note), user)
+        .give(
+            sprint_id,
+            CommandKind::RequestChanges,
+            Some(&note),
+            user,
+            seq,
+        )
         .await;
     submit
         .create_followup(
@@ -501,10 +518,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn button_ids_carry_the_action_and_the_sprint() {
+    fn button_ids_carry_the_action_the_sprint_and_the_cards_transition() {
+        assert_eq!(
+            parse_custom_id("hanarang:approve:SPRINT-007:12"),
+            Some(("approve", "SPRINT-007", Some(12)))
+        );
         assert_eq!(
             parse_custom_id("hanarang:approve:SPRINT-007"),
-            Some(("approve", "SPRINT-007"))
+            Some(("approve", "SPRINT-007", None))
         );
         assert_eq!(parse_custom_id("other:approve:SPRINT-007"), None);
         assert_eq!(parse_custom_id("hanarang:approve"), None);

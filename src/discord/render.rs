@@ -287,6 +287,7 @@ mod tests {
             created_at: 0,
             status,
             result: None,
+            seq: None,
         };
         let commands = [
             command(CommandKind::Approve, "discord:42", CommandStatus::Refused),

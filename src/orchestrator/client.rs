@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::lease::holder_alive;
 use super::{Handle, now_ms};
+use crate::pipeline::rules::stale_command;
 use crate::pipeline::{Facts, Policy, apply};
 use crate::store::{CommandKind, CommandStatus, Store, StoreError};
 
@@ -32,6 +33,9 @@ pub struct Request<'a> {
     pub text: Option<&'a str>,
     /// Who gives it: `cli`, `discord:<user id>`.
     pub by: &'a str,
+    /// The sprint's transition the person answered (a card's), when not its latest:
+    /// the command is bound to the state they saw.
+    pub seq: Option<i64>,
 }
 
 /// Checks a command against the sprint's current state, writes it, and waits up to
@@ -49,10 +53,23 @@ pub async fn submit(
         kind,
         text,
         by,
+        seq,
     } = request;
     let Some(sprint) = store.sprint(sprint_id).await? else {
         return Ok(Answer::Refused(format!("no sprint {sprint_id}")));
     };
+    // Bound to what the person saw: a card's transition, else the state read just now.
+    let seq = seq.unwrap_or(sprint.last_seq);
+    let event = kind.event(by, text);
+    if let Some(reason) = stale_command(
+        &sprint.id,
+        Some(seq),
+        sprint.last_seq,
+        sprint.position(),
+        &event,
+    ) {
+        return Ok(Answer::Refused(reason));
+    }
     // Refuse at once what the rules refuse now; the orchestrator checks again when it
     // applies the command, so a race (two approvals) still yields one transition.
     let running = store
@@ -64,11 +81,11 @@ pub async fn submit(
         sprint_id: &sprint.id,
         sister_running: running,
     };
-    if let Err(refusal) = apply(sprint.position(), &kind.event(by, text), facts, policy) {
+    if let Err(refusal) = apply(sprint.position(), &event, facts, policy) {
         return Ok(Answer::Refused(refusal.reason));
     }
     let id = store
-        .submit_command(sprint_id, kind, text, by, now_ms())
+        .submit_command(sprint_id, kind, text, by, Some(seq), now_ms())
         .await?;
     if let Some(handle) = wake {
         handle.wake();

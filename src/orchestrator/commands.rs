@@ -4,6 +4,7 @@
 use tracing::Instrument;
 
 use super::{Orchestrator, OrchestratorError, now_ms};
+use crate::pipeline::rules::stale_command;
 use crate::pipeline::{Event, Facts, apply};
 use crate::sister::Stop;
 use crate::store::{Command, CommandStatus};
@@ -28,6 +29,18 @@ impl Orchestrator {
                 return Ok(());
             };
             let event = command.event();
+            if let Some(reason) = stale_command(
+                &sprint.id,
+                command.seq,
+                sprint.last_seq,
+                sprint.position(),
+                &event,
+            ) {
+                self.store
+                    .resolve_command(command.id, CommandStatus::Refused, &reason, now_ms())
+                    .await?;
+                return Ok(());
+            }
             let fans_out = self.fans_out(&sprint);
             if fans_out
                 && matches!(event, Event::Handoff { .. })

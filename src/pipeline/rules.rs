@@ -79,6 +79,33 @@ pub fn event_of(run: RunResult<'_>, now_ms: i64) -> Event {
     }
 }
 
+/// A command given against the sprint's transition `seq` applies only while the sprint
+/// is still there (`SPEC.md` §15): the reason to refuse one that comes too late. An
+/// abort applies whatever happened since; a command recorded without a `seq` (by an
+/// older hanarang) is judged by the state alone.
+pub fn stale_command(
+    sprint_id: &str,
+    seq: Option<i64>,
+    last_seq: i64,
+    at: super::Position,
+    event: &Event,
+) -> Option<String> {
+    let given_at = seq?;
+    if given_at == last_seq || matches!(event, Event::Abort { .. }) {
+        return None;
+    }
+    let now = match at.state {
+        super::State::Done => format!(
+            "round {}'s done; look at the new summary and answer its card",
+            at.round
+        ),
+        state => format!("{state} (round {})", at.round),
+    };
+    Some(format!(
+        "{sprint_id} moved on since: it is now in {now} (`hanarang sprint status {sprint_id}`)"
+    ))
+}
+
 /// When the stage's sister may run next after `t` (unix ms), `None` for at once. A pause
 /// waits for its reset; one reviewer's verdict leaves another's retry where it was
 /// (`due_before`); a retry waits its backoff from `now_ms`.

@@ -84,6 +84,11 @@ pub struct Command {
     pub created_at: i64,
     pub status: CommandStatus,
     pub result: Option<String>,
+    /// The sprint's transition it was given against (its `last_seq` then): it applies
+    /// only while the sprint is still there. `None` for commands written before it was
+    /// recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<i64>,
 }
 
 impl Command {
@@ -102,6 +107,7 @@ pub(super) struct CommandRaw {
     created_at: i64,
     status: String,
     result: Option<String>,
+    seq: Option<i64>,
 }
 
 impl TryFrom<CommandRaw> for Command {
@@ -125,6 +131,7 @@ impl TryFrom<CommandRaw> for Command {
             created_at: r.created_at,
             status,
             result: r.result,
+            seq: r.seq,
         })
     }
 }

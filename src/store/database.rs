@@ -110,6 +110,7 @@ pub trait Database: Send + Sync + std::fmt::Debug {
         kind: CommandKind,
         text: Option<&str>,
         by: &str,
+        seq: Option<i64>,
         at: i64,
     ) -> Result<i64>;
     async fn pending_commands(&self) -> Result<Vec<Command>>;

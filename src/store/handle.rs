@@ -343,35 +343,24 @@ impl Store {
 
     // --- commands --------------------------------------------------------------------
 
-    /// Records a user's command; the orchestrator applies it and writes the answer.
+    /// Records a user's command, given against the sprint's transition `seq` (its
+    /// `last_seq` as the person saw it); the orchestrator applies it and writes the answer.
     pub async fn submit_command(
         &self,
         sprint_id: &str,
         kind: CommandKind,
         text: Option<&str>,
         by: &str,
+        seq: Option<i64>,
         at: i64,
     ) -> Result<i64> {
         let id = self
             .write("record a command", || {
-                self.db.submit_command(sprint_id, kind, text, by, at)
+                self.db.submit_command(sprint_id, kind, text, by, seq, at)
             })
             .await?;
         self.db.nudge();
         Ok(id)
-    }
-
-    /// `submit_command` for a command this process applies itself (the answer to `run`'s
-    /// deploy question): a person's word, durable like any other.
-    pub async fn submit_own_command(
-        &self,
-        sprint_id: &str,
-        kind: CommandKind,
-        text: Option<&str>,
-        by: &str,
-        at: i64,
-    ) -> Result<i64> {
-        self.submit_command(sprint_id, kind, text, by, at).await
     }
 
     /// Commands not answered yet, in the order they were given.

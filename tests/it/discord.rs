@@ -158,13 +158,9 @@ async fn click_approve(
     done: &FakeMessage,
     answers: usize,
 ) -> Vec<InteractionResponse> {
-    let click = fake.button(
-        who,
-        &[],
-        "hanarang:approve:SPRINT-001",
-        done.id,
-        done.channel_id,
-    );
+    // The card's own approve button, as Discord sends its id back.
+    let approve = done.custom_ids().first().cloned().unwrap_or_default();
+    let click = fake.button(who, &[], &approve, done.id, done.channel_id);
     fake.wait_for_responses(click.id, answers, PATIENCE).await
 }
 
@@ -240,9 +236,9 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
     assert_eq!(
         done.custom_ids(),
         [
-            "hanarang:approve:SPRINT-001",
-            "hanarang:changes:SPRINT-001",
-            "hanarang:abort:SPRINT-001"
+            "hanarang:approve:SPRINT-001:4",
+            "hanarang:changes:SPRINT-001:4",
+            "hanarang:abort:SPRINT-001:4"
         ]
     );
 
@@ -318,10 +314,12 @@ async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
     let done = fake.post_lines().pop().unwrap();
 
     // An approver by role.
+    let changes = done.custom_ids()[1].clone();
+    assert_eq!(changes, "hanarang:changes:SPRINT-001:4");
     let click = fake.button(
         STRANGER,
         &[APPROVER_ROLE],
-        "hanarang:changes:SPRINT-001",
+        &changes,
         done.id,
         done.channel_id,
     );
@@ -343,6 +341,17 @@ async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
 
     let again = p.wait_for(&s.id, State::Done).await;
     assert_eq!(again.round, 2);
+    // Round 1's card, clicked now (a stale card whose edit failed): it approves nothing.
+    let stale = click_approve(&fake, APPROVER, &done, 2).await;
+    let said = stale[1].content().unwrap_or_default().to_string();
+    assert!(stale[1].is_ephemeral());
+    assert!(
+        said.contains("SPRINT-001 moved on since: it is now in round 2's done"),
+        "{said}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let still = p.store.sprint(&s.id).await.unwrap().unwrap();
+    assert_eq!((still.state, still.round), (State::Done, 2));
     let runs = p.runs(&s.id).await;
     let fix = runs
         .iter()

@@ -206,6 +206,7 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
                         kind,
                         text: None,
                         by: "test",
+                        seq: None,
                     };
                     let _ =
                         client::submit(&store, &Policy::default(), request, None, Duration::ZERO)

@@ -320,12 +320,12 @@ async fn two_approvals_make_one_transition_and_approve_after_abort_is_refused(en
     let now = hanarang::clock::now_ms();
     let a = p
         .store
-        .submit_command(&s.id, CommandKind::Approve, None, "discord:1", now)
+        .submit_command(&s.id, CommandKind::Approve, None, "discord:1", None, now)
         .await
         .unwrap();
     let b = p
         .store
-        .submit_command(&s.id, CommandKind::Approve, None, "cli", now)
+        .submit_command(&s.id, CommandKind::Approve, None, "cli", None, now)
         .await
         .unwrap();
     p.handle.wake();
@@ -766,6 +766,43 @@ async fn a_usage_limit_pauses_the_stage_until_its_reset_and_resume_starts_it_at_
     }
     let done = p.wait_for(&s.id, State::Deployed).await;
     assert_eq!(done.attempt, 1);
+    p.stop().await;
+}
+}
+
+on_each_engine! {
+async fn an_approval_given_at_round_1s_done_does_not_approve_round_2(engine) {
+    let p = Pipeline::start(Setup { engine, ..Setup::default() }).await;
+    let s = p.start_sprint("app", "one", None).await;
+    let seen = p.wait_for(&s.id, State::Done).await;
+    // A person asks for changes; meanwhile another's approval of what they saw then
+    // (round 1's done) is on its way, and lands once round 2 is done.
+    let changes = p.command(&s.id, CommandKind::RequestChanges, Some("rename it")).await;
+    assert_eq!(changes, Answer::Applied("SPRINT-001: done → implementing".into()));
+    let round_2 = p.wait_for(&s.id, State::Done).await;
+    assert_eq!(round_2.round, 2);
+    let late = p
+        .store
+        .submit_command(&s.id, CommandKind::Approve, None, "cli:ann@box", Some(seen.last_seq), hanarang::clock::now_ms())
+        .await
+        .unwrap();
+    p.handle.wake();
+    let deadline = std::time::Instant::now() + crate::support::pipeline::PATIENCE;
+    let answered = loop {
+        let c = p.store.command(late).await.unwrap().unwrap();
+        if c.status != hanarang::store::CommandStatus::Pending {
+            break c;
+        }
+        assert!(std::time::Instant::now() < deadline, "the late approval was never answered");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(answered.status.as_str(), "refused");
+    assert!(
+        answered.result.as_deref().unwrap_or_default().contains("SPRINT-001 moved on since: it is now in round 2's done"),
+        "{answered:?}"
+    );
+    let still = p.store.sprint(&s.id).await.unwrap().unwrap();
+    assert_eq!((still.state, still.round), (State::Done, 2));
     p.stop().await;
 }
 }

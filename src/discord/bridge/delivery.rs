@@ -110,7 +110,11 @@ impl Bridge {
             .nonce(Nonce::String(format!("hanarang-{}", record.global_seq)))
             .enforce_nonce(true);
         if entering_done {
-            message = message.components(done_buttons(&sprint.id, self.config.pipeline.locale));
+            message = message.components(done_buttons(
+                &sprint.id,
+                record.seq,
+                self.config.pipeline.locale,
+            ));
         }
         let mut thread = ChannelId::new(u64::try_from(post.thread_id).unwrap_or_default());
         let sent = match call(self.rest.send_message(thread, &message)).await {

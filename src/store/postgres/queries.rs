@@ -321,10 +321,11 @@ impl Database for Db {
         kind: CommandKind,
         text: Option<&str>,
         by: &str,
+        seq: Option<i64>,
         at: i64,
     ) -> Result<i64> {
         Ok(sqlx::query_scalar(
-            "INSERT INTO commands (sprint_id, kind, text, by, created_at) VALUES ($1, $2, $3, $4, $5)
+            "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq) VALUES ($1, $2, $3, $4, $5, $6)
              RETURNING id",
         )
         .bind(sprint_id)
@@ -332,6 +333,7 @@ impl Database for Db {
         .bind(text)
         .bind(by)
         .bind(at)
+        .bind(seq)
         .fetch_one(&self.pool)
         .await?)
     }

@@ -325,11 +325,12 @@ impl Database for Db {
         kind: CommandKind,
         text: Option<&str>,
         by: &str,
+        seq: Option<i64>,
         at: i64,
     ) -> Result<i64> {
         // Every row read: the statement (and its commit) is over when the id is handed out.
         let ids: Vec<i64> = sqlx::query_scalar(
-            "INSERT INTO commands (sprint_id, kind, text, by, created_at) VALUES (?, ?, ?, ?, ?)
+            "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq) VALUES (?, ?, ?, ?, ?, ?)
              RETURNING id",
         )
         .bind(sprint_id)
@@ -337,6 +338,7 @@ impl Database for Db {
         .bind(text)
         .bind(by)
         .bind(at)
+        .bind(seq)
         .fetch_all(&self.pool)
         .await?;
         ids.first()

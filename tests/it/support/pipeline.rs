@@ -293,6 +293,7 @@ impl Pipeline {
             kind,
             text,
             by: "cli",
+            seq: None,
         };
         client::submit(&self.store, &policy, request, Some(&self.handle), PATIENCE)
             .await
