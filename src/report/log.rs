@@ -45,10 +45,7 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
         Err(e) => return failed(&e),
     };
     if as_json {
-        let checklist: Vec<_> = contract
-            .iter()
-            .map(|c| json!({ "id": c.item.id, "text": c.item.text, "passed": c.passed }))
-            .collect();
+        let checklist = checklist_json(&contract);
         return print_json(&json!({
             "id": sprint.id,
             "state": sprint.state,
@@ -173,6 +170,14 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
         print_check(c);
     }
     Exit::Success
+}
+
+/// The contract as `--json` gives it: `[{ id, text, passed }]`.
+pub fn checklist_json(contract: &[crate::store::ContractItem]) -> Vec<serde_json::Value> {
+    contract
+        .iter()
+        .map(|c| json!({ "id": c.item.id, "text": c.item.text, "passed": c.passed }))
+        .collect()
 }
 
 /// ✅ passed, ❌ failed, · not reviewed yet.

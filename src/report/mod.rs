@@ -11,7 +11,7 @@ use crate::{errln, out, outln};
 
 mod log;
 mod show;
-pub use log::{Capture, check_ended, contract_mark, log, run_capture};
+pub use log::{Capture, check_ended, checklist_json, contract_mark, log, run_capture};
 pub use show::{diff, show};
 
 /// How many of a failed run's last stderr lines `sprint log` shows under it.

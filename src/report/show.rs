@@ -150,10 +150,7 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
             "commits": commits,
             "diffstat": diffstat,
             "git_error": git_error,
-            "checklist": contract
-                .iter()
-                .map(|c| json!({ "id": c.item.id, "text": c.item.text, "passed": c.passed }))
-                .collect::<Vec<_>>(),
+            "checklist": super::checklist_json(&contract),
             "checks": checks,
             "rounds": rounds
                 .iter()

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::git::{dirty_paths, failed, git, is_branch_name, some_names};
+use super::git::{commit_of, dirty_paths, failed, git, is_branch_name, some_names};
 
 /// Where a run starts: the sprint's base and the commit its branch is at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,22 +107,6 @@ async fn base(workdir: &Path, sprint: &Sprint<'_>) -> Result<(String, String), S
         )
     })?;
     Ok((branch, commit))
-}
-
-async fn commit_of(workdir: &Path, rev: &str) -> Option<String> {
-    git(
-        workdir,
-        &[
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("{rev}^{{commit}}"),
-        ],
-    )
-    .await
-    .ok()
-    .map(|s| s.trim().to_string())
-    .filter(|s| !s.is_empty())
 }
 
 /// A reviewer reads; it does not write: `Err` naming the commits when `branch` is no

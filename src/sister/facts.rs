@@ -181,19 +181,7 @@ pub async fn diffstat(
 
 /// The commit `branch` points at now.
 pub async fn branch_head(workdir: &Path, branch: &str) -> Option<String> {
-    git(
-        workdir,
-        &[
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("refs/heads/{branch}^{{commit}}"),
-        ],
-    )
-    .await
-    .ok()
-    .map(|s| s.trim().to_string())
-    .filter(|s| !s.is_empty())
+    super::git::commit_of(workdir, &format!("refs/heads/{branch}")).await
 }
 
 /// The patch of `base..head`, as `git diff` writes it.

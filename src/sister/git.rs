@@ -101,3 +101,20 @@ pub(super) async fn is_branch_name(workdir: &Path, name: &str) -> bool {
             .await
             .is_ok()
 }
+
+/// The commit `rev` names, when it names one.
+pub(super) async fn commit_of(workdir: &Path, rev: &str) -> Option<String> {
+    git(
+        workdir,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{rev}^{{commit}}"),
+        ],
+    )
+    .await
+    .ok()
+    .map(|s| s.trim().to_string())
+    .filter(|s| !s.is_empty())
+}
