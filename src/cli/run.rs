@@ -88,6 +88,18 @@ async fn show_recipe(config: &Config) {
                     outln!("  check: {ended}, `{}`", command.join(" "));
                 }
             }
+            let checks = store.checks(&sprint.id).await.unwrap_or_default();
+            let picture = std::env::temp_dir().join(format!(
+                "hanarang-demo-{}-{}.png",
+                std::process::id(),
+                sprint.id
+            ));
+            let drawn = crate::report::picture::picture(&sprint, &runs, &checks, now_ms())
+                .and_then(|png| std::fs::write(&picture, png).map_err(|e| e.to_string()));
+            match drawn {
+                Ok(()) => outln!("  picture: {}", picture.display()),
+                Err(e) => errln!("  picture: cannot draw it: {e}"),
+            }
         }
     }
     store.exit().await;

@@ -9,7 +9,9 @@ use crate::output::{Exit, print_json};
 use crate::store::{Spend, Sprint, SprintStatus, Store};
 use crate::{errln, out, outln};
 
+pub mod evidence;
 mod log;
+pub mod picture;
 mod show;
 pub use log::{Capture, check_ended, checklist_json, contract_mark, log, run_capture};
 pub use show::{diff, show};

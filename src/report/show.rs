@@ -3,93 +3,16 @@
 //! the contract with the review's word on each item, the checks, each review round's
 //! findings, and the time and spend per sister.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::json;
 
+use super::evidence::{Evidence, patch, short};
 use super::{failed, no_sprint};
 use crate::config::Config;
-use crate::domain::Actor;
-use crate::notify::messages::one_line;
 use crate::output::{Exit, escape_controls, print_json};
-use crate::sister::{RunOutcome, facts};
-use crate::store::{Run, Sprint, Store};
+use crate::store::Store;
 use crate::{errln, out, outln};
-
-/// What git says of the sprint's branch: `None` outside git or before a base was
-/// recorded; `Err` when git could not answer.
-struct Work {
-    head: String,
-    commits: Vec<(String, String)>,
-    diffstat: Vec<(String, u64, u64)>,
-}
-
-async fn work(config: &Config, sprint: &Sprint) -> Option<Result<Work, String>> {
-    let workdir = &config.projects.get(&sprint.project)?.workdir;
-    let base = sprint.base_commit.as_deref()?;
-    let Some(head) = facts::branch_head(workdir, &sprint.branch).await else {
-        return Some(Err(format!(
-            "the branch {:?} is gone from {}",
-            sprint.branch,
-            workdir.display()
-        )));
-    };
-    let found = async {
-        Ok(Work {
-            commits: facts::commits_between(workdir, base, &head).await?,
-            diffstat: facts::diffstat(workdir, base, &head).await?,
-            head: head.clone(),
-        })
-    };
-    Some(found.await)
-}
-
-/// One review round's verdicts: `(reviewer, verdict, findings)`.
-type Round = (u32, Vec<(String, String, Vec<String>)>);
-
-fn rounds(runs: &[Run]) -> Vec<Round> {
-    let mut by_round: BTreeMap<u32, Vec<(String, String, Vec<String>)>> = BTreeMap::new();
-    let reviews = runs
-        .iter()
-        .filter(|r| r.actor == Actor::Darang && r.outcome == Some(RunOutcome::Handoff));
-    for run in reviews {
-        let Some(m) = &run.message else { continue };
-        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
-        let findings = m["payload"]["issues"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|i| {
-                let place = match (i["file"].as_str(), i["line"].as_u64()) {
-                    (Some(f), Some(l)) => format!(" {f}:{l}"),
-                    (Some(f), None) => format!(" {f}"),
-                    _ => String::new(),
-                };
-                format!(
-                    "[{}]{place} {}",
-                    text(&i["severity"]),
-                    one_line(&text(&i["message"]))
-                )
-            })
-            .collect();
-        let reviewer = run.reviewer.clone().unwrap_or_else(|| "darang".into());
-        by_round
-            .entry(run.round)
-            .or_default()
-            .push((reviewer, text(&m["verdict"]), findings));
-    }
-    by_round.into_iter().collect()
-}
-
-/// Time per sister: the summed duration of its runs.
-fn time_by_sister(runs: &[Run]) -> BTreeMap<String, i64> {
-    let mut time = BTreeMap::new();
-    for run in runs {
-        *time.entry(run.actor.to_string()).or_insert(0) += run.duration_ms.unwrap_or(0);
-    }
-    time
-}
 
 /// `sprint show ID [--json]`.
 pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Exit {
@@ -98,20 +21,15 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
         Ok(None) => return no_sprint(id),
         Err(e) => return failed(&e),
     };
-    let (runs, usage, checks) = match (
-        store.runs(id).await,
-        store.usage(id).await,
-        store.checks(id).await,
-    ) {
-        (Ok(r), Ok(u), Ok(c)) => (r, u, c),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return failed(&e),
+    let e = match Evidence::gather(store, config, sprint).await {
+        Ok(e) => e,
+        Err(e) => return failed(&e),
     };
-    let work = work(config, &sprint).await;
-    let contract = crate::store::contract_results(&runs);
-    let rounds = rounds(&runs);
-    let time = time_by_sister(&runs);
+    let time = e.time_by_sister();
+    let (sprint, work, usage, contract, checks) =
+        (&e.sprint, &e.work, &e.usage, &e.contract, &e.checks);
     if as_json {
-        let (head, commits, diffstat, git_error) = match &work {
+        let (head, commits, diffstat, git_error) = match work {
             Some(Ok(w)) => (
                 Some(w.head.clone()),
                 w.commits
@@ -150,15 +68,15 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
             "commits": commits,
             "diffstat": diffstat,
             "git_error": git_error,
-            "checklist": super::checklist_json(&contract),
+            "checklist": super::checklist_json(contract),
             "checks": checks,
-            "rounds": rounds
+            "rounds": e.rounds
                 .iter()
-                .map(|(round, reviews)| json!({
-                    "round": round,
-                    "reviews": reviews
+                .map(|r| json!({
+                    "round": r.round,
+                    "reviews": r.reviews
                         .iter()
-                        .map(|(reviewer, verdict, findings)| json!({ "reviewer": reviewer, "verdict": verdict, "findings": findings }))
+                        .map(|v| json!({ "reviewer": v.reviewer, "verdict": v.verdict, "findings": v.findings.iter().map(|f| f.line()).collect::<Vec<_>>() }))
                         .collect::<Vec<_>>(),
                 }))
                 .collect::<Vec<_>>(),
@@ -172,7 +90,7 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
         sprint.round,
         sprint.project
     );
-    match (&sprint.base_branch, &sprint.base_commit, &work) {
+    match (&sprint.base_branch, &sprint.base_commit, work) {
         (Some(base), Some(commit), Some(Ok(w))) => {
             outln!(
                 "Branch {} from {} at {}, now at {}",
@@ -185,10 +103,7 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
             for (id, subject) in &w.commits {
                 outln!("  {} {}", short(id), escape_controls(subject));
             }
-            let (added, removed) = w
-                .diffstat
-                .iter()
-                .fold((0, 0), |(a, r), (_, x, y)| (a + x, r + y));
+            let (added, removed) = w.totals();
             outln!("\nDiff: {} files, +{added} −{removed}", w.diffstat.len());
             for (file, a, r) in &w.diffstat {
                 outln!("  {:<40} +{a} −{r}", escape_controls(file));
@@ -206,7 +121,7 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
     }
     if !contract.is_empty() {
         outln!("\nContract:");
-        for c in &contract {
+        for c in contract {
             outln!(
                 "  {} {}: {}",
                 super::contract_mark(c.passed),
@@ -217,7 +132,7 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
     }
     if !checks.is_empty() {
         outln!("\nChecks:");
-        for c in &checks {
+        for c in checks {
             outln!(
                 "  {} `{}` in {} at {}",
                 super::check_ended(c),
@@ -229,17 +144,24 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
             );
         }
     }
-    if !rounds.is_empty() {
+    if !e.rounds.is_empty() {
         outln!("\nReview rounds:");
     }
-    for (round, reviews) in &rounds {
-        for (reviewer, verdict, findings) in reviews {
-            let said = if findings.is_empty() {
+    for round in &e.rounds {
+        for v in &round.reviews {
+            let said = if v.findings.is_empty() {
                 String::new()
             } else {
-                format!(": {}", findings.join("; "))
+                let lines: Vec<String> = v.findings.iter().map(|f| f.line()).collect();
+                format!(": {}", lines.join("; "))
             };
-            outln!("  {round}  {reviewer} {verdict}{}", escape_controls(&said));
+            outln!(
+                "  {}  {} {}{}",
+                round.round,
+                v.reviewer,
+                v.verdict,
+                escape_controls(&said)
+            );
         }
     }
     outln!("\nTime and spend:");
@@ -265,37 +187,14 @@ pub async fn diff(store: &Store, config: &Config, id: &str) -> Exit {
         Ok(None) => return no_sprint(id),
         Err(e) => return failed(&e),
     };
-    let (Some(project), Some(base)) = (
-        config.projects.get(&sprint.project),
-        sprint.base_commit.as_deref(),
-    ) else {
-        errln!(
-            "{}: no base recorded (its workdir is not a git repository, or no run started), so there is no diff",
-            sprint.id
-        );
-        return Exit::Failure;
-    };
-    let Some(head) = facts::branch_head(&project.workdir, &sprint.branch).await else {
-        errln!(
-            "{}: the branch {:?} is gone from {}",
-            sprint.id,
-            sprint.branch,
-            project.workdir.display()
-        );
-        return Exit::Failure;
-    };
-    match facts::patch(&project.workdir, base, &head).await {
+    match patch(config, &sprint).await {
         Ok(patch) => {
             out!("{patch}");
             Exit::Success
         }
         Err(e) => {
-            errln!("{}: {e}", sprint.id);
+            errln!("{e}");
             Exit::Failure
         }
     }
-}
-
-fn short(id: &str) -> &str {
-    id.get(..7).unwrap_or(id)
 }

@@ -1,0 +1,197 @@
+//! The evidence to approve (`SPEC.md` §13), gathered once for every place that shows it
+//! (`sprint show`, the summary in the sprint's thread, the picture): the sprint's commits
+//! and diff against its base from git, the contract with the review's word on each item,
+//! the checks, each review round's findings, and the time and spend per sister from the
+//! database — never from what a sister claimed.
+
+use std::collections::BTreeMap;
+
+use crate::config::Config;
+use crate::domain::Actor;
+use crate::notify::messages::one_line;
+use crate::sister::{RunOutcome, facts};
+use crate::store::{CheckRecord, ContractItem, Run, Sprint, Store, StoreError, Usage};
+
+/// What git says of the sprint's branch against its base.
+pub struct Work {
+    pub head: String,
+    /// `(full id, subject)`, oldest first.
+    pub commits: Vec<(String, String)>,
+    /// `(path, lines added, lines removed)`.
+    pub diffstat: Vec<(String, u64, u64)>,
+}
+
+impl Work {
+    /// Lines added and removed over all files.
+    pub fn totals(&self) -> (u64, u64) {
+        self.diffstat
+            .iter()
+            .fold((0, 0), |(a, r), (_, x, y)| (a + x, r + y))
+    }
+}
+
+/// One reviewer's verdict in a round.
+pub struct Review {
+    pub reviewer: String,
+    pub verdict: String,
+    pub findings: Vec<Finding>,
+}
+
+/// One of a reviewer's findings, as it wrote it.
+pub struct Finding {
+    pub severity: String,
+    /// `file:line`, `file`, or empty.
+    pub place: String,
+    pub message: String,
+}
+
+impl Finding {
+    /// `[severity] file:line message` on one line, cut at 300 characters.
+    pub fn line(&self) -> String {
+        self.head() + &one_line(&self.message)
+    }
+
+    /// `[severity] file:line` and the whole message, as written.
+    pub fn full(&self) -> String {
+        self.head() + &self.message
+    }
+
+    fn head(&self) -> String {
+        match self.place.as_str() {
+            "" => format!("[{}] ", self.severity),
+            place => format!("[{}] {place} ", self.severity),
+        }
+    }
+}
+
+/// A review round's verdicts.
+pub struct Round {
+    pub round: u32,
+    pub reviews: Vec<Review>,
+}
+
+pub struct Evidence {
+    pub sprint: Sprint,
+    pub runs: Vec<Run>,
+    pub usage: Usage,
+    pub checks: Vec<CheckRecord>,
+    pub contract: Vec<ContractItem>,
+    pub rounds: Vec<Round>,
+    /// `None` outside git or before a base was recorded; `Err` when git could not answer.
+    pub work: Option<Result<Work, String>>,
+}
+
+impl Evidence {
+    /// Everything known of `sprint`: its rows in the database, and git's word on its branch.
+    pub async fn gather(
+        store: &Store,
+        config: &Config,
+        sprint: Sprint,
+    ) -> Result<Evidence, StoreError> {
+        let runs = store.runs(&sprint.id).await?;
+        let usage = store.usage(&sprint.id).await?;
+        let checks = store.checks(&sprint.id).await?;
+        let work = work(config, &sprint).await;
+        Ok(Evidence {
+            contract: crate::store::contract_results(&runs),
+            rounds: rounds(&runs),
+            sprint,
+            runs,
+            usage,
+            checks,
+            work,
+        })
+    }
+
+    /// Time per sister: the summed duration of its runs.
+    pub fn time_by_sister(&self) -> BTreeMap<String, i64> {
+        let mut time = BTreeMap::new();
+        for run in &self.runs {
+            *time.entry(run.actor.to_string()).or_insert(0) += run.duration_ms.unwrap_or(0);
+        }
+        time
+    }
+}
+
+async fn work(config: &Config, sprint: &Sprint) -> Option<Result<Work, String>> {
+    let workdir = &config.projects.get(&sprint.project)?.workdir;
+    let base = sprint.base_commit.as_deref()?;
+    let Some(head) = facts::branch_head(workdir, &sprint.branch).await else {
+        return Some(Err(format!(
+            "the branch {:?} is gone from {}",
+            sprint.branch,
+            workdir.display()
+        )));
+    };
+    let found = async {
+        Ok(Work {
+            commits: facts::commits_between(workdir, base, &head).await?,
+            diffstat: facts::diffstat(workdir, base, &head).await?,
+            head: head.clone(),
+        })
+    };
+    Some(found.await)
+}
+
+/// The patch `base..branch` of the sprint, as `git diff` writes it.
+pub async fn patch(config: &Config, sprint: &Sprint) -> Result<String, String> {
+    let (Some(project), Some(base)) = (
+        config.projects.get(&sprint.project),
+        sprint.base_commit.as_deref(),
+    ) else {
+        return Err(format!(
+            "{}: no base recorded (its workdir is not a git repository, or no run started), so there is no diff",
+            sprint.id
+        ));
+    };
+    let Some(head) = facts::branch_head(&project.workdir, &sprint.branch).await else {
+        return Err(format!(
+            "{}: the branch {:?} is gone from {}",
+            sprint.id,
+            sprint.branch,
+            project.workdir.display()
+        ));
+    };
+    facts::patch(&project.workdir, base, &head)
+        .await
+        .map_err(|e| format!("{}: {e}", sprint.id))
+}
+
+fn rounds(runs: &[Run]) -> Vec<Round> {
+    let mut by_round: BTreeMap<u32, Vec<Review>> = BTreeMap::new();
+    let reviews = runs
+        .iter()
+        .filter(|r| r.actor == Actor::Darang && r.outcome == Some(RunOutcome::Handoff));
+    for run in reviews {
+        let Some(m) = &run.message else { continue };
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+        let findings = m["payload"]["issues"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| Finding {
+                severity: text(&i["severity"]),
+                place: match (i["file"].as_str(), i["line"].as_u64()) {
+                    (Some(f), Some(l)) => format!("{f}:{l}"),
+                    (Some(f), None) => f.to_string(),
+                    _ => String::new(),
+                },
+                message: text(&i["message"]),
+            })
+            .collect();
+        by_round.entry(run.round).or_default().push(Review {
+            reviewer: run.reviewer.clone().unwrap_or_else(|| "darang".into()),
+            verdict: text(&m["verdict"]),
+            findings,
+        });
+    }
+    by_round
+        .into_iter()
+        .map(|(round, reviews)| Round { round, reviews })
+        .collect()
+}
+
+/// A commit id as people read it.
+pub fn short(id: &str) -> &str {
+    id.get(..7).unwrap_or(id)
+}
