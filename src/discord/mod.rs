@@ -8,6 +8,7 @@ pub mod checks;
 pub mod commands;
 pub mod render;
 mod rest;
+pub mod summary;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -24,6 +24,15 @@ struct ActiveThreads {
     threads: Vec<ThreadBrief>,
 }
 
+/// `GET /channels/{id}/threads/archived/public`, as far as the bridge reads it.
+#[derive(Debug, serde::Deserialize)]
+struct ArchivedThreads {
+    #[serde(default)]
+    threads: Vec<ThreadBrief>,
+    #[serde(default)]
+    has_more: bool,
+}
+
 /// A thread's id, its parent channel and its name.
 #[derive(Debug, serde::Deserialize)]
 pub struct ThreadBrief {
@@ -32,6 +41,35 @@ pub struct ThreadBrief {
     pub parent_id: Option<ChannelId>,
     #[serde(default)]
     pub name: String,
+    #[serde(default)]
+    pub thread_metadata: Option<ThreadMetadata>,
+}
+
+/// When a thread was archived (the key of the archived-threads listing's pages).
+#[derive(Debug, serde::Deserialize)]
+pub struct ThreadMetadata {
+    #[serde(default)]
+    pub archive_timestamp: Option<String>,
+}
+
+/// Discord's code for a request about an archived thread.
+pub const THREAD_ARCHIVED: i64 = 50083;
+/// Pages of archived posts read when looking for one a stopped bot left behind.
+const ARCHIVED_PAGES: usize = 10;
+
+/// A file attached to a message.
+#[derive(Debug, Clone)]
+pub struct File {
+    pub name: String,
+    pub mime: &'static str,
+    pub data: Vec<u8>,
+}
+
+/// What a request carries.
+enum Body {
+    None,
+    Json(Vec<u8>),
+    Form(reqwest::multipart::Form),
 }
 
 /// Discord's REST API, as the bridge calls it.
@@ -145,6 +183,38 @@ impl Rest {
         .await
     }
 
+    /// A message with files, as serenity sends one: a multipart form of `payload_json` (the
+    /// message, its `attachments` naming each file by its place) and `files[N]` parts.
+    pub async fn send_message_with_files(
+        &self,
+        channel: ChannelId,
+        message: &CreateMessage,
+        files: &[File],
+    ) -> Result<Message, RestError> {
+        let mut payload =
+            serde_json::to_value(message).map_err(|e| RestError::Decode(e.to_string()))?;
+        payload["attachments"] = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| serde_json::json!({ "id": i, "filename": f.name }))
+            .collect();
+        let mut form = reqwest::multipart::Form::new();
+        for (i, file) in files.iter().enumerate() {
+            let part = reqwest::multipart::Part::bytes(file.data.clone())
+                .file_name(file.name.clone())
+                .mime_str(file.mime)
+                .map_err(|e| RestError::Decode(e.to_string()))?;
+            form = form.part(format!("files[{i}]"), part);
+        }
+        form = form.text("payload_json", payload.to_string());
+        self.request(
+            reqwest::Method::POST,
+            &format!("/channels/{channel}/messages"),
+            Body::Form(form),
+        )
+        .await
+    }
+
     pub async fn edit_message(
         &self,
         channel: ChannelId,
@@ -166,10 +236,50 @@ impl Rest {
             .request(
                 reqwest::Method::GET,
                 &format!("/guilds/{guild}/threads/active"),
-                None,
+                Body::None,
             )
             .await?;
         Ok(active.threads)
+    }
+
+    /// The forum's archived posts, most recently archived first (up to a thousand): a post
+    /// a stopped bot left behind may have archived before the next bot looked for it.
+    pub async fn archived_threads(&self, forum: ChannelId) -> Result<Vec<ThreadBrief>, RestError> {
+        let mut all = Vec::new();
+        let mut before: Option<String> = None;
+        for _ in 0..ARCHIVED_PAGES {
+            let query = match &before {
+                Some(at) => format!("?limit=100&before={}", url_encode(at)),
+                None => "?limit=100".to_string(),
+            };
+            let page: ArchivedThreads = self
+                .request(
+                    reqwest::Method::GET,
+                    &format!("/channels/{forum}/threads/archived/public{query}"),
+                    Body::None,
+                )
+                .await?;
+            before = page
+                .threads
+                .last()
+                .and_then(|t| t.thread_metadata.as_ref())
+                .and_then(|m| m.archive_timestamp.clone());
+            all.extend(page.threads);
+            if !page.has_more || before.is_none() {
+                break;
+            }
+        }
+        Ok(all)
+    }
+
+    /// Opens an archived thread again.
+    pub async fn unarchive(&self, thread: ChannelId) -> Result<GuildChannel, RestError> {
+        self.call(
+            reqwest::Method::PATCH,
+            &format!("/channels/{thread}"),
+            &serde_json::json!({ "archived": false }),
+        )
+        .await
     }
 
     async fn call<T: DeserializeOwned>(
@@ -179,24 +289,26 @@ impl Rest {
         body: &impl Serialize,
     ) -> Result<T, RestError> {
         let body = serde_json::to_vec(body).map_err(|e| RestError::Decode(e.to_string()))?;
-        self.request(method, path, Some(body)).await
+        self.request(method, path, Body::Json(body)).await
     }
 
     async fn request<T: DeserializeOwned>(
         &self,
         method: reqwest::Method,
         path: &str,
-        body: Option<Vec<u8>>,
+        body: Body,
     ) -> Result<T, RestError> {
         let mut request = self
             .client
             .request(method, format!("{}{path}", self.base))
             .header(reqwest::header::AUTHORIZATION, &self.authorization);
-        if let Some(body) = body {
-            request = request
+        request = match body {
+            Body::None => request,
+            Body::Json(body) => request
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body);
-        }
+                .body(body),
+            Body::Form(form) => request.multipart(form),
+        };
         let response = request
             .send()
             .await
@@ -233,4 +345,9 @@ impl Rest {
             global: error.global || global_scope,
         })
     }
+}
+
+/// A query value with the characters an ISO timestamp holds escaped (`+`, `:`).
+fn url_encode(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }

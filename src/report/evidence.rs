@@ -82,16 +82,38 @@ pub struct Evidence {
 }
 
 impl Evidence {
-    /// Everything known of `sprint`: its rows in the database, and git's word on its branch.
+    /// Everything known of `sprint` now: its rows in the database, and git's word on its
+    /// branch.
     pub async fn gather(
         store: &Store,
         config: &Config,
         sprint: Sprint,
     ) -> Result<Evidence, StoreError> {
-        let runs = store.runs(&sprint.id).await?;
+        Evidence::gather_until(store, config, sprint, None).await
+    }
+
+    /// What was known of `sprint` at `until` (unix ms), when given: the runs and checks
+    /// started by then, and the branch as its last review saw it (a summary delivered late
+    /// shows the round it was made for, not a later one).
+    pub async fn gather_until(
+        store: &Store,
+        config: &Config,
+        sprint: Sprint,
+        until: Option<i64>,
+    ) -> Result<Evidence, StoreError> {
+        let by_then = |at: i64| until.is_none_or(|until| at <= until);
+        let mut runs = store.runs(&sprint.id).await?;
+        runs.retain(|r| by_then(r.started_at));
         let usage = store.usage(&sprint.id).await?;
-        let checks = store.checks(&sprint.id).await?;
-        let work = work(config, &sprint).await;
+        let mut checks = store.checks(&sprint.id).await?;
+        checks.retain(|c| by_then(c.at));
+        let reviewed = until.and_then(|_| {
+            runs.iter()
+                .rev()
+                .find(|r| r.actor == Actor::Darang && r.outcome == Some(RunOutcome::Handoff))
+                .and_then(|r| r.git_head.clone())
+        });
+        let work = work(config, &sprint, reviewed).await;
         Ok(Evidence {
             contract: crate::store::contract_results(&runs),
             rounds: rounds(&runs),
@@ -113,10 +135,19 @@ impl Evidence {
     }
 }
 
-async fn work(config: &Config, sprint: &Sprint) -> Option<Result<Work, String>> {
+/// git's word on the branch against its base, up to `head` (its head now when `None`).
+async fn work(
+    config: &Config,
+    sprint: &Sprint,
+    head: Option<String>,
+) -> Option<Result<Work, String>> {
     let workdir = &config.projects.get(&sprint.project)?.workdir;
     let base = sprint.base_commit.as_deref()?;
-    let Some(head) = facts::branch_head(workdir, &sprint.branch).await else {
+    let head = match head {
+        Some(head) => Some(head),
+        None => facts::branch_head(workdir, &sprint.branch).await,
+    };
+    let Some(head) = head else {
         return Some(Err(format!(
             "the branch {:?} is gone from {}",
             sprint.branch,
@@ -133,8 +164,9 @@ async fn work(config: &Config, sprint: &Sprint) -> Option<Result<Work, String>> 
     Some(found.await)
 }
 
-/// The patch `base..branch` of the sprint, as `git diff` writes it.
-pub async fn patch(config: &Config, sprint: &Sprint) -> Result<String, String> {
+/// The patch `base..branch` of the sprint, as `git diff` writes it (up to `head` when
+/// given).
+pub async fn patch(config: &Config, sprint: &Sprint, head: Option<&str>) -> Result<String, String> {
     let (Some(project), Some(base)) = (
         config.projects.get(&sprint.project),
         sprint.base_commit.as_deref(),
@@ -144,7 +176,11 @@ pub async fn patch(config: &Config, sprint: &Sprint) -> Result<String, String> {
             sprint.id
         ));
     };
-    let Some(head) = facts::branch_head(&project.workdir, &sprint.branch).await else {
+    let head = match head {
+        Some(head) => Some(head.to_string()),
+        None => facts::branch_head(&project.workdir, &sprint.branch).await,
+    };
+    let Some(head) = head else {
         return Err(format!(
             "{}: the branch {:?} is gone from {}",
             sprint.id,

@@ -82,7 +82,7 @@ impl Bridge {
         let edit = EditMessage::new()
             .content(self.board_text(&sprint).await?)
             .allowed_mentions(CreateAllowedMentions::new());
-        call(self.rest.edit_message(thread, message, &edit)).await?;
+        self.edit_in(thread, message, &edit).await?;
         Ok(())
     }
 

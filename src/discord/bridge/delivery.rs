@@ -1,7 +1,11 @@
-//! A transition's line in its sprint's thread, in turn with the sprint's others, and the
-//! escalation's digest of attempts.
+//! A transition's line in its sprint's thread, in turn with the sprint's others; after
+//! `done`'s line the summary with the patch and the picture, after an escalation's the
+//! digest of attempts with the picture.
 
 use super::*;
+use crate::discord::rest::File;
+use crate::discord::summary;
+use crate::report::evidence::Evidence;
 
 impl Bridge {
     /// One line, unless its sprint waits. A failure for now puts the sprint on its
@@ -117,7 +121,7 @@ impl Bridge {
             ));
         }
         let mut thread = ChannelId::new(u64::try_from(post.thread_id).unwrap_or_default());
-        let sent = match call(self.rest.send_message(thread, &message)).await {
+        let sent = match self.post_in(thread, &message, &[]).await {
             // Someone deleted the sprint's post: a new one continues it, and says so.
             Err(e) if e.is_unknown_channel() => {
                 tracing::warn!(
@@ -126,7 +130,7 @@ impl Bridge {
                 );
                 post = self.new_post(&sprint, Some(post.thread_id)).await?;
                 thread = ChannelId::new(u64::try_from(post.thread_id).unwrap_or_default());
-                call(self.rest.send_message(thread, &message)).await?
+                self.post_in(thread, &message, &[]).await?
             }
             other => other?,
         };
@@ -141,29 +145,33 @@ impl Bridge {
             // the sprint's next lines back (a stale button is refused by the state anyway).
             let id = MessageId::new(u64::try_from(done).unwrap_or_default());
             let edit = EditMessage::new().components(Vec::new());
-            if let Err(e) = call(self.rest.edit_message(thread, id, &edit)).await {
+            if let Err(e) = self.edit_in(thread, id, &edit).await {
                 tracing::warn!(error = %e, "could not remove the done buttons; they stay, and are refused if clicked");
             }
             post.done_message_id = None;
             self.store.save_forum_post(&post).await?;
         }
-        if let Some(Note::Escalated { .. }) = &record.note {
-            self.post_digest(thread, &sprint, record).await?;
-        }
+        let extras = if entering_done {
+            self.summary_parts(&sprint, record).await?
+        } else if let Some(Note::Escalated { .. }) = &record.note {
+            self.digest_parts(&sprint, record).await?
+        } else {
+            Vec::new()
+        };
+        self.post_parts(thread, record, extras).await?;
         self.with(|s| s.boards.entry(sprint.id.clone()).or_default().dirty = true);
         Ok(())
     }
 
     /// After an escalation line: every attempt of the stage, so the human sees what was
-    /// tried without opening logs.
-    pub(super) async fn post_digest(
+    /// tried without opening logs, and the sprint's picture.
+    pub(super) async fn digest_parts(
         &self,
-        thread: ChannelId,
         sprint: &Sprint,
         record: &TransitionRecord,
-    ) -> Result<(), DeliveryError> {
+    ) -> Result<Vec<Part>, DeliveryError> {
         let Some(stage) = sprint.resume.map(|r| r.stage).or(record.from.stage()) else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let runs = self.store.runs(&sprint.id).await?;
         let mut text = format!("**{} · {}**\n", sprint.id, stage);
@@ -189,12 +197,193 @@ impl Bridge {
             );
             text.push_str(&line);
         }
-        let message = CreateMessage::new()
-            .content(cut(&text, MAX_CONTENT))
-            .allowed_mentions(CreateAllowedMentions::new())
-            .nonce(Nonce::String(format!("hanarang-{}-d", record.global_seq)))
-            .enforce_nonce(true);
-        call(self.rest.send_message(thread, &message)).await?;
+        let checks = self.store.checks(&sprint.id).await?;
+        let picture = self.picture(sprint, record, &runs, &checks);
+        Ok(parts(&text, picture.into_iter().collect()))
+    }
+
+    /// When a sprint enters `done`: what it did (`SPEC.md` §13) — the summary, the patch
+    /// `base..branch` and the picture — as its last review saw it.
+    pub(super) async fn summary_parts(
+        &self,
+        sprint: &Sprint,
+        record: &TransitionRecord,
+    ) -> Result<Vec<Part>, DeliveryError> {
+        let e = Evidence::gather_until(&self.store, &self.config, sprint.clone(), Some(record.at))
+            .await?;
+        let summary = summary::summary(&e, self.config.pipeline.locale);
+        let mut files = Vec::new();
+        if let Some(Ok(work)) = &e.work {
+            match crate::report::evidence::patch(&self.config, sprint, Some(&work.head)).await {
+                Ok(patch) => files.push(File {
+                    name: format!("{}.patch", sprint.id),
+                    mime: "text/x-diff",
+                    data: capped(patch, &sprint.id),
+                }),
+                Err(why) => tracing::warn!(error = %why, "no patch to attach"),
+            }
+        }
+        files.extend(self.picture(sprint, record, &e.runs, &e.checks));
+        if let Some(findings) = summary.findings {
+            files.push(File {
+                name: summary::findings_file(&sprint.id),
+                mime: "text/markdown",
+                data: capped(findings, &sprint.id),
+            });
+        }
+        Ok(parts(&summary.text, files))
+    }
+
+    /// The sprint's picture as it stood at `record`, or nothing (and a warning) when it
+    /// cannot be drawn: the words go out without it.
+    fn picture(
+        &self,
+        sprint: &Sprint,
+        record: &TransitionRecord,
+        runs: &[crate::store::Run],
+        checks: &[crate::store::CheckRecord],
+    ) -> Option<File> {
+        let mut then = sprint.clone();
+        then.state = record.to;
+        then.round = record.round;
+        let runs: Vec<_> = runs
+            .iter()
+            .filter(|r| r.started_at <= record.at)
+            .cloned()
+            .collect();
+        match crate::report::picture::picture(&then, &runs, checks, record.at) {
+            Ok(png) => Some(File {
+                name: format!("{}.png", sprint.id),
+                mime: "image/png",
+                data: png,
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "the sprint's picture could not be drawn");
+                None
+            }
+        }
+    }
+
+    /// Posts `parts` after `record`'s line, each once: the database counts the parts
+    /// posted, and each carries a nonce of its own, so a part whose answer was lost (or
+    /// whose count a stop kept from being written) is not made twice when tried again.
+    pub(super) async fn post_parts(
+        &self,
+        thread: ChannelId,
+        record: &TransitionRecord,
+        parts: Vec<Part>,
+    ) -> Result<(), DeliveryError> {
+        if parts.is_empty() {
+            return Ok(());
+        }
+        let counter = parts_cursor(&record.sprint_id, record.global_seq);
+        let posted = usize::try_from(self.store.cursor(&counter).await?).unwrap_or(0);
+        for (i, part) in parts.into_iter().enumerate().skip(posted) {
+            let message = CreateMessage::new()
+                .content(part.text)
+                .allowed_mentions(CreateAllowedMentions::new())
+                .nonce(Nonce::String(format!(
+                    "hanarang-{}-p{i}",
+                    record.global_seq
+                )))
+                .enforce_nonce(true);
+            self.post_in(thread, &message, &part.files).await?;
+            self.store
+                .set_cursor(&counter, i64::try_from(i + 1).unwrap_or(i64::MAX))
+                .await?;
+        }
         Ok(())
     }
+
+    /// Posts in a sprint's thread. Posting opens an archived thread again; one Discord
+    /// says is archived all the same (code 50083: a locked one) is opened first.
+    pub(super) async fn post_in(
+        &self,
+        thread: ChannelId,
+        message: &CreateMessage,
+        files: &[File],
+    ) -> Result<serenity::Message, DeliveryError> {
+        let send = || async {
+            if files.is_empty() {
+                call(self.rest.send_message(thread, message)).await
+            } else {
+                call(self.rest.send_message_with_files(thread, message, files)).await
+            }
+        };
+        match send().await {
+            Err(e) if e.is_thread_archived() => {
+                call(self.rest.unarchive(thread)).await?;
+                send().await
+            }
+            other => other,
+        }
+    }
+
+    /// Edits a message in a sprint's thread, opening the thread first when it archived.
+    pub(super) async fn edit_in(
+        &self,
+        thread: ChannelId,
+        message: MessageId,
+        edit: &EditMessage,
+    ) -> Result<serenity::Message, DeliveryError> {
+        match call(self.rest.edit_message(thread, message, edit)).await {
+            Err(e) if e.is_thread_archived() => {
+                call(self.rest.unarchive(thread)).await?;
+                call(self.rest.edit_message(thread, message, edit)).await
+            }
+            other => other,
+        }
+    }
+}
+
+/// One message of what follows a line: text within Discord's limit, and files.
+pub(super) struct Part {
+    text: String,
+    files: Vec<File>,
+}
+
+/// `text` split into messages, the files on the last.
+fn parts(text: &str, files: Vec<File>) -> Vec<Part> {
+    let mut parts: Vec<Part> = summary::split(text, MAX_CONTENT)
+        .into_iter()
+        .map(|text| Part {
+            text,
+            files: Vec::new(),
+        })
+        .collect();
+    match parts.last_mut() {
+        Some(last) => last.files = files,
+        None if !files.is_empty() => parts.push(Part {
+            text: String::new(),
+            files,
+        }),
+        None => {}
+    }
+    parts
+}
+
+/// The most of a file attached: 8 MiB. A longer one is cut on a line boundary and says
+/// so in its last line.
+pub const MAX_FILE: usize = 8 * 1024 * 1024;
+
+fn capped(text: String, sprint_id: &str) -> Vec<u8> {
+    if text.len() <= MAX_FILE {
+        return text.into_bytes();
+    }
+    let note = format!(
+        "\n[cut by hanarang: the first 8 MiB of {} bytes; the whole: `hanarang sprint diff {sprint_id}` / `hanarang sprint show {sprint_id}`]\n",
+        text.len()
+    );
+    let room = MAX_FILE - note.len();
+    let end = text[..text.floor_char_boundary(room)]
+        .rfind('\n')
+        .map_or(text.floor_char_boundary(room), |i| i + 1);
+    let mut data = text[..end].to_string();
+    data.push_str(&note);
+    data.into_bytes()
+}
+
+/// The database's count of the parts posted after one line.
+fn parts_cursor(sprint_id: &str, global_seq: i64) -> String {
+    format!("{CURSOR}:{sprint_id}:parts:{global_seq}")
 }

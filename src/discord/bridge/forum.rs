@@ -1,5 +1,5 @@
 //! A sprint's forum post: the one on record, one a stopped bot left behind (found by its
-//! title), or a new one.
+//! title among the forum's open and archived posts), or a new one.
 
 use super::*;
 
@@ -30,10 +30,22 @@ impl Bridge {
         if let Some(drops) = drops {
             let guild = serenity::GuildId::new(self.discord.guild_id.0);
             let forum = ChannelId::new(self.discord.forum_channel_id.0);
-            let found = match call(self.rest.active_threads(guild)).await {
+            let listed = async {
+                let mut threads = call(self.rest.active_threads(guild)).await?;
+                threads.retain(|t| t.parent_id == Some(forum));
+                // A post left behind may have archived since (after a week without a line).
+                match call(self.rest.archived_threads(forum)).await {
+                    Ok(archived) => threads.extend(archived),
+                    Err(e) if e.is_permanent() => {
+                        tracing::warn!(error = %e, "cannot list the forum's archived posts; only its open ones are searched");
+                    }
+                    Err(e) => return Err(e),
+                }
+                Ok::<_, DeliveryError>(threads)
+            };
+            let found = match listed.await {
                 Ok(threads) => threads
                     .into_iter()
-                    .filter(|t| t.parent_id == Some(forum))
                     .map(|t| (t.name.trim().to_string(), t.id))
                     .collect(),
                 // The list is a safeguard: without it a post may be there twice, and the
@@ -82,7 +94,10 @@ impl Bridge {
         let first = CreateMessage::new()
             .content(self.board_text(sprint).await?)
             .allowed_mentions(CreateAllowedMentions::new());
-        let post = CreateForumPost::new(thread_title(&sprint.id, &sprint.goal), first);
+        // The longest auto-archive: a sprint waiting days for its approval keeps its post
+        // open (and one that archived anyway is opened again by its next line).
+        let post = CreateForumPost::new(thread_title(&sprint.id, &sprint.goal), first)
+            .auto_archive_duration(serenity::AutoArchiveDuration::OneWeek);
         let thread = match call(self.rest.create_forum_post(forum, &post)).await {
             Ok(thread) => thread,
             Err(e) => {

@@ -79,6 +79,11 @@ impl DeliveryError {
         self.status() == Some(404) && self.code() == Some(10003)
     }
 
+    /// Discord says the thread is archived (and did not open it for the request).
+    fn is_thread_archived(&self) -> bool {
+        self.code() == Some(super::rest::THREAD_ARCHIVED)
+    }
+
     /// Discord refuses the token: not an outage to wait out.
     fn is_refused(&self) -> bool {
         self.status() == Some(401)

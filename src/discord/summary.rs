@@ -1,0 +1,261 @@
+//! The summary a sprint's thread gets when it enters `done` (`SPEC.md` §13), as pure
+//! functions of its evidence: the contract with the review's marks, the checks, the
+//! commits and diff stat against the base, each round's findings in one line, time and
+//! spend per sister — split into messages on line boundaries, never cut silently.
+
+use std::time::Duration;
+
+use crate::config::Locale;
+use crate::notify::messages::one_line;
+use crate::report::evidence::{Evidence, short};
+
+/// Commits and files listed by name; the rest are counted (all of them are in the patch).
+const LISTED: usize = 20;
+
+/// The summary's text, and the full findings when a round's line could not hold them.
+pub struct Summary {
+    pub text: String,
+    /// `SPRINT-001-review.md`: every finding of every round, whole.
+    pub findings: Option<String>,
+}
+
+fn took(ms: i64) -> String {
+    let secs = u64::try_from(ms.max(0) / 1000).unwrap_or(0);
+    humantime::format_duration(Duration::from_secs(secs)).to_string()
+}
+
+/// Sister-written text for one line of Markdown: flattened, backticks kept from closing
+/// the code spans around it.
+fn plain(text: &str) -> String {
+    one_line(text).replace('`', "'")
+}
+
+/// The file holding the whole findings, by name.
+pub fn findings_file(sprint_id: &str) -> String {
+    format!("{sprint_id}-review.md")
+}
+
+pub fn summary(e: &Evidence, locale: Locale) -> Summary {
+    let ko = locale == Locale::Ko;
+    let s = &e.sprint;
+    let mut out = Vec::new();
+    out.push(if ko {
+        format!("📋 **{} 요약** · 라운드 {}", s.id, s.round)
+    } else {
+        format!("📋 **{} summary** · round {}", s.id, s.round)
+    });
+
+    if !e.contract.is_empty() {
+        out.push(format!(
+            "**{}** ({})",
+            if ko { "계약" } else { "Contract" },
+            e.contract.len()
+        ));
+        for c in &e.contract {
+            out.push(format!(
+                "{} `{}` {}",
+                crate::report::contract_mark(c.passed),
+                plain(&c.item.id),
+                plain(&c.item.text)
+            ));
+        }
+    }
+
+    let check_word = if ko { "검사" } else { "Check" };
+    match e.checks.last() {
+        Some(c) => out.push(format!(
+            "**{check_word}**: {} {} `{}` ({}, {}){}",
+            if c.passed() { "✅" } else { "❌" },
+            crate::report::check_ended(c),
+            plain(&c.command.join(" ")),
+            took(c.duration_ms),
+            c.head.as_deref().map_or("no git", short),
+            match e.checks.len() {
+                1 => String::new(),
+                n if ko => format!(" · 총 {n}회"),
+                n => format!(" · {n} runs in all"),
+            }
+        )),
+        None => out.push(format!(
+            "**{check_word}**: {}",
+            if ko {
+                "없음 (프로젝트에 check 설정 없음)"
+            } else {
+                "none (the project sets no check)"
+            }
+        )),
+    }
+
+    match &e.work {
+        Some(Ok(w)) => {
+            let (added, removed) = w.totals();
+            let base = s.base_branch.as_deref().unwrap_or("base");
+            let base_commit = s.base_commit.as_deref().map_or("", short);
+            out.push(format!(
+                "**{}** ({}) · {} files, +{added} −{removed} · `{}` {base_commit} → `{}` {}",
+                if ko { "커밋" } else { "Commits" },
+                w.commits.len(),
+                w.diffstat.len(),
+                plain(base),
+                plain(&s.branch),
+                short(&w.head)
+            ));
+            for (id, subject) in w.commits.iter().take(LISTED) {
+                out.push(format!("`{}` {}", short(id), plain(subject)));
+            }
+            if w.commits.len() > LISTED {
+                out.push(format!(
+                    "… {} more commits (in the patch)",
+                    w.commits.len() - LISTED
+                ));
+            }
+            for (file, a, r) in w.diffstat.iter().take(LISTED) {
+                out.push(format!("　`{}` +{a} −{r}", plain(file)));
+            }
+            if w.diffstat.len() > LISTED {
+                out.push(format!(
+                    "　… {} more files (in the patch)",
+                    w.diffstat.len() - LISTED
+                ));
+            }
+        }
+        Some(Err(why)) => out.push(format!(
+            "**{}**: {}",
+            if ko { "커밋" } else { "Commits" },
+            plain(why)
+        )),
+        None => out.push(if ko {
+            "**커밋**: 기준 없음 (git 저장소가 아님)".to_string()
+        } else {
+            "**Commits**: no base recorded (the workdir is not a git repository)".to_string()
+        }),
+    }
+
+    let mut whole = Vec::new();
+    let mut cut = false;
+    if !e.rounds.is_empty() {
+        out.push(format!("**{}**", if ko { "리뷰" } else { "Review" }));
+    }
+    for round in &e.rounds {
+        whole.push(format!("## Round {}\n", round.round));
+        for v in &round.reviews {
+            whole.push(format!("### {} — {}\n", v.reviewer, v.verdict));
+            let first = match v.findings.first() {
+                Some(f) => {
+                    let line = f.line();
+                    cut |= v.findings.len() > 1 || line != f.full();
+                    let more = match v.findings.len() - 1 {
+                        0 => String::new(),
+                        n => format!(" (+{n})"),
+                    };
+                    format!(" — {}{more}", plain(&line))
+                }
+                None => String::new(),
+            };
+            for f in &v.findings {
+                whole.push(format!("- {}\n", f.full()));
+            }
+            out.push(format!(
+                "{} {} · {}: {}{first}",
+                if ko { "라운드" } else { "Round" },
+                round.round,
+                v.reviewer,
+                v.verdict
+            ));
+        }
+    }
+    if cut {
+        out.push(format!("📎 {}", findings_file(&s.id)));
+    }
+
+    out.push(format!(
+        "**{}**",
+        if ko {
+            "시간과 비용"
+        } else {
+            "Time and spend"
+        }
+    ));
+    let time = e.time_by_sister();
+    let per_sister: Vec<String> = time
+        .iter()
+        .map(|(sister, ms)| {
+            let spend = e.usage.by_sister.get(sister).map_or(0.0, |s| s.cost_usd);
+            format!("{sister} {} ${spend:.2}", took(*ms))
+        })
+        .collect();
+    out.push(format!(
+        "{} · {} ${:.2}",
+        per_sister.join(" · "),
+        if ko { "합계" } else { "total" },
+        e.usage.total.cost_usd
+    ));
+
+    Summary {
+        text: out.join("\n"),
+        findings: cut.then(|| whole.concat()),
+    }
+}
+
+/// `text` in messages of at most `max` UTF-16 code units, split between lines; a line
+/// longer than a message is split between characters. Nothing is left out.
+pub fn split(text: &str, max: usize) -> Vec<String> {
+    let mut messages = Vec::new();
+    let mut current = String::new();
+    let mut used = 0;
+    for line in text.split('\n') {
+        let width = line.encode_utf16().count();
+        let needed = if current.is_empty() { width } else { width + 1 };
+        if used + needed <= max {
+            if !current.is_empty() {
+                current.push('\n');
+            }
+            current.push_str(line);
+            used += needed;
+            continue;
+        }
+        if !current.is_empty() {
+            messages.push(std::mem::take(&mut current));
+            used = 0;
+        }
+        if width <= max {
+            current.push_str(line);
+            used = width;
+            continue;
+        }
+        for c in line.chars() {
+            if used + c.len_utf16() > max {
+                messages.push(std::mem::take(&mut current));
+                used = 0;
+            }
+            current.push(c);
+            used += c.len_utf16();
+        }
+    }
+    if !current.trim().is_empty() {
+        messages.push(current);
+    }
+    messages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn split_keeps_every_line_and_stays_within_the_limit() {
+        let text: String = (0..5000).map(|i| format!("finding {i}\n")).collect();
+        let parts = split(&text, 2000);
+        assert!(parts.len() > 1);
+        assert!(parts.iter().all(|p| p.encode_utf16().count() <= 2000));
+        assert_eq!(parts.join("\n"), text.trim_end_matches('\n'));
+    }
+
+    #[test]
+    fn a_line_longer_than_a_message_is_split_not_cut() {
+        let line = "가".repeat(4500);
+        let parts = split(&line, 2000);
+        assert_eq!(parts.len(), 3);
+        assert_eq!(parts.concat(), line);
+    }
+}
