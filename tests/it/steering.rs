@@ -204,6 +204,13 @@ async fn an_escalation_pings_once_and_posts_a_digest_of_every_attempt() {
         json!({"parse": [], "users": [], "roles": []}),
         "still one ping"
     );
+    let picture: Vec<&str> = digest.files.iter().map(|f| f.filename.as_str()).collect();
+    assert_eq!(
+        picture,
+        ["SPRINT-001.png"],
+        "the digest carries the picture"
+    );
+    assert!(digest.files[0].data.starts_with(b"\x89PNG\r\n\x1a\n"));
     let pings = fake
         .post_lines()
         .iter()

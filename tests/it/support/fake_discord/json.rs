@@ -133,6 +133,7 @@ pub(super) fn new_message(
         interaction_id,
         created_at: now(),
         edited_at: None,
+        files: Vec::new(),
     }
 }
 
@@ -187,7 +188,17 @@ pub(super) fn message_json(config: &FakeConfig, m: &FakeMessage) -> Value {
         "mentions": [],
         "mention_roles": [],
         "mention_channels": [],
-        "attachments": [],
+        "attachments": m.files.iter().enumerate().map(|(i, f)| {
+            let id = m.id + 1 + i as u64;
+            json!({
+                "id": id.to_string(),
+                "filename": f.filename,
+                "size": f.data.len(),
+                "url": format!("https://cdn.discordapp.com/attachments/{}/{id}/{}", m.channel_id, f.filename),
+                "proxy_url": format!("https://media.discordapp.net/attachments/{}/{id}/{}", m.channel_id, f.filename),
+                "content_type": f.content_type,
+            })
+        }).collect::<Vec<_>>(),
         "embeds": embeds,
         "reactions": [],
         "pinned": false,

@@ -39,7 +39,8 @@ mod state;
 use gateway::gateway_url;
 use json::{build_options, member_json, message_json, new_message};
 pub use records::{
-    FakeInteraction, FakeMessage, FakeThread, InteractionResponse, RecordedRequest, ResponseKind,
+    FakeFile, FakeInteraction, FakeMessage, FakeThread, InteractionResponse, RecordedRequest,
+    ResponseKind,
 };
 use rest::serve_connection;
 use state::{Inner, InteractionState, State, lock};
@@ -140,6 +141,7 @@ impl FakeDiscord {
                 denied_channels: Vec::new(),
                 failing_channels: Vec::new(),
                 held_channels: Vec::new(),
+                hold_uploads: false,
                 held: 0,
                 fail_next_posts: (0, 500),
                 nonces: HashMap::new(),
@@ -333,6 +335,14 @@ impl FakeDiscord {
             .collect()
     }
 
+    /// The files uploaded to a channel or thread, oldest first.
+    pub fn files_in(&self, channel_id: u64) -> Vec<FakeFile> {
+        self.messages(channel_id)
+            .into_iter()
+            .flat_map(|m| m.files)
+            .collect()
+    }
+
     /// Any message the fake knows by id (deleted ones and interaction messages included).
     pub fn message(&self, message_id: u64) -> Option<FakeMessage> {
         self.state().messages.get(&message_id).cloned()
@@ -510,6 +520,15 @@ impl FakeDiscord {
         self.state().lose_next_post_answers = (n, status);
     }
 
+    /// The thread archives, as Discord archives a post after its auto-archive duration
+    /// without a message.
+    pub fn archive_thread(&self, thread_id: u64) {
+        if let Some(thread) = self.state().threads.iter_mut().find(|t| t.id == thread_id) {
+            thread.archived = true;
+        }
+        self.inner.bump();
+    }
+
     /// The bot lost its access to this channel: 403 Missing Access from now on.
     pub fn deny_channel(&self, channel_id: u64) {
         self.state().denied_channels.push(channel_id);
@@ -540,6 +559,38 @@ impl FakeDiscord {
         }
         drop(state);
         self.inner.bump();
+    }
+
+    /// While on, requests that upload files get no answer; off, the held ones are handled
+    /// (even when the bot that sent them is gone, as Discord would).
+    pub fn hold_uploads(&self, on: bool) {
+        self.state().hold_uploads = on;
+        self.inner.bump();
+    }
+
+    /// A forum post made as the bot would make it (one a stopped bot left unrecorded), with
+    /// its starter message; archived when asked. Returns its id.
+    pub fn add_forum_post(&self, name: &str, archived: bool) -> u64 {
+        let mut state = self.state();
+        let id = state.snowflake();
+        let forum = self.inner.config.forum_channel_id;
+        state.threads.push(state::ThreadState {
+            id,
+            parent_id: forum,
+            name: name.to_string(),
+            archived,
+            locked: false,
+            has_starter: true,
+            auto_archive_duration: 10080,
+            create_body: serde_json::json!({ "name": name }),
+            edits: Vec::new(),
+            created_at: json::now(),
+        });
+        let starter = json::new_message(id, id, &serde_json::json!({ "content": "board" }), None);
+        state.messages.insert(id, starter);
+        drop(state);
+        self.inner.bump();
+        id
     }
 
     /// How many requests wait for their answer now (`hold_channel`).

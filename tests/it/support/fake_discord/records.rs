@@ -74,6 +74,17 @@ pub struct FakeMessage {
     pub interaction_id: Option<u64>,
     pub created_at: String,
     pub edited_at: Option<String>,
+    /// The files uploaded with it (multipart `files[N]` parts), in the order of its
+    /// `attachments`.
+    pub files: Vec<FakeFile>,
+}
+
+/// A file uploaded with a message.
+#[derive(Clone, Debug)]
+pub struct FakeFile {
+    pub filename: String,
+    pub content_type: String,
+    pub data: Vec<u8>,
 }
 
 impl FakeMessage {

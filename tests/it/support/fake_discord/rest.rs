@@ -17,6 +17,7 @@ use super::json::{
     apply_edit, forum_json, guild_json, member_json, message_json, new_message, now, roles_json,
     text_channel_json, thread_json, user_json,
 };
+use super::records::FakeFile;
 use super::state::{Inner, State, ThreadState, lock};
 use super::{
     API_PREFIX, FAKE_OWNER_ID, FAKE_TOKEN, InteractionResponse, RecordedRequest, ResponseKind,
@@ -113,7 +114,10 @@ pub(super) async fn serve_connection(inner: Arc<Inner>, stream: TcpStream) {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        if !hold(&inner, &request.target).await {
+        let upload = request
+            .header("content-type")
+            .is_some_and(|v| v.to_ascii_lowercase().starts_with("multipart/"));
+        if !hold(&inner, &request.target, upload).await {
             return;
         }
         let close = request.wants_close();
@@ -125,9 +129,9 @@ pub(super) async fn serve_connection(inner: Arc<Inner>, stream: TcpStream) {
     }
 }
 
-/// Waits while the request's channel is held (`FakeDiscord::hold_channel`). False when
-/// the fake stops meanwhile.
-async fn hold(inner: &Inner, target: &str) -> bool {
+/// Waits while the request's channel is held (`FakeDiscord::hold_channel`), or while
+/// uploads are (`FakeDiscord::hold_uploads`). False when the fake stops meanwhile.
+async fn hold(inner: &Inner, target: &str, upload: bool) -> bool {
     let channel = target
         .strip_prefix(API_PREFIX)
         .and_then(|route| route.strip_prefix("/channels/"))
@@ -138,7 +142,9 @@ async fn hold(inner: &Inner, target: &str) -> bool {
     };
     let mut changes = inner.changed.subscribe();
     let mut counted = false;
-    while lock(&inner.state).held_channels.contains(&channel) {
+    let held =
+        |state: &State| state.held_channels.contains(&channel) || (upload && state.hold_uploads);
+    while held(&lock(&inner.state)) {
         if !counted {
             counted = true;
             lock(&inner.state).held += 1;
@@ -154,30 +160,137 @@ async fn hold(inner: &Inner, target: &str) -> bool {
     true
 }
 
+/// A multipart form's parts: `(name, filename, content type, data)`.
+type FormPart = (String, Option<String>, String, Vec<u8>);
+
+/// The parts of a `multipart/form-data` body (RFC 7578), bytes kept as sent.
+fn multipart_parts(request: &RawRequest) -> Option<Vec<FormPart>> {
+    let content_type = request.header("content-type")?;
+    if !content_type
+        .to_ascii_lowercase()
+        .starts_with("multipart/form-data")
+    {
+        return None;
+    }
+    let boundary = content_type
+        .split(';')
+        .find_map(|p| p.trim().strip_prefix("boundary="))?
+        .trim_matches('"');
+    let delimiter = format!("--{boundary}").into_bytes();
+    let body = &request.body;
+    let find = |from: usize, needle: &[u8]| {
+        body.get(from..)?
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .map(|i| i + from)
+    };
+    let mut parts = Vec::new();
+    let mut at = find(0, &delimiter)? + delimiter.len();
+    loop {
+        if body.get(at..at + 2) == Some(b"--") {
+            return Some(parts);
+        }
+        let head_start = at + 2;
+        let head_end = find(head_start, b"\r\n\r\n")?;
+        let head = String::from_utf8_lossy(&body[head_start..head_end]).to_string();
+        let next = find(head_end + 4, &delimiter)?;
+        let data = body[head_end + 4..next.saturating_sub(2)].to_vec();
+        let mut name = String::new();
+        let mut filename = None;
+        let mut part_type = String::from("text/plain");
+        for line in head.lines() {
+            let lower = line.to_ascii_lowercase();
+            if lower.starts_with("content-disposition:") {
+                for field in line.split(';').map(str::trim) {
+                    if let Some(v) = field.strip_prefix("name=") {
+                        name = v.trim_matches('"').to_string();
+                    } else if let Some(v) = field.strip_prefix("filename=") {
+                        filename = Some(v.trim_matches('"').to_string());
+                    }
+                }
+            } else if lower.starts_with("content-type:") {
+                part_type = line["content-type:".len()..].trim().to_string();
+            }
+        }
+        parts.push((name, filename, part_type, data));
+        at = next + delimiter.len();
+    }
+}
+
 /// The JSON body of a request: plain JSON, or the `payload_json` part of a multipart form.
 fn parse_body(request: &RawRequest) -> Value {
     if request.body.is_empty() {
         return Value::Null;
     }
-    let content_type = request
-        .header("content-type")
-        .unwrap_or_default()
-        .to_ascii_lowercase();
-    if content_type.starts_with("multipart/form-data") {
-        let text = String::from_utf8_lossy(&request.body);
-        let Some(start) = text.find("name=\"payload_json\"") else {
-            return Value::Null;
-        };
-        let rest = &text[start..];
-        let Some(body_start) = rest.find("\r\n\r\n") else {
-            return Value::Null;
-        };
-        let rest = &rest[body_start + 4..];
-        let end = rest.find("\r\n--").unwrap_or(rest.len());
-        return serde_json::from_str(&rest[..end]).unwrap_or(Value::Null);
+    if let Some(parts) = multipart_parts(request) {
+        return parts
+            .iter()
+            .find(|(name, ..)| name == "payload_json")
+            .and_then(|(.., data)| serde_json::from_slice(data).ok())
+            .unwrap_or(Value::Null);
     }
     serde_json::from_slice(&request.body).unwrap_or(Value::Null)
 }
+
+/// The files of a multipart message, in the order of its `attachments`, as Discord
+/// matches them: each attachment's `id` N names the part `files[N]`. A part no attachment
+/// names, or an attachment with no part, is refused as Discord refuses it.
+fn uploaded_files(request: &RawRequest, body: &Value) -> Result<Vec<FakeFile>, Reply> {
+    let Some(parts) = multipart_parts(request) else {
+        return Ok(Vec::new());
+    };
+    let mut files = Vec::new();
+    for attachment in body["attachments"].as_array().into_iter().flatten() {
+        let id = match &attachment["id"] {
+            Value::Number(n) => n.to_string(),
+            Value::String(s) => s.clone(),
+            _ => {
+                return Err(Reply::invalid_form(
+                    "attachments",
+                    "BASE_TYPE_REQUIRED",
+                    "id",
+                ));
+            }
+        };
+        let Some((_, filename, content_type, data)) = parts
+            .iter()
+            .find(|(name, ..)| *name == format!("files[{id}]"))
+        else {
+            return Err(Reply::invalid_form(
+                "attachments",
+                "ATTACHMENT_NOT_FOUND",
+                &format!("no file part files[{id}]"),
+            ));
+        };
+        if data.len() > MAX_UPLOAD {
+            return Err(Reply::error(413, 40005, "Request entity too large"));
+        }
+        files.push(FakeFile {
+            filename: attachment["filename"]
+                .as_str()
+                .map(str::to_string)
+                .or_else(|| filename.clone())
+                .unwrap_or_default(),
+            content_type: content_type.clone(),
+            data: data.clone(),
+        });
+    }
+    let named = parts
+        .iter()
+        .filter(|(n, ..)| n.starts_with("files["))
+        .count();
+    if named != files.len() {
+        return Err(Reply::invalid_form(
+            "attachments",
+            "ATTACHMENT_NOT_FOUND",
+            "a file part no attachment names",
+        ));
+    }
+    Ok(files)
+}
+
+/// Discord's upload limit for a bot without boosts: 10 MiB a file.
+const MAX_UPLOAD: usize = 10 * 1024 * 1024;
 
 fn parse_id(segment: &str) -> Option<u64> {
     segment.parse().ok()
@@ -260,6 +373,7 @@ impl Inner {
             None => (request.target.clone(), None),
         };
         let body = parse_body(request);
+        let files = uploaded_files(request, &body);
         let method = request.method.to_ascii_uppercase();
         let authorization = request.header("authorization").map(str::to_string);
         let route = path.strip_prefix(API_PREFIX).unwrap_or(&path).to_string();
@@ -310,7 +424,7 @@ impl Inner {
                 Reply::error(status, 0, &format!("{status}: {}", reason(status)))
             }
         } else {
-            match self.route(&mut state, &method, &segments, &body, index) {
+            match self.route(&mut state, &method, &segments, &body, files, index) {
                 Some(reply) => reply,
                 None => {
                     known = false;
@@ -340,6 +454,7 @@ impl Inner {
         method: &str,
         segments: &[&str],
         body: &Value,
+        files: Result<Vec<FakeFile>, Reply>,
         index: usize,
     ) -> Option<Reply> {
         let config = &self.config;
@@ -434,6 +549,21 @@ impl Inner {
                 if let Err(reply) = validate_message(body, true) {
                     return Some(reply);
                 }
+                let files = match files {
+                    Ok(files) => files,
+                    Err(reply) => return Some(reply),
+                };
+                // Posting opens an archived thread again, unless it is locked.
+                if let Some(thread) = state
+                    .threads
+                    .iter_mut()
+                    .find(|t| t.id == channel && t.archived)
+                {
+                    if thread.locked {
+                        return Some(Reply::error(400, 50083, "Thread is archived"));
+                    }
+                    thread.archived = false;
+                }
                 let nonce = match &body["nonce"] {
                     Value::String(s) => Some(s.clone()),
                     Value::Number(n) => Some(n.to_string()),
@@ -448,7 +578,12 @@ impl Inner {
                     return Some(Reply::ok(message_json(config, earlier)));
                 }
                 let id = state.snowflake();
-                let message = new_message(id, channel, body, None);
+                let mut message = new_message(id, channel, body, None);
+                message.files = files;
+                // Each attachment has an id of its own after the message's.
+                for _ in &message.files {
+                    state.snowflake();
+                }
                 let json = message_json(config, &message);
                 state.messages.insert(id, message);
                 if let Some(nonce) = nonce {
@@ -469,6 +604,7 @@ impl Inner {
             }
             (_, ["channels", channel, "messages", message]) => {
                 let (channel, message) = (parse_id(channel)?, parse_id(message)?);
+                let archived = state.threads.iter().any(|t| t.id == channel && t.archived);
                 let Some(stored) = state
                     .messages
                     .get_mut(&message)
@@ -478,6 +614,8 @@ impl Inner {
                 };
                 match method {
                     "GET" => Reply::ok(message_json(config, stored)),
+                    // An archived thread's messages cannot be edited (it is not opened).
+                    "PATCH" if archived => Reply::error(400, 50083, "Thread is archived"),
                     "PATCH" => {
                         if let Err(reply) = validate_message(body, false) {
                             return Some(reply);
@@ -514,6 +652,19 @@ impl Inner {
                     thread.edits.push(body.clone());
                 }
                 Reply::ok(self.channel_json(state, channel))
+            }
+
+            ("GET", ["channels", channel, "threads", "archived", "public"]) => {
+                let channel = parse_id(channel)?;
+                let threads: Vec<Value> = state
+                    .threads
+                    .iter()
+                    .rev()
+                    .filter(|t| t.parent_id == channel && t.archived)
+                    .filter(|t| !state.deleted_channels.contains(&t.id))
+                    .map(|t| self.channel_json(state, t.id))
+                    .collect();
+                Reply::ok(json!({ "threads": threads, "members": [], "has_more": false }))
             }
 
             // Guild.

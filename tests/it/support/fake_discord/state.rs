@@ -79,6 +79,8 @@ pub(super) struct State {
     pub(super) failing_channels: Vec<(u64, u16)>,
     /// Channels whose requests are not answered until they are let go.
     pub(super) held_channels: Vec<u64>,
+    /// Requests with files (multipart) are not answered until this is off.
+    pub(super) hold_uploads: bool,
     /// Requests being held now.
     pub(super) held: usize,
     /// The next posts of a message (`POST /channels/{id}/messages`) to fail, and how.

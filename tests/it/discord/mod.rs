@@ -137,9 +137,22 @@ async fn waiting_in_done(fake: &FakeDiscord) -> (Pipeline, Bot, hanarang::store:
     (p, bot, s)
 }
 
+/// A transition's line, not a message that follows one (the summary at `done`, the
+/// digest of an escalation: their nonces carry the part, `hanarang-<seq>-p<n>`).
+fn is_line(m: &FakeMessage) -> bool {
+    !m.history[0]["nonce"]
+        .as_str()
+        .is_some_and(|n| n.contains("-p"))
+}
+
+/// The first forum post's lines (not its board, not the messages that follow a line).
+fn line_messages(fake: &FakeDiscord) -> Vec<FakeMessage> {
+    fake.post_lines().into_iter().filter(is_line).collect()
+}
+
 /// The texts of the sprint's forum post lines (not its status board), in order.
 fn texts(fake: &FakeDiscord) -> Vec<String> {
-    fake.post_lines().into_iter().map(|m| m.content).collect()
+    line_messages(fake).into_iter().map(|m| m.content).collect()
 }
 
 async fn wait_for_lines(fake: &FakeDiscord, n: usize) -> Vec<String> {
@@ -167,6 +180,8 @@ async fn click_approve(
 fn no_mentions() -> Value {
     json!({"parse": [], "users": [], "roles": []})
 }
+
+mod evidence;
 
 const HAPPY_LINES: [&str; 6] = [
     "🦊 하랑이가 SPRINT-001 기획 시작",
@@ -228,7 +243,7 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
     assert_eq!(threads[0].parent_id, fake.config().forum_channel_id);
 
     // The done line pings the user, and only the user, and carries the buttons.
-    let done = fake.post_lines().pop().unwrap();
+    let done = line_messages(&fake).pop().unwrap();
     assert_eq!(
         done.allowed_mentions,
         json!({"parse": [], "users": ["500"], "roles": []})
@@ -268,7 +283,7 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
     assert_eq!(wait_for_lines(&fake, 6).await, HAPPY_LINES);
 
     // Only the done line mentions anyone; its buttons are gone once the sprint left done.
-    for line in fake.post_lines() {
+    for line in line_messages(&fake) {
         if line.id != done.id {
             assert_eq!(line.allowed_mentions, no_mentions(), "{}", line.content);
         }
@@ -311,7 +326,7 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
 async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
     let (p, bot, s) = waiting_in_done(&fake).await;
-    let done = fake.post_lines().pop().unwrap();
+    let done = line_messages(&fake).pop().unwrap();
 
     // An approver by role.
     let changes = done.custom_ids()[1].clone();
@@ -390,7 +405,7 @@ async fn text_a_sister_wrote_pings_no_one() {
         shown[1].contains("@everyone @here <@&900> <@777>"),
         "{shown:?}"
     );
-    for line in fake.post_lines() {
+    for line in line_messages(&fake) {
         assert_eq!(line.allowed_mentions, no_mentions(), "{}", line.content);
     }
     bot.stop().await;
@@ -460,7 +475,7 @@ async fn a_bot_restart_mid_sprint_leaves_no_gap_and_no_duplicate() {
 async fn the_done_buttons_still_work_after_the_bot_restarts() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
     let (p, bot, s) = waiting_in_done(&fake).await;
-    let done = fake.post_lines().pop().unwrap();
+    let done = line_messages(&fake).pop().unwrap();
     bot.stop().await;
 
     // A new process's bot: the button's id carries the sprint, the state is in the database.
@@ -613,7 +628,7 @@ async fn a_token_refused_while_serve_runs_stops_it_with_exit_2() {
 fn thread_lines(fake: &FakeDiscord, thread: u64) -> Vec<String> {
     fake.messages(thread)
         .into_iter()
-        .filter(|m| m.id != thread)
+        .filter(|m| m.id != thread && is_line(m))
         .map(|m| m.content)
         .collect()
 }
@@ -728,7 +743,11 @@ async fn a_thread_discord_is_slow_to_answer_holds_back_only_its_own_sprint() {
     fake.hold_channel(first, false);
     let lines = wait_for_thread_lines(&fake, first, 6).await;
     assert_eq!(lines, HAPPY_LINES.map(|l| l.replace("discord:501", "cli")));
-    assert_eq!(posts(&fake), 6, "each of SPRINT-001's lines was sent once");
+    assert_eq!(
+        posts(&fake),
+        7,
+        "each of SPRINT-001's lines, and its summary, was sent once"
+    );
     bot.stop().await;
     p.stop().await;
 }
@@ -800,7 +819,7 @@ async fn a_two_reviewer_round_posts_each_verdict_and_the_merge() {
             "<@500> ✅ SPRINT-001 완료. 배포 승인해주세요",
         ]
     );
-    let posted = fake.post_lines();
+    let posted = line_messages(&fake);
     for line in &posted[..9] {
         assert_eq!(line.allowed_mentions, no_mentions(), "{}", line.content);
     }
@@ -918,6 +937,11 @@ async fn a_line_discord_refuses_for_good_is_skipped_with_a_note_on_the_board() {
     );
     let second = thread_of(&fake, "SPRINT-002")[0];
     wait_for_thread_lines(&fake, second, 4).await;
+    assert!(
+        fake.wait_until(PATIENCE, |f| f.messages(second).iter().any(|m| !is_line(m)))
+            .await,
+        "the summary follows the done line"
+    );
     // A line Discord rejects (400) in a thread it can write to: skipped, and the board
     // says so.
     fake.fail_next_posts(1, 400);
@@ -961,7 +985,7 @@ async fn with_not_starter_the_starter_cannot_approve_their_own_sprint() {
     fake.wait_for_responses(start.id, 2, PATIENCE).await;
     p.wait_for("SPRINT-001", State::Done).await;
     wait_for_lines(&fake, 4).await;
-    let done = fake.post_lines().pop().unwrap();
+    let done = line_messages(&fake).pop().unwrap();
 
     let refused = click_approve(&fake, APPROVER, &done, 1).await;
     assert!(refused[0].is_ephemeral());
