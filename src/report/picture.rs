@@ -417,3 +417,200 @@ pub fn picture(
 ) -> Result<Vec<u8>, String> {
     render(&layout(sprint, runs, checks, now))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handoff::HandoffDocument;
+    use crate::pipeline::State;
+
+    fn sprint() -> Sprint {
+        Sprint {
+            id: "SPRINT-001".into(),
+            number: 1,
+            project: "app".into(),
+            goal: "Add a login page".into(),
+            state: State::Done,
+            round: 2,
+            attempt: 1,
+            resume: None,
+            contract_id: "C-1".into(),
+            branch: "feature/sprint-001".into(),
+            next_run_at: None,
+            focus: None,
+            budget_usd: None,
+            last_seq: 0,
+            created_at: 0,
+            updated_at: 0,
+            host: None,
+            epoch: 0,
+            started_by: None,
+            focus_by: None,
+            base_branch: None,
+            base_commit: None,
+        }
+    }
+
+    /// A run of `actor` from `from` to `to` seconds, ended as `outcome` (with `verdict`).
+    fn run(
+        actor: Actor,
+        reviewer: Option<&str>,
+        round: u32,
+        (from, to): (i64, i64),
+        outcome: Option<RunOutcome>,
+        verdict: &str,
+    ) -> Run {
+        let handoff = HandoffDocument::default();
+        let mut run = Run::started(&crate::store::NewRun {
+            sprint_id: "SPRINT-001",
+            number: from,
+            actor,
+            round,
+            attempt: 1,
+            parent_run_id: None,
+            handoff: &handoff,
+            synthesized: false,
+            focus: None,
+            git_head: None,
+            started_at: from * 1000,
+            reviewer,
+        });
+        run.outcome = outcome;
+        run.ended_at = outcome.map(|_| to * 1000);
+        run.message = Some(serde_json::json!({ "verdict": verdict }));
+        run
+    }
+
+    fn two_rounds() -> Vec<Run> {
+        use RunOutcome::*;
+        vec![
+            run(Actor::Harang, None, 1, (0, 60), Some(Handoff), "PLAN_READY"),
+            run(Actor::Narang, None, 1, (60, 100), Some(ExitNonzero), ""),
+            run(
+                Actor::Narang,
+                None,
+                1,
+                (110, 300),
+                Some(Handoff),
+                "IMPL_DONE",
+            ),
+            run(
+                Actor::Darang,
+                None,
+                1,
+                (300, 400),
+                Some(Handoff),
+                "REQUEST_CHANGES",
+            ),
+            run(
+                Actor::Narang,
+                None,
+                2,
+                (400, 500),
+                Some(Handoff),
+                "IMPL_DONE",
+            ),
+            run(Actor::Darang, None, 2, (500, 540), None, ""),
+        ]
+    }
+
+    #[test]
+    fn one_row_per_sister_in_pipeline_order_bars_in_time_order() {
+        let l = layout(&sprint(), &two_rounds(), &[], 600_000);
+        assert_eq!(l.rows, ["harang", "narang", "darang", "erang"]);
+        let narang: Vec<&Bar> = l.bars.iter().filter(|b| b.row == 1).collect();
+        assert_eq!(narang.len(), 3);
+        assert!(narang.windows(2).all(|w| w[0].x1 <= w[1].x0), "{narang:?}");
+        assert!(
+            l.bars
+                .iter()
+                .all(|b| b.x0 >= LEFT && b.x1 <= WIDTH - RIGHT + MIN_BAR)
+        );
+        let kinds: Vec<Kind> = l.bars.iter().map(|b| b.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                Kind::Passed,
+                Kind::Failed,
+                Kind::Passed,
+                Kind::Passed,
+                Kind::Changes,
+                Kind::Running
+            ]
+        );
+        // The running review ends where the picture does: now.
+        assert_eq!(l.bars[5].x1, WIDTH - RIGHT);
+    }
+
+    #[test]
+    fn rounds_are_marked_and_the_axis_is_labelled() {
+        let l = layout(&sprint(), &two_rounds(), &[], 540_000);
+        assert_eq!(l.rounds.len(), 1);
+        let narang_round_2 = l
+            .bars
+            .iter()
+            .find(|b| b.row == 1 && b.started_at == 400_000);
+        assert_eq!(l.rounds[0].0, narang_round_2.map_or(0.0, |b| b.x0));
+        assert_eq!(l.rounds[0].1, "round 2");
+        let labels: Vec<&str> = l.ticks.iter().map(|(_, t)| t.as_str()).collect();
+        assert_eq!(labels, ["0s", "2m", "4m", "6m", "8m"]);
+        assert!(l.ticks.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn several_reviewers_get_a_row_each_and_the_check_its_own() {
+        use RunOutcome::*;
+        let runs = vec![
+            run(
+                Actor::Darang,
+                Some("static"),
+                1,
+                (0, 10),
+                Some(Handoff),
+                "APPROVE",
+            ),
+            run(
+                Actor::Darang,
+                Some("runtime"),
+                1,
+                (0, 20),
+                Some(Handoff),
+                "APPROVE",
+            ),
+        ];
+        let check = CheckRecord {
+            run_id: "SPRINT-001-R01".into(),
+            command: vec!["make".into(), "test".into()],
+            head: None,
+            exit_code: Some(1),
+            duration_ms: 5000,
+            output_tail: String::new(),
+            at: 5000,
+        };
+        let l = layout(&sprint(), &runs, &[check], 20_000);
+        assert_eq!(
+            l.rows,
+            [
+                "harang",
+                "narang",
+                "check",
+                "darang · runtime",
+                "darang · static",
+                "erang"
+            ]
+        );
+        let rows: Vec<(usize, Kind)> = l.bars.iter().map(|b| (b.row, b.kind)).collect();
+        assert_eq!(
+            rows,
+            [(2, Kind::Failed), (3, Kind::Passed), (4, Kind::Passed)]
+        );
+    }
+
+    #[test]
+    fn the_picture_is_a_png_of_the_layouts_size() {
+        let l = layout(&sprint(), &two_rounds(), &[], 600_000);
+        let png = render(&l).expect("drawn");
+        let pixmap = Pixmap::decode_png(&png).expect("a PNG");
+        assert_eq!((pixmap.width(), pixmap.height()), (l.width, l.height));
+    }
+}
