@@ -52,8 +52,20 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
             e.contract.len()
         ));
         for c in &e.contract {
+            let each: Vec<String> = c
+                .reviewers
+                .iter()
+                .map(|(who, passed)| {
+                    format!("{who} {}", crate::report::contract_mark(Some(*passed)))
+                })
+                .collect();
+            let each = if each.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", each.join(" · "))
+            };
             out.push(format!(
-                "{} `{}` {}",
+                "{} `{}` {}{each}",
                 crate::report::contract_mark(c.passed),
                 plain(&c.item.id),
                 plain(&c.item.text)

@@ -13,6 +13,8 @@ use crate::handoff::message::{
 pub struct ContractItem {
     pub item: ChecklistItem,
     pub passed: Option<bool>,
+    /// Each reviewer's word on it, when darang has several: `(reviewer, passed)`.
+    pub reviewers: Vec<(String, bool)>,
 }
 
 /// The checklist of the last plan that was handed on (the PLAN_READY that moved the
@@ -35,26 +37,40 @@ pub fn contract_results(runs: &[Run]) -> Vec<ContractItem> {
         .filter(|r| r.actor == Actor::Darang && r.outcome == Some(RunOutcome::Handoff))
         .map(|r| r.round)
         .max();
-    let reviews: Vec<ReviewPayload> = runs
+    let reviews: Vec<(Option<&str>, ReviewPayload)> = runs
         .iter()
         .filter(|r| r.actor == Actor::Darang && r.outcome == Some(RunOutcome::Handoff))
         .filter(|r| Some(r.round) == last_round)
         .filter_map(|r| match serde_json::from_value(r.message.clone()?).ok()? {
-            HandoffMessage::Darang(m) if m.verdict != DarangVerdict::Abort => Some(m.payload),
+            HandoffMessage::Darang(m) if m.verdict != DarangVerdict::Abort => {
+                Some((r.reviewer.as_deref(), m.payload))
+            }
             _ => None,
         })
         .collect();
     contract(runs)
         .into_iter()
         .map(|item| {
-            let said: Vec<bool> = reviews
+            let said: Vec<(Option<&str>, bool)> = reviews
                 .iter()
-                .flat_map(|p| &p.checklist_results)
-                .filter(|r| r.id == item.id)
-                .map(|r| r.passed)
+                .flat_map(|(who, p)| p.checklist_results.iter().map(move |r| (*who, r)))
+                .filter(|(_, r)| r.id == item.id)
+                .map(|(who, r)| (who, r.passed))
                 .collect();
-            let passed = (!said.is_empty()).then(|| said.iter().all(|&p| p));
-            ContractItem { item, passed }
+            let passed = (!said.is_empty()).then(|| said.iter().all(|&(_, p)| p));
+            let mut reviewers: Vec<(String, bool)> = if reviews.len() > 1 {
+                said.iter()
+                    .map(|&(who, p)| (who.unwrap_or("darang").to_string(), p))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            reviewers.sort();
+            ContractItem {
+                item,
+                passed,
+                reviewers,
+            }
         })
         .collect()
 }

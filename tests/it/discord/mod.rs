@@ -791,6 +791,7 @@ async fn a_two_reviewer_round_posts_each_verdict_and_the_merge() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
     let p = pipeline(
         Setup {
+            harang: "plan-checklist tests",
             extra: crate::reviewers::two_reviewers("meet 2 changes-until 2", "meet 2 ok"),
             ..Setup::default()
         },
@@ -831,6 +832,20 @@ async fn a_two_reviewer_round_posts_each_verdict_and_the_merge() {
             .await,
         "the board shows each reviewer: {:?}",
         fake.message(thread).map(|m| m.content)
+    );
+    // The summary gives each reviewer's word on each contract item.
+    assert!(
+        fake.wait_until(PATIENCE, |f| f
+            .messages(thread)
+            .iter()
+            .any(|m| m.content.contains("✅ `tests`")
+                && m.content.contains(" — runtime ✅ · static ✅")))
+            .await,
+        "{:#?}",
+        fake.messages(thread)
+            .iter()
+            .map(|m| &m.content)
+            .collect::<Vec<_>>()
     );
     bot.stop().await;
     p.stop().await;
