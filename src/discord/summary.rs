@@ -215,7 +215,7 @@ pub fn split(text: &str, max: usize) -> Vec<String> {
     let mut messages = Vec::new();
     let mut current = String::new();
     let mut used = 0;
-    for line in text.split('\n') {
+    for line in text.trim_end_matches('\n').split('\n') {
         let width = line.encode_utf16().count();
         let needed = if current.is_empty() { width } else { width + 1 };
         if used + needed <= max {

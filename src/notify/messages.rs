@@ -207,6 +207,24 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
             ) => {
                 format!("over budget (${spent_usd:.2} of ${limit_usd:.2})")
             }
+            (Escalation::NoProgress { round, head }, Locale::Ko) => format!(
+                "라운드 {round}에서 바뀐 것 없음: head {}가 라운드 {}와 같음 (나랑이가 커밋 없이 IMPL_DONE)",
+                short_commit(head),
+                round.saturating_sub(1)
+            ),
+            (Escalation::NoProgress { round, head }, Locale::En) => format!(
+                "round {round} changed nothing: head {} as in round {} (Narang answered IMPL_DONE with no new commit)",
+                short_commit(head),
+                round.saturating_sub(1)
+            ),
+            (Escalation::SameFindings { round }, Locale::Ko) => format!(
+                "라운드 {round} 리뷰 지적이 라운드 {}와 같음 (다랑이가 같은 변경 요청 반복)",
+                round.saturating_sub(1)
+            ),
+            (Escalation::SameFindings { round }, Locale::En) => format!(
+                "round {round}'s review findings are round {}'s again (Darang repeated its request)",
+                round.saturating_sub(1)
+            ),
         };
         return Line {
             text: match l {
@@ -457,4 +475,9 @@ pub fn deploy_prompt(sprint_id: &str, locale: Locale) -> DeployPrompt {
             note_needed: "a request for changes needs a note",
         },
     }
+}
+
+/// A commit id as people read it: its first seven characters.
+fn short_commit(id: &str) -> &str {
+    id.get(..7).unwrap_or(id)
 }

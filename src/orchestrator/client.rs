@@ -77,10 +77,7 @@ pub async fn submit(
         .await?
         .iter()
         .any(|r| r.sprint_id == sprint.id);
-    let facts = Facts {
-        sprint_id: &sprint.id,
-        sister_running: running,
-    };
+    let facts = Facts::of(&sprint.id, running);
     if let Err(refusal) = apply(sprint.position(), &event, facts, policy) {
         return Ok(Answer::Refused(refusal.reason));
     }

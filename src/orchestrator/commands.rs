@@ -67,10 +67,7 @@ impl Orchestrator {
                 };
                 if let Some(stop) = stop {
                     // The rules must accept it before the sister is stopped.
-                    let facts = Facts {
-                        sprint_id: &sprint.id,
-                        sister_running: true,
-                    };
+                    let facts = Facts::of(&sprint.id, true);
                     if let Err(refusal) = apply(sprint.position(), &event, facts, &self.policy) {
                         self.store
                             .resolve_command(

@@ -90,10 +90,7 @@ impl Orchestrator {
                 },
                 now_ms(),
             );
-            let facts = Facts {
-                sprint_id: &sprint.id,
-                sister_running: false,
-            };
+            let facts = Facts::of(&sprint.id, false);
             if let Ok(t) = apply(sprint.position(), &event, facts, &self.policy)
                 && let Some(Note::ProtocolViolation { reason }) = &t.note
             {

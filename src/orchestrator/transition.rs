@@ -27,9 +27,17 @@ impl Orchestrator {
         // Whatever happens, a copy kept from before is no longer the sprint.
         self.memory.forget(&sprint.id);
         let sister_running = self.memory.runs_sister(&sprint.id);
+        let (unchanged_head, same_findings) =
+            match self.progress(sprint, &event, runs.take()).await? {
+                (facts, known) => {
+                    runs = known;
+                    facts
+                }
+            };
         let facts = Facts {
-            sprint_id: &sprint.id,
-            sister_running,
+            unchanged_head: unchanged_head.as_deref(),
+            same_findings,
+            ..Facts::of(&sprint.id, sister_running)
         };
         let t = match apply(sprint.position(), &event, facts, &self.policy) {
             Ok(t) => t,
@@ -182,4 +190,72 @@ fn next_sprint(
         _ => {}
     }
     after
+}
+
+impl Orchestrator {
+    /// What the rules must know of the work before a round goes on (`SPEC.md` §14): at
+    /// narang's `IMPL_DONE` from round 2, whether the branch's head is where the round
+    /// before's review saw it; at a review's `REQUEST_CHANGES` from round 2, whether its
+    /// findings are the round before's. Returns the sprint's runs when it read them.
+    async fn progress(
+        &self,
+        sprint: &Sprint,
+        event: &Event,
+        runs: Option<Vec<Run>>,
+    ) -> Result<((Option<String>, bool), Option<Vec<Run>>), OrchestratorError> {
+        use crate::domain::{Actor, RunOutcome, Verdict};
+        let asks_changes = |v: Verdict| v == Verdict::RequestChanges;
+        let (implemented, reviewed) = match event {
+            Event::Reported {
+                actor: Actor::Narang,
+                verdict: Verdict::ImplDone,
+                ..
+            } => (true, false),
+            Event::Reported {
+                actor: Actor::Darang,
+                verdict,
+                ..
+            } => (false, asks_changes(*verdict)),
+            Event::ReviewMerged { verdicts } => (
+                false,
+                asks_changes(
+                    crate::pipeline::merged_verdict(verdicts)
+                        .verdict()
+                        .verdict(),
+                ),
+            ),
+            _ => (false, false),
+        };
+        if sprint.round < 2 || !(implemented || reviewed) {
+            return Ok(((None, false), runs));
+        }
+        let runs = self.runs_of(sprint, runs).await?;
+        let reviews = |round: u32| {
+            runs.iter()
+                .filter(move |r| r.actor == Actor::Darang && r.round == round)
+                .filter(|r| r.outcome == Some(RunOutcome::Handoff))
+        };
+        let mut unchanged = None;
+        if implemented
+            && let Some(project) = self.config.projects.get(&sprint.project)
+            && let Some(before) = reviews(sprint.round - 1)
+                .filter_map(|r| r.git_head.clone())
+                .last()
+            && let Some(now) =
+                crate::sister::facts::branch_head(&project.workdir, &sprint.branch).await
+            && now == before
+        {
+            unchanged = Some(now);
+        }
+        let same = reviewed && {
+            let findings = |round| {
+                crate::pipeline::rules::findings(reviews(round).filter_map(|r| r.message.as_ref()))
+            };
+            crate::pipeline::rules::same_findings(
+                &findings(sprint.round - 1),
+                &findings(sprint.round),
+            )
+        };
+        Ok(((unchanged, same), Some(runs)))
+    }
 }

@@ -167,6 +167,17 @@ pub enum Escalation {
         spent_usd: f64,
         limit_usd: f64,
     },
+    /// narang answered `IMPL_DONE` in a later round with the branch where the round
+    /// before left it: another review would be paid for nothing.
+    NoProgress {
+        round: u32,
+        /// The branch's head, as in the round before.
+        head: String,
+    },
+    /// The review asked for changes with the round before's findings again.
+    SameFindings {
+        round: u32,
+    },
 }
 
 /// What the user should be told about a transition beyond its states.
@@ -194,7 +205,7 @@ pub enum Note {
 }
 
 /// The round's verdict from its reviewers' (the merge rule, on verdicts alone).
-pub(super) fn merged_verdict(
+pub fn merged_verdict(
     verdicts: &std::collections::BTreeMap<String, ReviewVerdict>,
 ) -> super::review::Merged<(), ()> {
     let reviews: Vec<Review<(), ()>> = verdicts

@@ -55,6 +55,23 @@ pub struct Facts<'a> {
     pub sprint_id: &'a str,
     /// Whether a sister process of this sprint is running right now.
     pub sister_running: bool,
+    /// narang's `IMPL_DONE` left the branch's head where the round before's review saw
+    /// it (known in a git workdir, from round 2): that head.
+    pub unchanged_head: Option<&'a str>,
+    /// The review's findings are the round before's (`rules::same_findings`, from round 2).
+    pub same_findings: bool,
+}
+
+impl<'a> Facts<'a> {
+    /// A sprint's facts with nothing learnt from its work.
+    pub fn of(sprint_id: &'a str, sister_running: bool) -> Facts<'a> {
+        Facts {
+            sprint_id,
+            sister_running,
+            unchanged_head: None,
+            same_findings: false,
+        }
+    }
 }
 
 /// The pipeline's rules. Pure: same inputs, same answer.
@@ -118,13 +135,30 @@ pub fn apply(
                 (Stage::Planning, Verdict::PlanReady) => {
                     to(Position::enter(Stage::Implementing, 1), None)
                 }
-                (Stage::Implementing, Verdict::ImplDone) => {
-                    to(Position::enter(Stage::Reviewing, at.round), None)
-                }
+                (Stage::Implementing, Verdict::ImplDone) => match facts.unchanged_head {
+                    // Nothing new to review: a human decides, the round stays open.
+                    Some(head) => to(
+                        escalate(at, Stage::Implementing, at.round),
+                        Some(Note::Escalated {
+                            escalation: Escalation::NoProgress {
+                                round: at.round,
+                                head: head.to_string(),
+                            },
+                        }),
+                    ),
+                    _ => to(Position::enter(Stage::Reviewing, at.round), None),
+                },
                 (Stage::Reviewing, Verdict::Approve) => to(at.with_state(State::Done), None),
                 (Stage::Reviewing, Verdict::RequestChanges) => {
                     let next = at.round + 1;
-                    if next > policy.max_review_rounds {
+                    if facts.same_findings {
+                        to(
+                            escalate(at, Stage::Implementing, next),
+                            Some(Note::Escalated {
+                                escalation: Escalation::SameFindings { round: at.round },
+                            }),
+                        )
+                    } else if next > policy.max_review_rounds {
                         to(
                             escalate(at, Stage::Implementing, next),
                             Some(Note::Escalated {

@@ -9,6 +9,7 @@ pub mod review;
 pub mod rules;
 
 pub use crate::domain::FailureKind;
+pub use event::merged_verdict;
 pub use fsm::{Event, Facts, Failure, Position, Refusal, Stage, State, Transition, apply};
 pub use policy::{Backoff, Policy};
 pub use rules::{Answer, Budget, RunResult, event_of, next_run_at};

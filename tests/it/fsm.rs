@@ -26,10 +26,7 @@ fn policy() -> Policy {
 }
 
 fn facts(sister_running: bool) -> Facts<'static> {
-    Facts {
-        sprint_id: ID,
-        sister_running,
-    }
+    Facts::of(ID, sister_running)
 }
 
 fn reported(actor: Actor, verdict: Verdict) -> Event {
@@ -92,53 +89,69 @@ fn at(state: State) -> Position {
 }
 
 /// Every kind of event, with a column name for the table below.
-fn columns() -> Vec<(&'static str, Event, bool)> {
+fn columns() -> Vec<(&'static str, Event, Facts<'static>)> {
     vec![
-        ("lock", Event::LockAcquired, false),
+        ("lock", Event::LockAcquired, facts(false)),
         (
             "h:PLAN_READY",
             reported(Actor::Harang, Verdict::PlanReady),
-            true,
+            facts(true),
         ),
-        ("h:ABORT", reported(Actor::Harang, Verdict::Abort), true),
+        (
+            "h:ABORT",
+            reported(Actor::Harang, Verdict::Abort),
+            facts(true),
+        ),
         (
             "n:IMPL_DONE",
             reported(Actor::Narang, Verdict::ImplDone),
-            true,
+            facts(true),
         ),
-        ("n:ERROR", reported(Actor::Narang, Verdict::Error), true),
-        ("d:APPROVE", reported(Actor::Darang, Verdict::Approve), true),
+        (
+            "n:ERROR",
+            reported(Actor::Narang, Verdict::Error),
+            facts(true),
+        ),
+        (
+            "d:APPROVE",
+            reported(Actor::Darang, Verdict::Approve),
+            facts(true),
+        ),
         (
             "d:REQUEST_CHANGES",
             reported(Actor::Darang, Verdict::RequestChanges),
-            true,
+            facts(true),
         ),
-        ("d:ABORT", reported(Actor::Darang, Verdict::Abort), true),
+        (
+            "d:ABORT",
+            reported(Actor::Darang, Verdict::Abort),
+            facts(true),
+        ),
         (
             "e:DEPLOY_DONE",
             reported(Actor::Erang, Verdict::DeployDone),
-            true,
+            facts(true),
         ),
         (
             "e:DEPLOY_FAILED",
             reported(Actor::Erang, Verdict::DeployFailed),
-            true,
+            facts(true),
         ),
-        ("failed", failed(FailureKind::BadOutput), true),
-        ("interrupted", failed(FailureKind::Interrupted), true),
-        ("approve", human("approve"), false),
-        ("request_changes", human("request_changes"), false),
-        ("resume", human("resume"), false),
-        ("abort", human("abort"), true),
-        ("handoff", human("handoff"), true),
-        ("handoff(idle)", human("handoff"), false),
+        ("failed", failed(FailureKind::BadOutput), facts(true)),
+        ("interrupted", failed(FailureKind::Interrupted), facts(true)),
+        ("approve", human("approve"), facts(false)),
+        ("request_changes", human("request_changes"), facts(false)),
+        ("resume", human("resume"), facts(false)),
+        ("abort", human("abort"), facts(true)),
+        ("handoff", human("handoff"), facts(true)),
+        ("handoff(idle)", human("handoff"), facts(false)),
         (
             "budget",
             Event::BudgetExceeded {
                 spent_usd: 12.5,
                 limit_usd: 10.0,
             },
-            true,
+            facts(true),
         ),
         (
             "paused",
@@ -147,7 +160,23 @@ fn columns() -> Vec<(&'static str, Event, bool)> {
                 delay_ms: 60_000,
                 detail: "usage limit".into(),
             },
-            true,
+            facts(true),
+        ),
+        (
+            "n:ID unchanged",
+            reported(Actor::Narang, Verdict::ImplDone),
+            Facts {
+                unchanged_head: Some("3f2a1c9e"),
+                ..facts(true)
+            },
+        ),
+        (
+            "d:RC same",
+            reported(Actor::Darang, Verdict::RequestChanges),
+            Facts {
+                same_findings: true,
+                ..facts(true)
+            },
         ),
     ]
 }
@@ -155,12 +184,12 @@ fn columns() -> Vec<(&'static str, Event, bool)> {
 /// Every state × every event. `-` is a refusal; `X!` means "to X as a protocol
 /// violation"; `X+` means "the same stage again as a retry (attempt + 1)".
 const TABLE: &[(State, &[&str])] = &[
-    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget paused
+    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget paused  n:ID(same head) d:RC(same)
     (
         State::Queued,
         &[
             "planning", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "aborted", "-", "-", "-", "-",
+            "aborted", "-", "-", "-", "-", "-", "-",
         ],
     ),
     (
@@ -186,6 +215,8 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "escalated",
             "planning",
+            "aborted!",
+            "aborted!",
         ],
     ),
     (
@@ -211,6 +242,8 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "escalated",
             "implementing",
+            "escalated",
+            "aborted!",
         ],
     ),
     (
@@ -236,6 +269,8 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "escalated",
             "reviewing",
+            "aborted!",
+            "escalated",
         ],
     ),
     (
@@ -257,6 +292,8 @@ const TABLE: &[(State, &[&str])] = &[
             "implementing",
             "-",
             "aborted",
+            "-",
+            "-",
             "-",
             "-",
             "-",
@@ -286,13 +323,15 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "escalated",
             "deploying",
+            "aborted!",
+            "aborted!",
         ],
     ),
     (
         State::Deployed,
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-", "-",
+            "-", "-", "-", "-", "-",
         ],
     ),
     (
@@ -318,13 +357,15 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "-",
+            "-",
+            "-",
         ],
     ),
     (
         State::Aborted,
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-", "-",
+            "-", "-", "-", "-", "-",
         ],
     ),
 ];
@@ -340,9 +381,9 @@ fn every_state_times_every_event() {
             columns.len(),
             "row {state} has one cell per event"
         );
-        for ((name, event, running), expected) in columns.iter().zip(row.iter()) {
+        for ((name, event, facts), expected) in columns.iter().zip(row.iter()) {
             let from = at(*state);
-            let got = match apply(from, event, facts(*running), &policy()) {
+            let got = match apply(from, event, *facts, &policy()) {
                 Err(refusal) => {
                     assert!(
                         refusal.reason.contains(ID),
@@ -623,6 +664,10 @@ proptest! {
         let mut pos = Position::QUEUED;
         let mut approved = false;
         for (pick, pool, running) in steps {
+            // What the work showed: nothing, a head left where it was, findings repeated.
+            let unchanged_head = (pick / 7 % 4 & 1 == 1).then_some("3f2a1c9e");
+            let same_findings = pick / 7 % 4 & 2 == 2;
+            let facts = |running| Facts { unchanged_head, same_findings, ..facts(running) };
             let accepted: Vec<&Event> = all
                 .iter()
                 .filter(|e| apply(pos, e, facts(running), &policy).is_ok())
@@ -648,6 +693,17 @@ proptest! {
             let Ok(t) = result else { continue };
             prop_assert_eq!(t.from, pos);
             let to = t.to;
+
+            // Nothing is reviewed twice for nothing: a head left where it was is never
+            // sent to review, and repeated findings never start another round.
+            if let Event::Reported { verdict, .. } = &event {
+                if *verdict == Verdict::ImplDone && unchanged_head.is_some() && pos.state == State::Implementing {
+                    prop_assert_eq!(to.state, State::Escalated);
+                }
+                if *verdict == Verdict::RequestChanges && same_findings && pos.state == State::Reviewing {
+                    prop_assert_eq!(to.state, State::Escalated);
+                }
+            }
 
             // Attempts never exceed the limit.
             prop_assert!(to.attempt <= policy.max_attempts, "attempt {} > {}", to.attempt, policy.max_attempts);

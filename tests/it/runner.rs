@@ -171,10 +171,7 @@ async fn odd_verdict_a_valid_message_from_the_wrong_actor_aborts_the_sprint() {
         attempt: 1,
         resume: None,
     };
-    let facts = Facts {
-        sprint_id: "SPRINT-001",
-        sister_running: false,
-    };
+    let facts = Facts::of("SPRINT-001", false);
     let t = apply(at, &event, facts, &Policy::default()).expect("accepted as a violation");
     assert_eq!(t.to.state, State::Aborted);
 }

@@ -261,10 +261,7 @@ pub async fn commit_event(
 /// The rules' transition for `event` on `before`, and the sprint it leaves (before its
 /// commit sets `last_seq`).
 pub fn transition_of(before: &Sprint, event: &Event) -> (Sprint, Transition) {
-    let facts = Facts {
-        sprint_id: &before.id,
-        sister_running: false,
-    };
+    let facts = Facts::of(&before.id, false);
     let t = apply(before.position(), event, facts, &Policy::default())
         .expect("the rules accept the test's event");
     let mut after = before.clone();
