@@ -27,13 +27,9 @@ impl Orchestrator {
         // Whatever happens, a copy kept from before is no longer the sprint.
         self.memory.forget(&sprint.id);
         let sister_running = self.memory.runs_sister(&sprint.id);
-        let (unchanged_head, same_findings) =
-            match self.progress(sprint, &event, runs.take()).await? {
-                (facts, known) => {
-                    runs = known;
-                    facts
-                }
-            };
+        let ((unchanged_head, same_findings), known) =
+            self.progress(sprint, &event, runs.take()).await?;
+        runs = known;
         let facts = Facts {
             unchanged_head: unchanged_head.as_deref(),
             same_findings,
@@ -240,7 +236,7 @@ impl Orchestrator {
             && let Some(project) = self.config.projects.get(&sprint.project)
             && let Some(before) = reviews(sprint.round - 1)
                 .filter_map(|r| r.git_head.clone())
-                .last()
+                .next_back()
             && let Some(now) =
                 crate::sister::facts::branch_head(&project.workdir, &sprint.branch).await
             && now == before

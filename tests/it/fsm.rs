@@ -665,8 +665,8 @@ proptest! {
         let mut approved = false;
         for (pick, pool, running) in steps {
             // What the work showed: nothing, a head left where it was, findings repeated.
-            let unchanged_head = (pick / 7 % 4 & 1 == 1).then_some("3f2a1c9e");
-            let same_findings = pick / 7 % 4 & 2 == 2;
+            let unchanged_head = (pick / 7 % 4 == 1 || pick / 7 % 4 == 3).then_some("3f2a1c9e");
+            let same_findings = pick / 7 % 4 >= 2;
             let facts = |running| Facts { unchanged_head, same_findings, ..facts(running) };
             let accepted: Vec<&Event> = all
                 .iter()
