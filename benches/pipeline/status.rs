@@ -317,10 +317,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                 ),
                 _ => None,
             };
-            let facts = Facts {
-                sprint_id: &sprint.id,
-                sister_running: false,
-            };
+            let facts = Facts::of(&sprint.id, false);
             let transition =
                 apply(sprint.position(), &event, facts, &policy).expect("the template replays");
             let mut after = sprint.clone();

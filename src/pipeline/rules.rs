@@ -153,6 +153,34 @@ impl Budget {
     }
 }
 
+/// A review round's findings as `same_findings` compares them: each issue's file and
+/// message (white space collapsed), from the round's valid darang messages.
+pub fn findings<'a>(
+    messages: impl IntoIterator<Item = &'a serde_json::Value>,
+) -> std::collections::BTreeSet<(String, String)> {
+    let flat = |v: &serde_json::Value| {
+        v.as_str()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    messages
+        .into_iter()
+        .flat_map(|m| m["payload"]["issues"].as_array().into_iter().flatten())
+        .map(|issue| (flat(&issue["file"]), flat(&issue["message"])))
+        .collect()
+}
+
+/// A round that asks for changes with the same findings as the round before (`SPEC.md`
+/// §14 `same_findings`): another round would be paid for nothing.
+pub fn same_findings(
+    before: &std::collections::BTreeSet<(String, String)>,
+    now: &std::collections::BTreeSet<(String, String)>,
+) -> bool {
+    !now.is_empty() && before == now
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,32 +252,4 @@ mod tests {
             Event::Failed { failure } if failure.kind == FailureKind::Timeout
         ));
     }
-}
-
-/// A review round's findings as `same_findings` compares them: each issue's file and
-/// message (white space collapsed), from the round's valid darang messages.
-pub fn findings<'a>(
-    messages: impl IntoIterator<Item = &'a serde_json::Value>,
-) -> std::collections::BTreeSet<(String, String)> {
-    let flat = |v: &serde_json::Value| {
-        v.as_str()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    messages
-        .into_iter()
-        .flat_map(|m| m["payload"]["issues"].as_array().into_iter().flatten())
-        .map(|issue| (flat(&issue["file"]), flat(&issue["message"])))
-        .collect()
-}
-
-/// A round that asks for changes with the same findings as the round before (`SPEC.md`
-/// §14 `same_findings`): another round would be paid for nothing.
-pub fn same_findings(
-    before: &std::collections::BTreeSet<(String, String)>,
-    now: &std::collections::BTreeSet<(String, String)>,
-) -> bool {
-    !now.is_empty() && before == now
 }
