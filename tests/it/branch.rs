@@ -11,11 +11,11 @@ use crate::support::git;
 use crate::support::pipeline::{Files, Pipeline, Setup, workdir};
 
 /// narang claims the sprint's branch, which the orchestrator made.
-const ON_THE_BRANCH: &str = "[agent.narang.env]\nSAY_BRANCH = \"feature/sprint-001\"\n";
+pub(crate) const ON_THE_BRANCH: &str = "[agent.narang.env]\nSAY_BRANCH = \"feature/sprint-001\"\n";
 
 /// A pipeline whose project is a git repository with one commit on `main`, checked out
 /// on another branch (`elsewhere`) so the base must come from `base_branch`.
-async fn in_a_repository(setup: Setup) -> (Pipeline, std::path::PathBuf, String) {
+pub(crate) async fn in_a_repository(setup: Setup) -> (Pipeline, std::path::PathBuf, String) {
     let files = Files::new(&setup);
     files.append_config("base_branch = \"main\"\n");
     let repo = workdir(&files, "app");

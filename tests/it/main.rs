@@ -23,6 +23,7 @@ mod hardening;
 mod hosts;
 mod orchestrator;
 mod presets;
+mod progress;
 mod real_clis;
 mod recipe;
 mod review_merge;
