@@ -151,18 +151,19 @@ pub fn apply(
                 (Stage::Reviewing, Verdict::Approve) => to(at.with_state(State::Done), None),
                 (Stage::Reviewing, Verdict::RequestChanges) => {
                     let next = at.round + 1;
-                    if facts.same_findings {
-                        to(
-                            escalate(at, Stage::Implementing, next),
-                            Some(Note::Escalated {
-                                escalation: Escalation::SameFindings { round: at.round },
-                            }),
-                        )
-                    } else if next > policy.max_review_rounds {
+                    if next > policy.max_review_rounds {
                         to(
                             escalate(at, Stage::Implementing, next),
                             Some(Note::Escalated {
                                 escalation: Escalation::ReviewRoundsExhausted { rounds: at.round },
+                            }),
+                        )
+                    } else if facts.same_findings {
+                        // Rounds remain, but another would be paid for nothing.
+                        to(
+                            escalate(at, Stage::Implementing, next),
+                            Some(Note::Escalated {
+                                escalation: Escalation::SameFindings { round: at.round },
                             }),
                         )
                     } else {
