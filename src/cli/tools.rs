@@ -77,19 +77,27 @@ pub(super) fn config_check(path: Option<&std::path::Path>) -> Exit {
                 let reviewers = config.agent.reviewers();
                 let specs = Actor::ALL
                     .into_iter()
-                    .map(|actor| (actor.to_string(), config.agent.spec(actor)))
+                    .map(|actor| (actor.to_string(), config.agent.spec(actor), None))
                     .chain(reviewers.iter().filter_map(|name| {
                         let spec = config.agent.reviewer_spec(name)?;
-                        Some((format!("darang reviewer {name}"), spec))
+                        Some((format!("darang reviewer {name}"), spec, Some(*name)))
                     }));
-                for (who, spec) in specs {
+                for (who, spec, reviewer) in specs {
+                    let preset = config
+                        .presets
+                        .by_sister
+                        .get(&who)
+                        .map_or(String::new(), |p| format!(", preset {p}"));
                     outln!(
-                        "#   {who}: {} {} (timeout {}, output_pointer {:?})",
+                        "#   {who}: {} {} (timeout {}, output_pointer {:?}{preset})",
                         spec.program,
                         spec.args.join(" "),
                         humantime::format_duration(spec.timeout),
                         spec.output_pointer
                     );
+                    for (key, origin) in config.origins(spec.actor, reviewer) {
+                        outln!("#     {key:<16} from {origin}");
+                    }
                 }
                 if !reviewers.is_empty() {
                     outln!(

@@ -34,6 +34,12 @@ pub struct AgentConfig {
     /// How long a pause lasts when the message names no reset time.
     #[serde(default = "default_pause")]
     pub pause_default: Dur,
+    /// Where in the stdout envelope the CLI reports its session id (`SPEC.md` §14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_pointer: Option<String>,
+    /// The args that continue a recorded session (`{session}`), for a retry of the stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_args: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
     pub harang: SisterConfig,
     #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
@@ -58,6 +64,8 @@ impl Default for AgentConfig {
             fallback_pointer: None,
             pause_on: Vec::new(),
             pause_default: default_pause(),
+            session_pointer: None,
+            resume_args: None,
             harang: SisterConfig::default(),
             narang: SisterConfig::default(),
             darang: SisterConfig::default(),
@@ -147,6 +155,10 @@ pub struct SisterConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_default: Option<Dur>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_pointer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_args: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Dur>,
     /// `[agent.darang.reviewers.NAME]`: reviewers of one round that run in parallel, each
     /// over `[agent.darang]` (`SPEC.md` §10). Only darang has them.
@@ -204,6 +216,14 @@ impl SisterConfig {
                 .or_else(|| under.fallback_pointer.clone()),
             pause_on: self.pause_on.clone().or_else(|| under.pause_on.clone()),
             pause_default: self.pause_default.or(under.pause_default),
+            session_pointer: self
+                .session_pointer
+                .clone()
+                .or_else(|| under.session_pointer.clone()),
+            resume_args: self
+                .resume_args
+                .clone()
+                .or_else(|| under.resume_args.clone()),
             timeout: self.timeout.or(under.timeout),
             reviewers: BTreeMap::new(),
         }
@@ -225,6 +245,10 @@ pub struct SisterSpec {
     pub fallback_pointer: Option<String>,
     pub pause_on: Vec<PauseRule>,
     pub pause_default: Duration,
+    /// Where the envelope holds the agent's session id, when its CLI can resume one.
+    pub session_pointer: Option<String>,
+    /// The args that continue session `{session}`; `None`: every run starts afresh.
+    pub resume_args: Option<Vec<String>>,
     pub timeout: Duration,
     /// The reviewer this is (`HANARANG_REVIEWER`, `{reviewer}`), when darang has several.
     pub reviewer: Option<String>,
@@ -295,6 +319,11 @@ impl AgentConfig {
                 .clone()
                 .unwrap_or_else(|| self.pause_on.clone()),
             pause_default: own.pause_default.unwrap_or(self.pause_default).0,
+            session_pointer: own
+                .session_pointer
+                .clone()
+                .or_else(|| self.session_pointer.clone()),
+            resume_args: own.resume_args.clone().or_else(|| self.resume_args.clone()),
             timeout: own.timeout.map_or_else(|| default_timeout(actor), |d| d.0),
             reviewer: reviewer.map(str::to_string),
         }

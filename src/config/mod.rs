@@ -19,6 +19,7 @@ use crate::placeholder;
 mod agent;
 mod check;
 mod paths;
+pub mod preset;
 mod project;
 mod sections;
 
@@ -49,6 +50,9 @@ pub struct Config {
     pub discord: Option<DiscordConfig>,
     #[serde(default)]
     pub host: HostConfig,
+    /// The presets named in `[agent]` and its tables, as expanded (`config::preset`).
+    #[serde(skip)]
+    pub presets: preset::Presets,
 }
 
 /// One thing wrong with the config, with the dotted key it is about.
@@ -181,14 +185,22 @@ impl Config {
     /// Parses and checks config text; `base` (the config file's folder) is where relative
     /// paths start from: the SQLite database, workdirs, and programs named with a `/`.
     pub fn parse(text: &str, base: &Path) -> Result<Config, ParseError> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             ParseError::Syntax(e.to_string().trim_end().replace('\n', "\n  "))
         })?;
-        let programs_without_args = programs_without_args(&table);
+        let (presets, preset_problems) = preset::expand(&mut table);
+        // Under a preset, a program named alone keeps the preset's args.
+        let mut programs_without_args = programs_without_args(&table);
+        programs_without_args.retain(|t| match t {
+            None => !presets.filled.contains_key("agent.program"),
+            Some(actor) => !presets.by_sister.contains_key(actor.as_str()),
+        });
         let (config, mut problems) = deserialize_all(table);
+        problems.extend(preset_problems);
         let Some(mut config) = config else {
             return Err(ParseError::Invalid(problems));
         };
+        config.presets = presets;
         if let Some(moved) = database_left_behind(&config.database.url, base) {
             problems.push(moved);
         }

@@ -331,12 +331,26 @@ fn the_example_config_is_valid_once_its_workdir_exists() {
         example.pipeline, defaults.pipeline,
         "the example shows the defaults"
     );
+    // It selects Claude Code's preset in one line, with the design's timeouts.
+    let claude = Config::parse(&crate::support::preset("claude-code"), Path::new(".")).unwrap();
     for actor in Actor::ALL {
+        let (got, preset) = (example.agent.spec(actor), claude.agent.spec(actor));
         assert_eq!(
-            example.agent.spec(actor),
-            defaults.agent.spec(actor),
+            (
+                &got.program,
+                &got.args,
+                &got.output_pointer,
+                &got.resume_args
+            ),
+            (
+                &preset.program,
+                &preset.args,
+                &preset.output_pointer,
+                &preset.resume_args
+            ),
             "{actor}"
         );
+        assert_eq!(got.timeout, defaults.agent.spec(actor).timeout, "{actor}");
     }
     assert_eq!(example.projects.len(), 1);
     let recipe = &example.projects["my-app"];
@@ -490,5 +504,98 @@ fn config_check_and_doctor_say_who_may_start_and_who_may_approve() {
     assert!(
         approval.message.contains("not-starter"),
         "the allowed values are named: {approval:?}"
+    );
+}
+
+#[test]
+fn a_preset_fills_what_its_table_leaves_unset_and_sister_tables_keep_their_own() {
+    // The Codex preset over a config that already has per-sister tables (the example's
+    // timeouts): no duplicate key, narang gets the preset's narang args and keeps its timeout.
+    let c = Config::parse(
+        "[agent]\npreset = \"codex\"\n[agent.narang]\ntimeout = \"3h\"\n[agent.erang]\nargs = [\"exec\", \"-\"]\n[agent.darang]\npreset = \"claude-code\"\noutput_pointer = \"/result\"\n",
+        Path::new("."),
+    )
+    .unwrap();
+    let narang = c.agent.spec(Actor::Narang);
+    assert_eq!(narang.program, "codex");
+    assert!(
+        narang.args.join(" ").contains("writable_roots"),
+        "{:?}",
+        narang.args
+    );
+    assert_eq!(narang.timeout, Duration::from_secs(3 * 3600));
+    // A key set beside the preset wins over it.
+    assert_eq!(c.agent.spec(Actor::Erang).args, ["exec", "-"]);
+    // A sister may name its own preset; its own keys still win.
+    let darang = c.agent.spec(Actor::Darang);
+    assert_eq!(darang.program, "claude");
+    assert_eq!(darang.output_pointer, "/result");
+    assert_eq!(darang.session_pointer.as_deref(), Some("/session_id"));
+    assert!(
+        c.agent.spec(Actor::Harang).resume_args.is_none(),
+        "codex resumes nothing"
+    );
+    let origins = c.origins(Actor::Narang, None);
+    let origin = |key: &str| {
+        origins
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, o)| o.clone())
+    };
+    assert_eq!(origin("args").as_deref(), Some("preset codex ([agent])"));
+    assert_eq!(
+        c.origins(Actor::Erang, None)[1],
+        ("args", "[agent.erang]".to_string())
+    );
+    let darang = c.origins(Actor::Darang, None);
+    assert_eq!(
+        darang[0],
+        ("program", "preset claude-code ([agent.darang])".to_string())
+    );
+    assert_eq!(darang[2], ("output_pointer", "[agent.darang]".to_string()));
+}
+
+#[test]
+fn an_unknown_preset_is_named_with_its_key_and_the_choices() {
+    let all = problems("[agent.narang]\npreset = \"claude\"\n");
+    let p = problem_for(&all, "agent.narang.preset");
+    assert!(
+        p.message.contains("\"claude\"") && p.message.contains("claude-code, codex, openclaw"),
+        "{p}"
+    );
+}
+
+#[test]
+fn config_check_says_where_each_value_came_from() {
+    let dir = TempDir::new("config-check");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[agent]\npreset = \"openclaw\"\n[agent.darang]\nprogram = \"/opt/openclaw\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hanarang"))
+        .args(["config", "check", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("#   narang: openclaw agent exec --json --cwd {workdir} --message-file -"),
+        "{text}"
+    );
+    assert!(text.contains("preset openclaw)"), "{text}");
+    assert!(
+        text.contains("#     program          from [agent.darang]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("#     args             from preset openclaw ([agent])"),
+        "{text}"
+    );
+    assert!(
+        text.contains("#     env              from preset openclaw ([agent])"),
+        "{text}"
     );
 }

@@ -74,25 +74,9 @@ pub fn serve(hanarang: &Path, config: &Path) -> Command {
     command
 }
 
-/// The TOML of one preset, uncommented, as an operator would uncomment it.
+/// An `[agent]` table that selects a preset, as config.toml.example shows it.
 pub fn preset(name: &str) -> String {
-    let example =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.toml.example"))
-            .expect("the example config");
-    let start = format!("# ==== preset: {name} ====");
-    let block: Vec<&str> = example
-        .lines()
-        .skip_while(|l| *l != start)
-        .skip(1)
-        .take_while(|l| *l != "# ==== end ====")
-        .collect();
-    assert!(!block.is_empty(), "no preset {name} in config.toml.example");
-    block
-        .iter()
-        .skip_while(|l| !l.starts_with("# [agent]"))
-        .map(|l| l.strip_prefix("# ").unwrap_or(l))
-        .collect::<Vec<_>>()
-        .join("\n")
+    format!("[agent]\npreset = \"{name}\"\n")
 }
 
 /// A fixture sister script in `tests/fixtures/sisters/`.
