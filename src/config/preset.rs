@@ -276,32 +276,6 @@ fn fill(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_preset_parses_and_knows_its_tested_versions() {
-        for name in NAMES {
-            let p = Preset::named(name).expect("parses");
-            assert!(!p.tested.0.is_empty(), "{name}");
-            assert!(p.tested_with(&p.tested.0), "{name}");
-            assert!(!p.keys(None).is_empty(), "{name}");
-        }
-    }
-
-    #[test]
-    fn versions_compare_by_their_numbers() {
-        let p = Preset::named("claude-code").expect("parses");
-        assert!(p.tested_with("2.1.332 (Claude Code)"));
-        assert!(!p.tested_with("2.1.400 (Claude Code)"));
-        assert!(!p.tested_with("2.1.97"));
-        assert!(!p.tested_with("no version here"));
-        assert_eq!(numbers("codex-cli 0.171.0"), [0, 171, 0]);
-        assert_eq!(numbers("OpenClaw 2026.9.6 (eb377ac)"), [2026, 9, 6]);
-    }
-}
-
 /// The keys `config check` says the origin of.
 const SHOWN: [&str; 9] = [
     "program",
@@ -348,5 +322,31 @@ impl super::Config {
                 (key, origin)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_parses_and_knows_its_tested_versions() {
+        for name in NAMES {
+            let p = Preset::named(name).expect("parses");
+            assert!(!p.tested.0.is_empty(), "{name}");
+            assert!(p.tested_with(&p.tested.0), "{name}");
+            assert!(!p.keys(None).is_empty(), "{name}");
+        }
+    }
+
+    #[test]
+    fn versions_compare_by_their_numbers() {
+        let p = Preset::named("claude-code").expect("parses");
+        assert!(p.tested_with("2.1.332 (Claude Code)"));
+        assert!(!p.tested_with("2.1.400 (Claude Code)"));
+        assert!(!p.tested_with("2.1.97"));
+        assert!(!p.tested_with("no version here"));
+        assert_eq!(numbers("codex-cli 0.171.0"), [0, 171, 0]);
+        assert_eq!(numbers("OpenClaw 2026.9.6 (eb377ac)"), [2026, 9, 6]);
     }
 }
