@@ -43,8 +43,26 @@ impl Check {
         }
     }
 
+    /// Passes, with something to look at: it does not fail `doctor`.
+    pub fn warn(
+        name: impl Into<String>,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Check {
+        Check {
+            name: name.into(),
+            ok: true,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
     pub fn line(&self) -> String {
-        let mark = if self.ok { "ok  " } else { "FAIL" };
+        let mark = match (self.ok, &self.fix) {
+            (false, _) => "FAIL",
+            (true, Some(_)) => "warn",
+            (true, None) => "ok  ",
+        };
         match &self.fix {
             Some(fix) => format!("{mark} {}: {}\n     fix: {fix}", self.name, self.detail),
             None => format!("{mark} {}: {}", self.name, self.detail),
@@ -192,15 +210,17 @@ fn programs(config: &Config) -> Vec<Check> {
         .iter()
         .map(|&actor| {
             let table = format!("agent.{actor}");
-            (format!("agent {actor}"), table, config.agent.spec(actor))
+            (actor.to_string(), table, config.agent.spec(actor))
         })
         .chain(reviewers.iter().filter_map(|name| {
             let spec = config.agent.reviewer_spec(name)?;
             let table = format!("agent.darang.reviewers.{name}");
-            Some((format!("agent darang reviewer {name}"), table, spec))
+            Some((format!("darang reviewer {name}"), table, spec))
         }));
+    let mut versions = std::collections::HashMap::new();
     specs
-        .map(|(name, table, spec)| {
+        .map(|(who, table, spec)| {
+            let name = format!("agent {who}");
             if let Some(old) = openclaw_without_node_24(&spec) {
                 return Check::fail(
                     name,
@@ -216,7 +236,16 @@ fn programs(config: &Config) -> Vec<Check> {
                 );
             }
             match find_program(&spec.program) {
-                Ok(path) => Check::pass(name, format!("{} → {}", spec.program, path.display())),
+                Ok(path) => match config.presets.by_sister.get(&who) {
+                    Some(preset) => {
+                        let version = versions
+                            .entry(path.clone())
+                            .or_insert_with(|| cli_version(&path, preset, &spec.env))
+                            .clone();
+                        tested(name, &spec.program, &path, preset, version)
+                    }
+                    None => Check::pass(name, format!("{} → {}", spec.program, path.display())),
+                },
                 Err(why) => Check::fail(
                     name,
                     format!("{} {why}", spec.program),
@@ -225,6 +254,93 @@ fn programs(config: &Config) -> Vec<Check> {
             }
         })
         .collect()
+}
+
+/// How long `doctor` waits for a CLI to print its version.
+const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// What `PROGRAM --version` printed (its first line), or why it could not say.
+fn cli_version(
+    path: &Path,
+    preset: &str,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<String, String> {
+    let args = config::preset::Preset::named(preset)
+        .map(|p| p.version_args)
+        .unwrap_or_else(|_| vec!["--version".into()]);
+    let mut child = std::process::Command::new(path)
+        .args(&args)
+        .envs(env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run it: {e}"))?;
+    let started = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if started.elapsed() < VERSION_TIMEOUT => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "`{}` gave no answer within {}s",
+                    args.join(" "),
+                    VERSION_TIMEOUT.as_secs()
+                ));
+            }
+        }
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    if config::preset::numbers(first).is_empty() {
+        return Err(format!("`{}` printed no version", args.join(" ")));
+    }
+    Ok(first.to_string())
+}
+
+/// A preset's CLI, found: within the versions the preset was tested with, or a warning.
+fn tested(
+    name: String,
+    program: &str,
+    path: &Path,
+    preset: &str,
+    version: Result<String, String>,
+) -> Check {
+    let Ok(p) = config::preset::Preset::named(preset) else {
+        return Check::pass(name, format!("{program} → {}", path.display()));
+    };
+    match version {
+        Ok(v) if p.tested_with(&v) => Check::pass(
+            name,
+            format!(
+                "{program} → {} ({v}; preset {preset} was tested with it)",
+                path.display()
+            ),
+        ),
+        Ok(v) => Check::warn(
+            name,
+            format!(
+                "{program} → {} is {v}, not a version preset {preset} was tested with ({})",
+                path.display(),
+                p.tested_range()
+            ),
+            "install the tested version, or run one sprint while watching `hanarang sprint log`: a changed envelope shows as bad_output",
+        ),
+        Err(why) => Check::warn(
+            name,
+            format!("{program} → {}: {why}", path.display()),
+            format!("preset {preset} was tested with {}", p.tested_range()),
+        ),
+    }
 }
 
 /// Claude Code exits 1 at once when asked to skip its permission prompts as root ("cannot

@@ -286,3 +286,49 @@ async fn a_postgres_database_is_checked_without_being_set_up() {
         "the password is never printed: {out}"
     );
 }
+
+#[test]
+fn doctor_runs_the_presets_cli_and_warns_outside_its_tested_versions() {
+    let files = Files::new(&Setup::default());
+    let bin = files.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let claude = bin.join("claude");
+    let config = std::fs::read_to_string(&files.config_path).unwrap().replace(
+        "[agent.narang]\nargs = [\"ok\"]",
+        &format!(
+            "[agent.narang]\npreset = \"claude-code\"\nprogram = \"{}\"\nenv = {{ IS_SANDBOX = \"1\" }}",
+            claude.display()
+        ),
+    );
+    assert!(config.contains("preset = \"claude-code\""), "{config}");
+    std::fs::write(&files.config_path, config).unwrap();
+    let with_version = |version: &str| {
+        std::fs::write(
+            &claude,
+            format!("#!/bin/sh\necho '{version} (Claude Code)'\n"),
+        )
+        .unwrap();
+        let mut perms = std::fs::metadata(&claude).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&claude, perms).unwrap();
+        let (_, out) = doctor(&files, None);
+        out.lines()
+            .filter(|l| l.contains("agent narang") || l.trim_start().starts_with("fix:"))
+            .skip_while(|l| !l.contains("agent narang"))
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let tested = with_version("2.1.332");
+    assert!(
+        tested.starts_with("ok   agent narang:")
+            && tested.contains("(2.1.332 (Claude Code); preset claude-code was tested with it)"),
+        "{tested}"
+    );
+    let newer = with_version("2.1.400");
+    assert!(
+        newer.starts_with("warn agent narang:")
+            && newer.contains("is 2.1.400 (Claude Code), not a version preset claude-code was tested with (2.1.332)"),
+        "{newer}"
+    );
+}
