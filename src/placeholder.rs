@@ -26,6 +26,9 @@ pub const SPAWN: &[&str] = &[
     "artifact_dir",
 ];
 
+/// The placeholder only `resume_args` may use besides the spawn's: the session it continues.
+pub const SESSION: &str = "session";
+
 /// Placeholders a role's prompt text may use (built-in or a project's `prompts/<actor>.md`).
 pub const PROMPT: &[&str] = &[
     "role",

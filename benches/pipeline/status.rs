@@ -282,6 +282,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                                 git_head: r.git_head.as_deref(),
                                 started_at: now,
                                 reviewer: None,
+                                resumes: None,
                             },
                             0,
                         )
@@ -303,6 +304,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                         output_tokens: r.output_tokens,
                         cost_usd: r.cost_usd,
                         ended_at: now,
+                        session_id: None,
                         check: None,
                     })
                 }

@@ -95,6 +95,8 @@ impl Config {
                 usage: Some(&a.usage),
                 fallback_pointer: a.fallback_pointer.as_deref(),
                 pause_on: Some(&a.pause_on),
+                session_pointer: a.session_pointer.as_deref(),
+                resume_args: a.resume_args.as_deref(),
                 timeout: None,
             },
             token_env,
@@ -226,6 +228,8 @@ pub(super) struct AgentFields<'a> {
     usage: Option<&'a UsagePointers>,
     fallback_pointer: Option<&'a str>,
     pause_on: Option<&'a [PauseRule]>,
+    session_pointer: Option<&'a str>,
+    resume_args: Option<&'a [String]>,
     timeout: Option<Dur>,
 }
 
@@ -242,6 +246,8 @@ impl<'a> AgentFields<'a> {
             usage: s.usage.as_ref(),
             fallback_pointer: s.fallback_pointer.as_deref(),
             pause_on: s.pause_on.as_deref(),
+            session_pointer: s.session_pointer.as_deref(),
+            resume_args: s.resume_args.as_deref(),
             timeout: s.timeout,
         }
     }
@@ -272,6 +278,29 @@ pub(super) fn check_agent_fields(
             );
         }
     }
+    for (i, arg) in f.resume_args.unwrap_or_default().iter().enumerate() {
+        let unknown = placeholder::names(arg)
+            .into_iter()
+            .find(|n| *n != placeholder::SESSION && !placeholder::SPAWN.contains(n));
+        if let Some(name) = unknown {
+            problem(
+                &format!("{table}.resume_args[{i}]"),
+                format!(
+                    "{} (and {{{}}})",
+                    unknown_placeholder(name, placeholder::SPAWN),
+                    placeholder::SESSION
+                ),
+            );
+        }
+    }
+    if f.resume_args
+        .is_some_and(|a| !a.iter().any(|a| a.contains("{session}")))
+    {
+        problem(
+            &format!("{table}.resume_args"),
+            "must name the session to continue: {session}".into(),
+        );
+    }
     let usage = f.usage.map(|u| {
         [
             ("usage.input_tokens", u.input_tokens.as_deref()),
@@ -282,6 +311,7 @@ pub(super) fn check_agent_fields(
     let pointers = [
         ("output_pointer", f.output_pointer),
         ("fallback_pointer", f.fallback_pointer),
+        ("session_pointer", f.session_pointer),
     ]
     .into_iter()
     .chain(usage.into_iter().flatten());

@@ -29,6 +29,8 @@ pub(super) struct Composed {
     pub(super) runs: Vec<Run>,
     /// Which of darang's reviewers it is, when it has several.
     pub(super) reviewer: Option<String>,
+    /// The run whose agent session it continues (`SPEC.md` §14).
+    pub(super) resumes: Option<String>,
 }
 
 impl Composed {
@@ -48,6 +50,7 @@ impl Composed {
             git_head: self.git_head.as_deref(),
             started_at: self.started_at,
             reviewer: self.reviewer.as_deref(),
+            resumes: self.resumes.as_deref(),
         }
     }
 
@@ -264,10 +267,17 @@ impl Orchestrator {
             reviewer: reviewer.map(|(name, _)| name.to_string()),
             check_result,
         };
-        let spec = match reviewer {
+        let mut spec = match reviewer {
             Some((name, _)) => self.config.agent.reviewer_spec(name)?,
             None => self.config.agent.spec(actor),
         };
+        let resumes = resumable(&runs, sprint.round, actor, reviewer.map(|(n, _)| n), &spec);
+        if let (Some((_, session)), Some(args)) = (&resumes, &spec.resume_args) {
+            spec.args = args
+                .iter()
+                .map(|a| a.replace(&format!("{{{}}}", crate::placeholder::SESSION), session))
+                .collect();
+        }
         let request = RunRequest {
             spec,
             contract,
@@ -286,11 +296,44 @@ impl Orchestrator {
             started_at: now_ms(),
             runs: Vec::new(),
             reviewer: reviewer.map(|(name, _)| name.to_string()),
+            resumes: resumes.map(|(run, _)| run),
         };
         runs.push(Run::started(&composed.record()));
         composed.runs = runs;
         Some(composed)
     }
+}
+
+/// The run whose session the next run of `actor` (or of one of darang's reviewers)
+/// continues, and that session: its last run in this round, when that one stopped without
+/// finishing its work (paused at a usage limit, interrupted, timed out, or its answer
+/// rejected) and its CLI named a session, and the sister's CLI can resume one. A new
+/// round, a handoff to a fresh session, and a resumed run that failed to start all begin
+/// afresh (`SPEC.md` §14).
+fn resumable(
+    runs: &[Run],
+    round: u32,
+    actor: crate::domain::Actor,
+    reviewer: Option<&str>,
+    spec: &crate::config::SisterSpec,
+) -> Option<(String, String)> {
+    spec.resume_args.as_ref()?;
+    let last = runs
+        .iter()
+        .rev()
+        .find(|r| r.actor == actor && r.reviewer.as_deref() == reviewer)?;
+    let unfinished = matches!(
+        last.outcome,
+        Some(
+            RunOutcome::Paused
+                | RunOutcome::Interrupted
+                | RunOutcome::Timeout
+                | RunOutcome::BadOutput
+        )
+    );
+    (last.round == round && unfinished)
+        .then(|| Some((last.run_id.clone(), last.session_id.clone()?)))
+        .flatten()
 }
 
 /// The project's texts a run carries, read when it starts so an edit counts at once.

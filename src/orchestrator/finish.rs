@@ -176,6 +176,7 @@ fn run_end(run_id: &str, report: &RunReport) -> RunEnd {
         output_tokens: usage.output_tokens.and_then(|n| i64::try_from(n).ok()),
         cost_usd: usage.cost_usd,
         ended_at,
+        session_id: report.session_id.clone(),
         check: super::check::record(run_id, report, ended_at),
     }
 }

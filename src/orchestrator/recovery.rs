@@ -66,6 +66,7 @@ impl Orchestrator {
                 output_tokens: None,
                 cost_usd: None,
                 ended_at: now_ms(),
+                session_id: None,
                 check: None,
             };
             let Some(sprint) = self.store.sprint(&run.sprint_id).await? else {

@@ -149,6 +149,7 @@ mod tests {
             git_head: None,
             started_at: number,
             reviewer,
+            resumes: None,
         };
         let mut run = Run::started(&new);
         run.outcome = outcome;

@@ -474,6 +474,7 @@ mod tests {
             git_head: None,
             started_at: from * 1000,
             reviewer,
+            resumes: None,
         });
         run.outcome = outcome;
         run.ended_at = outcome.map(|_| to * 1000);

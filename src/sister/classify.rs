@@ -45,6 +45,7 @@ pub(super) async fn report(
         problems: Vec::new(),
         usage: None,
         resume_at_ms: None,
+        session_id: None,
         check: None,
     };
     match &status {
@@ -128,6 +129,7 @@ pub(super) async fn report(
     // What the CLI says the run cost counts whatever came of it: a failed run spent too.
     if let Ok(envelope) = parse_output(&out, spec.max_output_bytes) {
         report.usage = envelope_usage(&envelope, &spec.usage);
+        report.session_id = envelope_session(&envelope, spec.session_pointer.as_deref());
     }
     // An agent that failed because it hit its usage limit is not failing: it waits.
     if matches!(
@@ -289,6 +291,17 @@ fn bad_output(report: &mut RunReport, problems: Vec<Problem>) {
         n => format!("{first} (and {} more)", n - 1),
     };
     report.problems = problems;
+}
+
+/// The session the CLI names in its envelope: an id of letters, digits, `-`, `_` and `.`
+/// (it goes back to the CLI as an argument), at most 128 of them.
+fn envelope_session(envelope: &serde_json::Value, pointer: Option<&str>) -> Option<String> {
+    let id = envelope.pointer(pointer?)?.as_str()?;
+    let fits = (1..=128).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    fits.then(|| id.to_string())
 }
 
 /// The usage the CLI reported in its envelope, at the configured pointers; `None` when it

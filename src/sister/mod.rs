@@ -110,6 +110,8 @@ pub struct RunReport {
     pub usage: Option<Usage>,
     /// With outcome `paused`: when the stage may run again (unix ms).
     pub resume_at_ms: Option<i64>,
+    /// The agent's session, as its envelope names it at `session_pointer` (`SPEC.md` §14).
+    pub session_id: Option<String>,
     /// The project's check, when one ran after the sister.
     pub check: Option<CheckReport>,
 }
@@ -136,6 +138,7 @@ impl RunReport {
             problems: Vec::new(),
             usage: None,
             resume_at_ms: None,
+            session_id: None,
             check: None,
         }
     }

@@ -86,6 +86,8 @@ pub struct RunEnd {
     pub output_tokens: Option<i64>,
     pub cost_usd: Option<f64>,
     pub ended_at: i64,
+    /// The agent's session, as its envelope named it.
+    pub session_id: Option<String>,
     /// The project's check that ran after it, recorded with its end (`run_id` is this
     /// run's).
     pub check: Option<CheckRecord>,
@@ -109,4 +111,6 @@ pub struct NewRun<'a> {
     pub started_at: i64,
     /// Which of darang's reviewers this run is, when it has several.
     pub reviewer: Option<&'a str>,
+    /// The run whose session it continues (`SPEC.md` §14), when it does.
+    pub resumes: Option<&'a str>,
 }

@@ -270,6 +270,12 @@ pub struct Run {
     pub output_tokens: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// The agent's session, as its CLI named it (`session_pointer`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The run whose session this one continued (`resume_args`), when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumes: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -300,6 +306,8 @@ pub(super) struct RunRaw {
     output_tokens: Option<i64>,
     cost_usd: Option<f64>,
     reviewer: Option<String>,
+    session_id: Option<String>,
+    resumes: Option<String>,
 }
 
 impl Run {
@@ -333,6 +341,8 @@ impl Run {
             input_tokens: None,
             output_tokens: None,
             cost_usd: None,
+            session_id: None,
+            resumes: new.resumes.map(str::to_string),
         }
     }
 
@@ -351,6 +361,7 @@ impl Run {
         self.input_tokens = end.input_tokens;
         self.output_tokens = end.output_tokens;
         self.cost_usd = end.cost_usd;
+        self.session_id.clone_from(&end.session_id);
     }
 }
 
@@ -408,6 +419,8 @@ impl TryFrom<RunRaw> for Run {
             input_tokens: r.input_tokens,
             output_tokens: r.output_tokens,
             cost_usd: r.cost_usd,
+            session_id: r.session_id,
+            resumes: r.resumes,
             run_id: r.id,
         })
     }

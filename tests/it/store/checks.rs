@@ -26,6 +26,7 @@ fn end(run_id: &str, outcome: RunOutcome, check: Option<CheckRecord>) -> RunEnd 
         output_tokens: None,
         cost_usd: None,
         ended_at: 8,
+        session_id: None,
         check,
     }
 }

@@ -19,8 +19,8 @@ use crate::support::{commit_event, planner_run, transition_of};
 /// How many migrations a current database of `engine` has applied.
 fn migrations(engine: Engine) -> usize {
     match engine {
-        Engine::Sqlite => 15,
-        Engine::Postgres => 8,
+        Engine::Sqlite => 16,
+        Engine::Postgres => 9,
     }
 }
 
@@ -192,6 +192,7 @@ async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds(engine) {
         output_tokens: Some(20),
         cost_usd: Some(0.5),
         ended_at: 8,
+        session_id: Some("5f1c-session".into()),
         check: None,
     };
     let ready = Event::Reported {

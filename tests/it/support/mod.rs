@@ -270,6 +270,7 @@ pub fn planner_run<'a>(sprint_id: &'a str, handoff: &'a HandoffDocument) -> NewR
         git_head: None,
         started_at: 3,
         reviewer: None,
+        resumes: None,
     }
 }
 
