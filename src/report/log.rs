@@ -279,8 +279,13 @@ fn print_run(r: &Run) {
         Some(name) => format!("{}/{name}", r.actor.as_str()),
         None => r.actor.as_str().to_string(),
     };
+    // A retry that continued an earlier run's agent session (`SPEC.md` §14).
+    let resumed = r
+        .resumes
+        .as_deref()
+        .map_or(String::new(), |from| format!(", resumes {from}'s session"));
     outln!(
-        "  {:<16} {:<7} round {} attempt {}  {:<18} {:<8} {parent} (document {document})",
+        "  {:<16} {:<7} round {} attempt {}  {:<18} {:<8} {parent} (document {document}{resumed})",
         r.run_id,
         who,
         r.round,
