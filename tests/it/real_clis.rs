@@ -413,6 +413,48 @@ async fn usage_limit_pauses_until_resumed(preset_name: &str, cli: &str) {
         console.contains("hit its usage limit: resumes at"),
         "run said so: {console}"
     );
+    // Sessions (SPEC §14): the paused run's session is continued where the CLI can do so
+    // (Claude Code); the others start afresh.
+    let runs: Vec<&Value> = log["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter(|r| r["actor"] == "narang")
+        .collect();
+    let retried = runs[1];
+    let first = model
+        .requests()
+        .into_iter()
+        .find(|r| r.actor.as_deref() == Some("narang") && r.answer != Answer::UsageLimit)
+        .expect("the retry reached the model");
+    let mut said = String::new();
+    for message in first.body["messages"].as_array().into_iter().flatten() {
+        said.push_str(&message.to_string());
+    }
+    let prompts = said.matches("(narang), the").count();
+    if cli == "claude" {
+        assert!(
+            runs[0]["session_id"].is_string(),
+            "the paused run's session is recorded: {log:#}"
+        );
+        assert_eq!(retried["resumes"], runs[0]["run_id"], "{log:#}");
+        assert_eq!(
+            prompts, 2,
+            "the model sees the paused run's conversation again: {said}"
+        );
+        let text = bench.hanarang(&["sprint", "log", "SPRINT-001"]).await;
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(
+            text.contains(&format!(
+                "resumes {}'s session",
+                runs[0]["run_id"].as_str().unwrap_or("?")
+            )),
+            "{text}"
+        );
+    } else {
+        assert!(retried["resumes"].is_null(), "{log:#}");
+        assert!(prompts <= 1, "a fresh session: {said}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
