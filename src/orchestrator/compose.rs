@@ -271,7 +271,8 @@ impl Orchestrator {
             Some((name, _)) => self.config.agent.reviewer_spec(name)?,
             None => self.config.agent.spec(actor),
         };
-        let resumes = resumable(&runs, sprint.round, actor, reviewer.map(|(n, _)| n), &spec);
+        let resumes =
+            super::session::resumable(&runs, sprint.round, actor, reviewer.map(|(n, _)| n), &spec);
         if let (Some((_, session)), Some(args)) = (&resumes, &spec.resume_args) {
             spec.args = args
                 .iter()
@@ -302,38 +303,6 @@ impl Orchestrator {
         composed.runs = runs;
         Some(composed)
     }
-}
-
-/// The run whose session the next run of `actor` (or of one of darang's reviewers)
-/// continues, and that session: its last run in this round, when that one stopped without
-/// finishing its work (paused at a usage limit, interrupted, timed out, or its answer
-/// rejected) and its CLI named a session, and the sister's CLI can resume one. A new
-/// round, a handoff to a fresh session, and a resumed run that failed to start all begin
-/// afresh (`SPEC.md` §14).
-fn resumable(
-    runs: &[Run],
-    round: u32,
-    actor: crate::domain::Actor,
-    reviewer: Option<&str>,
-    spec: &crate::config::SisterSpec,
-) -> Option<(String, String)> {
-    spec.resume_args.as_ref()?;
-    let last = runs
-        .iter()
-        .rev()
-        .find(|r| r.actor == actor && r.reviewer.as_deref() == reviewer)?;
-    let unfinished = matches!(
-        last.outcome,
-        Some(
-            RunOutcome::Paused
-                | RunOutcome::Interrupted
-                | RunOutcome::Timeout
-                | RunOutcome::BadOutput
-        )
-    );
-    (last.round == round && unfinished)
-        .then(|| Some((last.run_id.clone(), last.session_id.clone()?)))
-        .flatten()
 }
 
 /// The project's texts a run carries, read when it starts so an edit counts at once.

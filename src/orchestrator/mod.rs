@@ -14,6 +14,7 @@ mod lease;
 mod memory;
 mod recovery;
 mod review;
+mod session;
 mod spawn;
 mod transition;
 
