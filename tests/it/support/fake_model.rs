@@ -77,6 +77,9 @@ struct State {
     requests: Vec<ModelRequest>,
     /// Per actor: how many more of its requests get the usage-limit error.
     limits: Vec<(String, u32)>,
+    /// Per actor: how many more of its messages name a commit that does not exist (an
+    /// answer hanarang rejects as bad output).
+    rejects: Vec<(String, u32)>,
 }
 
 struct Inner {
@@ -117,6 +120,12 @@ impl FakeModel {
     /// The next `times` requests that carry `actor`'s prompt get the usage-limit error.
     pub fn limit(&self, actor: &str, times: u32) {
         self.state().limits.push((actor.to_string(), times));
+    }
+
+    /// The next `times` messages of `actor` claim a commit that does not exist, so the
+    /// run's answer is rejected and the stage runs again.
+    pub fn reject_first(&self, actor: &str, times: u32) {
+        self.state().rejects.push((actor.to_string(), times));
     }
 
     pub fn requests(&self) -> Vec<ModelRequest> {
@@ -232,6 +241,13 @@ const SHELL_CALL: &str = "call_hanarang_commit";
 fn messages_progress(body: &Value) -> Progress {
     let mut progress = Progress::default();
     for message in body["messages"].as_array().into_iter().flatten() {
+        // A resumed session carries the earlier run's conversation: what was handed over
+        // counts only after the latest prompt, the shell's work done before it still does.
+        let mut said = String::new();
+        all_text(message, &mut said);
+        if message["role"] == "user" && parse_prompt(&said).is_some() {
+            progress.handed_over = false;
+        }
         for block in message["content"].as_array().into_iter().flatten() {
             match block["type"].as_str() {
                 Some("tool_use") if block["name"] == "StructuredOutput" => {
@@ -276,7 +292,7 @@ fn responses_progress(body: &Value) -> Progress {
 /// The command the implementer runs through the CLI's shell tool.
 fn commit_command(prompt: &Prompt) -> String {
     format!(
-        "git checkout -q -B '{branch}' && printf 'implemented: %s\\n' '{sprint}' > '{file}' && git add -A && git commit -q -m '{sprint}: implement' && git rev-parse HEAD",
+        "git checkout -q -B '{branch}' && printf 'implemented: %s\\n' '{sprint}' > '{file}' && git add -A && (git diff --cached --quiet || git commit -q -m '{sprint}: implement') && git rev-parse HEAD",
         branch = prompt.branch,
         sprint = prompt.sprint,
         file = implemented_file(&prompt.sprint),
@@ -550,7 +566,13 @@ impl Inner {
             Some(p) if p.actor == "narang" && progress.shell_output.is_none() => {
                 Step::Shell(commit_command(p))
             }
-            Some(p) => Step::Message(message(p, progress.shell_output.as_deref())),
+            Some(p) => {
+                let mut m = message(p, progress.shell_output.as_deref());
+                if self.rejects(&p.actor) {
+                    m["payload"]["commits"] = json!(["0".repeat(40)]);
+                }
+                Step::Message(m)
+            }
         };
         let answer = match step {
             Step::Text(_) => Answer::Text,
@@ -564,6 +586,20 @@ impl Inner {
             _ => named(responses_events(body, step)),
         };
         (answer, reply)
+    }
+}
+
+impl Inner {
+    /// Whether this message of `actor` is one to be rejected (and counts it).
+    fn rejects(&self, actor: &str) -> bool {
+        let mut state = lock(&self.state);
+        match state.rejects.iter_mut().find(|(a, n)| a == actor && *n > 0) {
+            Some((_, n)) => {
+                *n -= 1;
+                true
+            }
+            None => false,
+        }
     }
 }
 
