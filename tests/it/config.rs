@@ -599,3 +599,25 @@ fn config_check_says_where_each_value_came_from() {
         "{text}"
     );
 }
+
+#[test]
+fn resume_args_must_name_the_session_and_only_they_may() {
+    let all = problems(
+        "[agent]\nresume_args = [\"--resume\"]\nsession_pointer = \"session_id\"\n[agent.narang]\nargs = [\"--resume\", \"{session}\"]\n",
+    );
+    assert!(
+        problem_for(&all, "agent.resume_args")
+            .message
+            .contains("{session}")
+    );
+    assert!(
+        problem_for(&all, "agent.session_pointer")
+            .message
+            .contains("is not a JSON Pointer")
+    );
+    assert!(
+        problem_for(&all, "agent.narang.args[1]")
+            .message
+            .contains("unknown placeholder {session}")
+    );
+}
