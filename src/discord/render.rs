@@ -288,6 +288,7 @@ mod tests {
             status,
             result: None,
             seq: None,
+            mac: None,
         };
         let commands = [
             command(CommandKind::Approve, "discord:42", CommandStatus::Refused),

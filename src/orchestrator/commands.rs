@@ -21,6 +21,18 @@ impl Orchestrator {
                 Some((sprint, runs)) => (Some(sprint), Some(runs)),
                 None => (self.store.sprint(&command.sprint_id).await?, None),
             };
+            // A row something else wrote into the database (an agent, say) is no one's word.
+            if !self.store.written_by_hanarang(&command).await? {
+                tracing::warn!(
+                    by = %command.by,
+                    "a command that did not come through hanarang (its signature does not verify) was refused, not applied"
+                );
+                let reason = "refused: this command was not written by hanarang (its signature does not verify); give it again with `hanarang sprint …` or from Discord";
+                self.store
+                    .resolve_command(command.id, CommandStatus::Refused, reason, now_ms())
+                    .await?;
+                return Ok(());
+            }
             let Some(sprint) = sprint else {
                 let reason = format!("no sprint {}", command.sprint_id);
                 self.store

@@ -89,6 +89,9 @@ pub struct Command {
     /// recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seq: Option<i64>,
+    /// Its writer's proof (`store::signing`); never shown.
+    #[serde(skip)]
+    pub mac: Option<String>,
 }
 
 impl Command {
@@ -108,6 +111,7 @@ pub(super) struct CommandRaw {
     status: String,
     result: Option<String>,
     seq: Option<i64>,
+    mac: Option<String>,
 }
 
 impl TryFrom<CommandRaw> for Command {
@@ -132,6 +136,7 @@ impl TryFrom<CommandRaw> for Command {
             status,
             result: r.result,
             seq: r.seq,
+            mac: r.mac,
         })
     }
 }

@@ -112,7 +112,11 @@ pub trait Database: Send + Sync + std::fmt::Debug {
         by: &str,
         seq: Option<i64>,
         at: i64,
+        mac: &str,
     ) -> Result<i64>;
+    /// The secret commands are signed with (`store::signing`): read, or made from
+    /// `candidate` when the database has none yet (the first writer's wins).
+    async fn command_key(&self, candidate: &[u8]) -> Result<Vec<u8>>;
     async fn pending_commands(&self) -> Result<Vec<Command>>;
     async fn commands_of(&self, sprint_id: &str) -> Result<Vec<Command>>;
     async fn command(&self, id: i64) -> Result<Option<Command>>;
@@ -169,7 +173,12 @@ pub trait Database: Send + Sync + std::fmt::Debug {
     // --- for the tests and benchmarks only (`store::testing`) ---------------------------------
 
     #[cfg(feature = "testing")]
-    async fn submit_commands_together(&self, sprint_id: &str, kinds: &[CommandKind]) -> Result<()>;
+    async fn submit_commands_together(
+        &self,
+        sprint_id: &str,
+        kinds: &[CommandKind],
+        macs: &[String],
+    ) -> Result<()>;
     #[cfg(feature = "testing")]
     async fn record_newer_migration(&self, version: i64) -> Result<()>;
     #[cfg(feature = "testing")]

@@ -27,6 +27,8 @@ pub struct Store {
     scope: Option<HostScope>,
     /// Set by `stopping`, for this handle and every one made from it.
     stopping: Arc<AtomicBool>,
+    /// The secret commands are signed with, read from the database on first need.
+    key: Arc<tokio::sync::OnceCell<super::signing::CommandKey>>,
 }
 
 /// A host among several on one PostgreSQL database (SPEC §9): its name, the projects it
@@ -58,6 +60,7 @@ impl Store {
             runs_dir,
             scope: None,
             stopping: Arc::default(),
+            key: Arc::default(),
         })
     }
 
@@ -354,13 +357,57 @@ impl Store {
         seq: Option<i64>,
         at: i64,
     ) -> Result<i64> {
+        let key = self.command_key().await?;
+        let mac = key.sign(&super::signing::Signed {
+            sprint_id,
+            kind,
+            text,
+            by,
+            seq,
+            created_at: at,
+        });
         let id = self
             .write("record a command", || {
-                self.db.submit_command(sprint_id, kind, text, by, seq, at)
+                self.db
+                    .submit_command(sprint_id, kind, text, by, seq, at, &mac)
             })
             .await?;
         self.db.nudge();
         Ok(id)
+    }
+
+    /// Whether a command came through hanarang's own paths: its signature verifies
+    /// (`SPEC.md` §15). A row something else wrote does not.
+    pub async fn written_by_hanarang(&self, c: &Command) -> Result<bool> {
+        let key = self.command_key().await?;
+        Ok(key.verifies(
+            &super::signing::Signed {
+                sprint_id: &c.sprint_id,
+                kind: c.kind,
+                text: c.text.as_deref(),
+                by: &c.by,
+                seq: c.seq,
+                created_at: c.created_at,
+            },
+            c.mac.as_deref(),
+        ))
+    }
+
+    /// The database's command key, made on first need.
+    pub(super) async fn command_key(&self) -> Result<&super::signing::CommandKey> {
+        self.key
+            .get_or_try_init(|| async {
+                let candidate =
+                    super::signing::CommandKey::generate().map_err(|e| StoreError::Storage {
+                        db: self.name.to_string(),
+                        cause: format!("cannot read /dev/urandom for the command key: {e}"),
+                    })?;
+                let stored = self
+                    .write("record the command key", || self.db.command_key(&candidate))
+                    .await?;
+                super::signing::CommandKey::from_stored(&stored)
+            })
+            .await
     }
 
     /// Commands not answered yet, in the order they were given.

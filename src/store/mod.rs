@@ -22,6 +22,7 @@ mod database;
 mod handle;
 mod postgres;
 pub mod rows;
+pub mod signing;
 mod sqlite;
 mod status;
 #[cfg(feature = "testing")]

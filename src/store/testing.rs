@@ -19,7 +19,24 @@ pub async fn submit_commands_together(
     sprint_id: &str,
     kinds: &[CommandKind],
 ) -> Result<()> {
-    store.db.submit_commands_together(sprint_id, kinds).await?;
+    let key = store.command_key().await?;
+    let macs: Vec<String> = kinds
+        .iter()
+        .map(|&kind| {
+            key.sign(&super::signing::Signed {
+                sprint_id,
+                kind,
+                text: None,
+                by: "cli",
+                seq: None,
+                created_at: 1,
+            })
+        })
+        .collect();
+    store
+        .db
+        .submit_commands_together(sprint_id, kinds, &macs)
+        .await?;
     store.db.nudge();
     Ok(())
 }
@@ -63,4 +80,29 @@ pub async fn hold_commit_open(store: &Store, c: Commit<'_>) -> Result<HeldCommit
 /// On PostgreSQL: how many sessions on the store's database wait for a lock.
 pub async fn lock_waiters(store: &Store) -> Result<i64> {
     postgres_of(store, "lock_waiters")?.lock_waiters().await
+}
+
+/// Writes a command row as something other than hanarang would (an agent with the
+/// database open): `mac` as given, `None` for none at all. Returns its id.
+pub async fn forge_command(
+    store: &Store,
+    sprint_id: &str,
+    kind: CommandKind,
+    by: &str,
+    mac: Option<&str>,
+) -> Result<i64> {
+    let id = store
+        .db
+        .submit_command(
+            sprint_id,
+            kind,
+            None,
+            by,
+            None,
+            crate::clock::now_ms(),
+            mac.unwrap_or(""),
+        )
+        .await?;
+    store.db.nudge();
+    Ok(id)
 }

@@ -228,7 +228,7 @@ async fn a_database_from_a_newer_hanarang_is_refused_naming_both_versions() {
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(
-            stderr.contains("was migrated by a newer hanarang: it has migration 20991231000000, this binary knows migrations up to 16"),
+            stderr.contains("was migrated by a newer hanarang: it has migration 20991231000000, this binary knows migrations up to 17"),
             "{args:?}: {stderr}"
         );
     }

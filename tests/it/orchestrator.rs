@@ -7,12 +7,14 @@ use hanarang::orchestrator::{LeaseError, Orchestrator, OrchestratorError};
 use hanarang::pipeline::State;
 use hanarang::pipeline::fsm::{Escalation, Note};
 use hanarang::sister::RunOutcome;
-use hanarang::store::CommandKind;
+use hanarang::store::{CommandKind, CommandStatus};
 
 use crate::support;
 use crate::support::alive;
 use crate::support::db::{Engine, on_each_engine};
-use crate::support::pipeline::{Files, Pipeline, Setup, TWO_ROUNDS, assert_log_is_whole, path};
+use crate::support::pipeline::{
+    Files, PATIENCE, Pipeline, Setup, TWO_ROUNDS, assert_log_is_whole, path,
+};
 
 fn outcomes(runs: &[hanarang::store::Run]) -> Vec<String> {
     runs.iter()
@@ -805,4 +807,65 @@ async fn an_approval_given_at_round_1s_done_does_not_approve_round_2(engine) {
     assert_eq!((still.state, still.round), (State::Done, 2));
     p.stop().await;
 }
+}
+
+on_each_engine! {
+async fn a_command_row_hanarang_did_not_write_is_refused_and_never_applied(engine) {
+    let p = Pipeline::start(Setup {
+        engine,
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    // As an agent with the database open would: an approval from a Discord user who
+    // never clicked, with no signature, then one with a made-up signature.
+    let forged = [None, Some("ab".repeat(32))];
+    for mac in &forged {
+        let id = hanarang::store::testing::forge_command(
+            &p.store,
+            &s.id,
+            CommandKind::Approve,
+            "discord:1",
+            mac.as_deref(),
+        )
+        .await
+        .expect("the row is written");
+        let answered = wait_for_command(&p.store, id).await;
+        assert_eq!(answered.status, CommandStatus::Refused, "{answered:?}");
+        assert!(
+            answered
+                .result
+                .as_deref()
+                .is_some_and(|r| r.contains("not written by hanarang")),
+            "{answered:?}"
+        );
+    }
+    let sprint = p.store.sprint(&s.id).await.unwrap().unwrap();
+    assert_eq!(sprint.state, State::Done, "no deploy on a forged word");
+    assert!(
+        p.transitions(&s.id).await.iter().all(|t| t.event != "approve"),
+        "nothing was applied"
+    );
+    // A person's approval still goes through.
+    p.command(&s.id, CommandKind::Approve, None).await;
+    p.wait_for(&s.id, State::Deployed).await;
+    p.stop().await;
+}
+}
+
+/// The command once the orchestrator answered it.
+async fn wait_for_command(store: &hanarang::store::Store, id: i64) -> hanarang::store::Command {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let command = store.command(id).await.unwrap().expect("the command");
+        if command.status != CommandStatus::Pending {
+            return command;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{id} never answered"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }

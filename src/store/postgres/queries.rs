@@ -323,9 +323,10 @@ impl Database for Db {
         by: &str,
         seq: Option<i64>,
         at: i64,
+        mac: &str,
     ) -> Result<i64> {
         Ok(sqlx::query_scalar(
-            "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq) VALUES ($1, $2, $3, $4, $5, $6)
+            "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq, mac) VALUES ($1, $2, $3, $4, $5, $6, $7)
              RETURNING id",
         )
         .bind(sprint_id)
@@ -334,8 +335,21 @@ impl Database for Db {
         .bind(by)
         .bind(at)
         .bind(seq)
+        .bind(mac)
         .fetch_one(&self.pool)
         .await?)
+    }
+
+    async fn command_key(&self, candidate: &[u8]) -> Result<Vec<u8>> {
+        sqlx::query("INSERT INTO command_key (id, key) VALUES (1, $1) ON CONFLICT (id) DO NOTHING")
+            .bind(candidate)
+            .execute(&self.pool)
+            .await?;
+        Ok(
+            sqlx::query_scalar("SELECT key FROM command_key WHERE id = 1")
+                .fetch_one(&self.pool)
+                .await?,
+        )
     }
 
     /// When shared: those for the sprints this host owns, and for the queued sprints of
@@ -572,8 +586,13 @@ impl Database for Db {
     // --- for the tests and benchmarks only ------------------------------------------------------
 
     #[cfg(feature = "testing")]
-    async fn submit_commands_together(&self, sprint_id: &str, kinds: &[CommandKind]) -> Result<()> {
-        self.insert_commands_together(sprint_id, kinds).await
+    async fn submit_commands_together(
+        &self,
+        sprint_id: &str,
+        kinds: &[CommandKind],
+        macs: &[String],
+    ) -> Result<()> {
+        self.insert_commands_together(sprint_id, kinds, macs).await
     }
 
     #[cfg(feature = "testing")]

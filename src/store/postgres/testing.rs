@@ -121,14 +121,16 @@ impl super::Db {
         &self,
         sprint_id: &str,
         kinds: &[crate::store::CommandKind],
+        macs: &[String],
     ) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        for kind in kinds {
+        for (kind, mac) in kinds.iter().zip(macs) {
             sqlx::query(
-                "INSERT INTO commands (sprint_id, kind, text, by, created_at) VALUES ($1, $2, NULL, 'cli', 1)",
+                "INSERT INTO commands (sprint_id, kind, text, by, created_at, mac) VALUES ($1, $2, NULL, 'cli', 1, $3)",
             )
             .bind(sprint_id)
             .bind(kind.as_str())
+            .bind(mac)
             .execute(&mut *tx)
             .await?;
         }

@@ -327,10 +327,11 @@ impl Database for Db {
         by: &str,
         seq: Option<i64>,
         at: i64,
+        mac: &str,
     ) -> Result<i64> {
         // Every row read: the statement (and its commit) is over when the id is handed out.
         let ids: Vec<i64> = sqlx::query_scalar(
-            "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq) VALUES (?, ?, ?, ?, ?, ?)
+            "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq, mac) VALUES (?, ?, ?, ?, ?, ?, ?)
              RETURNING id",
         )
         .bind(sprint_id)
@@ -339,11 +340,24 @@ impl Database for Db {
         .bind(by)
         .bind(at)
         .bind(seq)
+        .bind(mac)
         .fetch_all(&self.pool)
         .await?;
         ids.first()
             .copied()
             .ok_or_else(|| sqlx::Error::RowNotFound.into())
+    }
+
+    async fn command_key(&self, candidate: &[u8]) -> Result<Vec<u8>> {
+        sqlx::query("INSERT INTO command_key (id, key) VALUES (1, ?) ON CONFLICT (id) DO NOTHING")
+            .bind(candidate)
+            .execute(&self.pool)
+            .await?;
+        Ok(
+            sqlx::query_scalar("SELECT key FROM command_key WHERE id = 1")
+                .fetch_one(&self.pool)
+                .await?,
+        )
     }
 
     async fn pending_commands(&self) -> Result<Vec<Command>> {
@@ -528,8 +542,13 @@ impl Database for Db {
     // --- for the tests and benchmarks only ------------------------------------------------------
 
     #[cfg(feature = "testing")]
-    async fn submit_commands_together(&self, sprint_id: &str, kinds: &[CommandKind]) -> Result<()> {
-        self.insert_commands_together(sprint_id, kinds).await
+    async fn submit_commands_together(
+        &self,
+        sprint_id: &str,
+        kinds: &[CommandKind],
+        macs: &[String],
+    ) -> Result<()> {
+        self.insert_commands_together(sprint_id, kinds, macs).await
     }
 
     #[cfg(feature = "testing")]

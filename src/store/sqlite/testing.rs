@@ -127,14 +127,16 @@ impl super::Db {
         &self,
         sprint_id: &str,
         kinds: &[crate::store::CommandKind],
+        macs: &[String],
     ) -> Result<()> {
         let mut tx = self.begin_write().await?;
-        for kind in kinds {
+        for (kind, mac) in kinds.iter().zip(macs) {
             sqlx::query(
-                "INSERT INTO commands (sprint_id, kind, text, by, created_at) VALUES (?, ?, NULL, 'cli', 1)",
+                "INSERT INTO commands (sprint_id, kind, text, by, created_at, mac) VALUES (?, ?, NULL, 'cli', 1, ?)",
             )
             .bind(sprint_id)
             .bind(kind.as_str())
+            .bind(mac)
             .execute(&mut *tx)
             .await?;
         }

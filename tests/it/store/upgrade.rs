@@ -82,7 +82,7 @@ async fn a_sqlite_database_from_9ae7f17_is_backed_up_migrated_and_read_back() {
     std::fs::copy(fixture("9ae7f17.sqlite"), db.dir.path().join("hanarang.db")).unwrap();
     assert_eq!(
         Store::migration_status(&db.url).await.unwrap(),
-        MigrationStatus::Pending(vec![11, 12, 13, 14, 15, 16])
+        MigrationStatus::Pending(vec![11, 12, 13, 14, 15, 16, 17])
     );
 
     let store = Store::open(&db.url).await.unwrap();
@@ -107,7 +107,7 @@ async fn a_sqlite_database_from_9ae7f17_is_backed_up_migrated_and_read_back() {
     let backup = format!("sqlite://{}", backups[0].path().display());
     assert_eq!(
         Store::migration_status(&backup).await.unwrap(),
-        MigrationStatus::Pending(vec![11, 12, 13, 14, 15, 16])
+        MigrationStatus::Pending(vec![11, 12, 13, 14, 15, 16, 17])
     );
 }
 
@@ -119,7 +119,7 @@ async fn a_postgres_database_from_9ae7f17_is_migrated_and_read_back() {
         .unwrap();
     assert_eq!(
         Store::migration_status(&db.url).await.unwrap(),
-        MigrationStatus::Pending(vec![5, 6, 7, 8, 9])
+        MigrationStatus::Pending(vec![5, 6, 7, 8, 9, 10])
     );
 
     let store = Store::open(&db.url).await.unwrap();
