@@ -74,6 +74,19 @@ impl CommandStatus {
     }
 }
 
+/// A command as written: what was asked, by whom, against which transition, and its
+/// writer's proof (`store::signing`).
+#[derive(Debug, Clone, Copy)]
+pub struct NewCommand<'a> {
+    pub sprint_id: &'a str,
+    pub kind: CommandKind,
+    pub text: Option<&'a str>,
+    pub by: &'a str,
+    pub seq: Option<i64>,
+    pub at: i64,
+    pub mac: &'a str,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Command {
     pub id: i64,

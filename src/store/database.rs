@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::{
     CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, HostScope,
-    Lease, NewRun, Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage,
+    Lease, NewCommand, NewRun, Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage,
 };
 
 /// Judges whether a lease's holder is gone (a dead pid on this machine, say).
@@ -104,16 +104,7 @@ pub trait Database: Send + Sync + std::fmt::Debug {
 
     // --- commands -------------------------------------------------------------------------
 
-    async fn submit_command(
-        &self,
-        sprint_id: &str,
-        kind: CommandKind,
-        text: Option<&str>,
-        by: &str,
-        seq: Option<i64>,
-        at: i64,
-        mac: &str,
-    ) -> Result<i64>;
+    async fn submit_command(&self, command: &NewCommand<'_>) -> Result<i64>;
     /// The secret commands are signed with (`store::signing`): read, or made from
     /// `candidate` when the database has none yet (the first writer's wins).
     async fn command_key(&self, candidate: &[u8]) -> Result<Vec<u8>>;

@@ -366,11 +366,17 @@ impl Store {
             seq,
             created_at: at,
         });
+        let command = super::NewCommand {
+            sprint_id,
+            kind,
+            text,
+            by,
+            seq,
+            at,
+            mac: &mac,
+        };
         let id = self
-            .write("record a command", || {
-                self.db
-                    .submit_command(sprint_id, kind, text, by, seq, at, &mac)
-            })
+            .write("record a command", || self.db.submit_command(&command))
             .await?;
         self.db.nudge();
         Ok(id)

@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use check::CheckRecord;
-pub use command::{Command, CommandKind, CommandStatus};
+pub use command::{Command, CommandKind, CommandStatus, NewCommand};
 pub use commit::{Commit, NewRun, RunEnd};
 pub use contract::{ContractItem, contract, contract_results};
 pub use database::Database;

@@ -93,15 +93,15 @@ pub async fn forge_command(
 ) -> Result<i64> {
     let id = store
         .db
-        .submit_command(
+        .submit_command(&super::NewCommand {
             sprint_id,
             kind,
-            None,
+            text: None,
             by,
-            None,
-            crate::clock::now_ms(),
-            mac.unwrap_or(""),
-        )
+            seq: None,
+            at: crate::clock::now_ms(),
+            mac: mac.unwrap_or(""),
+        })
         .await?;
     store.db.nudge();
     Ok(id)

@@ -14,7 +14,8 @@ use crate::store::rows::{KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
 use crate::store::status::SprintSpendRaw;
 use crate::store::{
     CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, HostScope,
-    Lease, NewRun, Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage, sprint_branch,
+    Lease, NewCommand, NewRun, Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage,
+    sprint_branch,
 };
 
 /// The heads of the project queues whose pipeline lock is free; see SQLite's, which this
@@ -315,27 +316,18 @@ impl Database for Db {
 
     // --- commands -------------------------------------------------------------------------
 
-    async fn submit_command(
-        &self,
-        sprint_id: &str,
-        kind: CommandKind,
-        text: Option<&str>,
-        by: &str,
-        seq: Option<i64>,
-        at: i64,
-        mac: &str,
-    ) -> Result<i64> {
+    async fn submit_command(&self, c: &NewCommand<'_>) -> Result<i64> {
         Ok(sqlx::query_scalar(
             "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq, mac) VALUES ($1, $2, $3, $4, $5, $6, $7)
              RETURNING id",
         )
-        .bind(sprint_id)
-        .bind(kind.as_str())
-        .bind(text)
-        .bind(by)
-        .bind(at)
-        .bind(seq)
-        .bind(mac)
+        .bind(c.sprint_id)
+        .bind(c.kind.as_str())
+        .bind(c.text)
+        .bind(c.by)
+        .bind(c.at)
+        .bind(c.seq)
+        .bind(c.mac)
         .fetch_one(&self.pool)
         .await?)
     }

@@ -11,8 +11,9 @@ use crate::store::command::CommandRaw;
 use crate::store::database::{Database, IsGone};
 use crate::store::rows::{KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
 use crate::store::{
-    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostScope, Lease, NewRun,
-    Result, Run, RunEnd, Spend, Sprint, StoreError, TransitionRecord, Usage, sprint_branch,
+    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostScope, Lease,
+    NewCommand, NewRun, Result, Run, RunEnd, Spend, Sprint, StoreError, TransitionRecord, Usage,
+    sprint_branch,
 };
 
 /// The heads of the project queues whose pipeline lock is free. The lock holders are
@@ -319,28 +320,19 @@ impl Database for Db {
 
     // --- commands -------------------------------------------------------------------------
 
-    async fn submit_command(
-        &self,
-        sprint_id: &str,
-        kind: CommandKind,
-        text: Option<&str>,
-        by: &str,
-        seq: Option<i64>,
-        at: i64,
-        mac: &str,
-    ) -> Result<i64> {
+    async fn submit_command(&self, c: &NewCommand<'_>) -> Result<i64> {
         // Every row read: the statement (and its commit) is over when the id is handed out.
         let ids: Vec<i64> = sqlx::query_scalar(
             "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq, mac) VALUES (?, ?, ?, ?, ?, ?, ?)
              RETURNING id",
         )
-        .bind(sprint_id)
-        .bind(kind.as_str())
-        .bind(text)
-        .bind(by)
-        .bind(at)
-        .bind(seq)
-        .bind(mac)
+        .bind(c.sprint_id)
+        .bind(c.kind.as_str())
+        .bind(c.text)
+        .bind(c.by)
+        .bind(c.at)
+        .bind(c.seq)
+        .bind(c.mac)
         .fetch_all(&self.pool)
         .await?;
         ids.first()
