@@ -338,8 +338,21 @@ impl Data {
         .await
         {
             Ok(Answer::Applied(what)) => what,
-            Ok(Answer::Refused(why)) if ko => format!("거절됨: {why}"),
-            Ok(Answer::Refused(why)) => format!("Refused: {why}"),
+            Ok(Answer::Refused(why)) => {
+                // A card's button refused: point to the card that stands now, if any.
+                let current = match seq {
+                    Some(_) => self.current_card(sprint_id).await,
+                    None => None,
+                };
+                let current = current.map_or(String::new(), |link| match ko {
+                    true => format!("\n지금 카드: {link}"),
+                    false => format!("\nThe current card: {link}"),
+                });
+                match ko {
+                    true => format!("거절됨: {why}{current}"),
+                    false => format!("Refused: {why}{current}"),
+                }
+            }
             Ok(Answer::Queued(n) | Answer::Unanswered(n)) if ko => {
                 format!("명령 #{n} 기록됨: 오케스트레이터가 곧 적용해요")
             }
@@ -351,6 +364,24 @@ impl Data {
                 "the database could not take the command; see the orchestrator's log".into()
             }
         }
+    }
+}
+
+impl Data {
+    /// A link to the sprint's `done` card that stands now (its buttons answer for the
+    /// state it is in), when it waits in `done`.
+    async fn current_card(&self, sprint_id: &str) -> Option<String> {
+        let store = &self.handle.store;
+        let sprint = store.sprint(sprint_id).await.ok()??;
+        if sprint.state != crate::pipeline::State::Done {
+            return None;
+        }
+        let post = store.forum_post(sprint_id).await.ok()??;
+        let card = post.done_message_id?;
+        Some(format!(
+            "https://discord.com/channels/{}/{}/{card}",
+            self.discord.guild_id.0, post.thread_id
+        ))
     }
 }
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{
-    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, HostScope,
-    Lease, NewCommand, NewRun, Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage,
+    CheckRecord, Command, CommandStatus, Commit, ForumPost, HostRecord, HostScope, Lease,
+    NewCommand, NewRun, Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage,
 };
 
 /// Judges whether a lease's holder is gone (a dead pid on this machine, say).
@@ -167,7 +167,7 @@ pub trait Database: Send + Sync + std::fmt::Debug {
     async fn submit_commands_together(
         &self,
         sprint_id: &str,
-        kinds: &[CommandKind],
+        kinds: &[crate::store::CommandKind],
         macs: &[String],
     ) -> Result<()>;
     #[cfg(feature = "testing")]

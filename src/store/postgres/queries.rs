@@ -13,9 +13,8 @@ use crate::store::database::{Database, IsGone};
 use crate::store::rows::{KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
 use crate::store::status::SprintSpendRaw;
 use crate::store::{
-    CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, HostScope,
-    Lease, NewCommand, NewRun, Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage,
-    sprint_branch,
+    CheckRecord, Command, CommandStatus, Commit, ForumPost, HostRecord, HostScope, Lease,
+    NewCommand, NewRun, Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage, sprint_branch,
 };
 
 /// The heads of the project queues whose pipeline lock is free; see SQLite's, which this
@@ -581,7 +580,7 @@ impl Database for Db {
     async fn submit_commands_together(
         &self,
         sprint_id: &str,
-        kinds: &[CommandKind],
+        kinds: &[crate::store::CommandKind],
         macs: &[String],
     ) -> Result<()> {
         self.insert_commands_together(sprint_id, kinds, macs).await

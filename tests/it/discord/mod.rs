@@ -356,7 +356,16 @@ async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
 
     let again = p.wait_for(&s.id, State::Done).await;
     assert_eq!(again.round, 2);
-    // Round 1's card, clicked now (a stale card whose edit failed): it approves nothing.
+    // Round 1's card, clicked now (a stale card whose edit failed): it approves nothing,
+    // and the refusal points to round 2's card.
+    let cards = |f: &FakeDiscord| {
+        line_messages(f)
+            .into_iter()
+            .filter(|m| m.content.ends_with("배포 승인해주세요"))
+            .collect::<Vec<_>>()
+    };
+    assert!(fake.wait_until(PATIENCE, |f| cards(f).len() == 2).await);
+    let current = cards(&fake).pop().expect("round 2's card");
     let stale = click_approve(&fake, APPROVER, &done, 2).await;
     let said = stale[1].content().unwrap_or_default().to_string();
     assert!(stale[1].is_ephemeral());
@@ -364,6 +373,13 @@ async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
         said.contains("SPRINT-001 moved on since: it is now in round 2's done"),
         "{said}"
     );
+    let link = format!(
+        "지금 카드: https://discord.com/channels/{}/{}/{}",
+        fake.config().guild_id,
+        current.channel_id,
+        current.id
+    );
+    assert!(said.contains(&link), "{said}");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let still = p.store.sprint(&s.id).await.unwrap().unwrap();
     assert_eq!((still.state, still.round), (State::Done, 2));
