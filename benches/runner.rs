@@ -122,6 +122,7 @@ fn request(dir: &TempDir, sister: &Sister) -> RunRequest {
         token_env: "DISCORD_TOKEN".into(),
         role_text: None,
         check: None,
+        fence: None,
     }
 }
 

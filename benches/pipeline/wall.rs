@@ -289,6 +289,7 @@ fn reference_costs(
             token_env: "DISCORD_TOKEN".into(),
             role_text: None,
             check: None,
+            fence: None,
         };
         let mut time_runner = || {
             let t = Instant::now();

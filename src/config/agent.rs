@@ -40,6 +40,15 @@ pub struct AgentConfig {
     /// The args that continue a recorded session (`{session}`), for a retry of the stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_args: Option<Vec<String>>,
+    /// Where a confined sister may write besides its workdir, its artifact folder and the
+    /// temporary folder: the CLI's own state (`~/.claude`). `~/` is the user's home; a
+    /// relative path starts at the config file's folder.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable: Vec<String>,
+    /// `"required"`: no sister starts unconfined (`SPEC.md` §15); `"auto"`: confined where
+    /// the kernel has Landlock.
+    #[serde(default)]
+    pub confine: Confine,
     #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
     pub harang: SisterConfig,
     #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
@@ -66,6 +75,8 @@ impl Default for AgentConfig {
             pause_default: default_pause(),
             session_pointer: None,
             resume_args: None,
+            writable: Vec::new(),
+            confine: Confine::default(),
             harang: SisterConfig::default(),
             narang: SisterConfig::default(),
             darang: SisterConfig::default(),
@@ -104,6 +115,17 @@ pub(super) fn default_kill_grace() -> Dur {
 
 pub(super) fn default_pause() -> Dur {
     Dur(Duration::from_secs(30 * 60))
+}
+
+/// Whether sisters may run unconfined where Landlock is missing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confine {
+    /// Confined where the kernel has Landlock; elsewhere `serve` warns at start.
+    #[default]
+    Auto,
+    /// No sister (or check) starts without confinement.
+    Required,
 }
 
 /// One usage-limit message: a regular expression over the captured output. A named group
@@ -158,6 +180,9 @@ pub struct SisterConfig {
     pub session_pointer: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_args: Option<Vec<String>>,
+    /// Replaces `[agent].writable` for this sister.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writable: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Dur>,
     /// `[agent.darang.reviewers.NAME]`: reviewers of one round that run in parallel, each
@@ -224,6 +249,7 @@ impl SisterConfig {
                 .resume_args
                 .clone()
                 .or_else(|| under.resume_args.clone()),
+            writable: self.writable.clone().or_else(|| under.writable.clone()),
             timeout: self.timeout.or(under.timeout),
             reviewers: BTreeMap::new(),
         }
@@ -249,6 +275,8 @@ pub struct SisterSpec {
     pub session_pointer: Option<String>,
     /// The args that continue session `{session}`; `None`: every run starts afresh.
     pub resume_args: Option<Vec<String>>,
+    /// Where it may write besides its workdir, artifact folder and the temporary folder.
+    pub writable: Vec<String>,
     pub timeout: Duration,
     /// The reviewer this is (`HANARANG_REVIEWER`, `{reviewer}`), when darang has several.
     pub reviewer: Option<String>,
@@ -324,6 +352,10 @@ impl AgentConfig {
                 .clone()
                 .or_else(|| self.session_pointer.clone()),
             resume_args: own.resume_args.clone().or_else(|| self.resume_args.clone()),
+            writable: own
+                .writable
+                .clone()
+                .unwrap_or_else(|| self.writable.clone()),
             timeout: own.timeout.map_or_else(|| default_timeout(actor), |d| d.0),
             reviewer: reviewer.map(str::to_string),
         }

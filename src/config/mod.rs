@@ -53,6 +53,9 @@ pub struct Config {
     /// The presets named in `[agent]` and its tables, as expanded (`config::preset`).
     #[serde(skip)]
     pub presets: preset::Presets,
+    /// The file it was read from (kept from sisters, `SPEC.md` §15).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
 /// One thing wrong with the config, with the dotted key it is about.
@@ -170,7 +173,11 @@ impl Config {
         // started, finds the same database, programs and workdirs.
         let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         let base = absolute.parent().unwrap_or(Path::new("/"));
-        Config::parse(&text, base).map_err(|e| match e {
+        let parsed = Config::parse(&text, base).map(|mut c| {
+            c.source = Some(absolute.clone());
+            c
+        });
+        parsed.map_err(|e| match e {
             ParseError::Syntax(message) => ConfigError::Syntax {
                 path: path.to_path_buf(),
                 message,

@@ -279,6 +279,11 @@ impl Orchestrator {
                 .map(|a| a.replace(&format!("{{{}}}", crate::placeholder::SESSION), session))
                 .collect();
         }
+        let fence = self.fence(
+            std::path::Path::new(&contract.artifact_dir),
+            &workdir,
+            &spec.writable,
+        );
         let request = RunRequest {
             spec,
             contract,
@@ -287,6 +292,7 @@ impl Orchestrator {
             token_env: self.config.token_env().to_string(),
             role_text: texts.role_text,
             check: super::check::for_run(project, actor),
+            fence: Some(fence),
         };
         let mut composed = Composed {
             request,
@@ -302,6 +308,60 @@ impl Orchestrator {
         runs.push(Run::started(&composed.record()));
         composed.runs = runs;
         Some(composed)
+    }
+}
+
+impl Orchestrator {
+    /// What a run may touch (`SPEC.md` §15): not the database's files, the config file or
+    /// the runs folder (its own artifact folder excepted); written, only its workdir, its
+    /// artifact folder, the temporary folder, `/dev` and the sister's `writable`.
+    pub(super) fn fence(
+        &self,
+        artifact_dir: &std::path::Path,
+        workdir: &std::path::Path,
+        writable: &[String],
+    ) -> sister::fence::Fence {
+        let mut protected: Vec<std::path::PathBuf> = Vec::new();
+        if let Some(db) = crate::store::database_path(&self.config.database.url) {
+            let db = std::path::absolute(&db).unwrap_or(db);
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut name = db.clone().into_os_string();
+                name.push(suffix);
+                protected.push(name.into());
+            }
+        }
+        protected.extend(self.config.source.clone());
+        protected.push(self.store.runs_dir().to_path_buf());
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let base = self
+            .config
+            .source
+            .as_deref()
+            .and_then(std::path::Path::parent)
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
+        let own = writable.iter().filter_map(|w| match w.strip_prefix("~/") {
+            Some(rest) => home.as_ref().map(|h| h.join(rest)),
+            None if w == "~" => home.clone(),
+            None => Some(base.join(w)),
+        });
+        let writable = [
+            workdir.to_path_buf(),
+            artifact_dir.to_path_buf(),
+            std::env::temp_dir(),
+            std::path::PathBuf::from("/dev"),
+        ]
+        .into_iter()
+        .chain(own)
+        .collect();
+        sister::fence::Fence {
+            plan: sister::fence::Plan {
+                protected,
+                readable: Vec::new(),
+                writable,
+            },
+            required: self.config.agent.confine == crate::config::Confine::Required,
+        }
     }
 }
 

@@ -194,6 +194,12 @@ async fn run(req: &RunRequest, check: &Check, stop: &mut Stopper) -> CheckReport
         .stderr(Stdio::from(err_end))
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(fence) = &req.fence
+        && let Err(why) = fence.apply(&mut command, std::slice::from_ref(&req.contract_path))
+    {
+        done.end = CheckEnd::Unstarted(why);
+        return done;
+    }
     let spawned = command.spawn();
     // Our copies of the pipe's write end go with the command: the output ends when the
     // check's processes are gone.

@@ -11,6 +11,7 @@ pub mod branch;
 pub mod check;
 pub mod contract;
 pub mod facts;
+pub mod fence;
 mod git;
 pub mod process;
 mod prompt;
@@ -83,6 +84,8 @@ pub struct RunRequest {
     pub role_text: Option<String>,
     /// The project's check, run after narang's `IMPL_DONE` holds (narang's runs only).
     pub check: Option<Check>,
+    /// What the sister (and the check) may touch (`SPEC.md` §15); `None`: unconfined.
+    pub fence: Option<fence::Fence>,
 }
 
 /// How a run ended, with what the user needs to know.

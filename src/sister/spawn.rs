@@ -94,6 +94,16 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, Box<RunReport>> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(fence) = &req.fence {
+        let own = [contract_file.as_str(), &schemas.file, &schemas.openai_file]
+            .into_iter()
+            .filter(|f| !f.is_empty())
+            .map(std::path::PathBuf::from)
+            .collect::<Vec<_>>();
+        if let Err(why) = fence.apply(&mut command, &own) {
+            return Err(Box::new(RunReport::early(RunOutcome::SpawnFailed, why)));
+        }
+    }
     Ok(Prepared { command, prompt })
 }
 

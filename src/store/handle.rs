@@ -158,6 +158,11 @@ impl Store {
     /// Where the contract file of a sprint's runs is written: one file per sprint,
     /// rewritten in place for each of its runs (they run one at a time); creating a file
     /// per run is the slow part of a spawn on some file systems.
+    /// The folder of the runs' contract files and artifact folders.
+    pub fn runs_dir(&self) -> &std::path::Path {
+        &self.runs_dir
+    }
+
     pub fn contract_path(&self, sprint_id: &str) -> PathBuf {
         self.runs_dir.join(format!("{sprint_id}.contract.json"))
     }

@@ -869,3 +869,49 @@ async fn wait_for_command(store: &hanarang::store::Store, id: i64) -> hanarang::
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_confined_sister_cannot_touch_the_database_the_config_or_other_runs() {
+    if hanarang::sister::fence::available().is_err() {
+        eprintln!("no Landlock on this kernel: nothing to test");
+        return;
+    }
+    let files = Files::new(&Setup {
+        darang: "attack",
+        ..Setup::default()
+    });
+    let db = files.dir.path().join("hanarang.db");
+    files.append_config(&format!(
+        "[agent.darang.env]\nATTACK_DB = {:?}\nATTACK_CONFIG = {:?}\nATTACK_BIN = {:?}\n",
+        db.display().to_string(),
+        files.config_path.display().to_string(),
+        env!("CARGO_BIN_EXE_hanarang"),
+    ));
+    let p = Pipeline::start_with(files).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    let log =
+        std::fs::read_to_string(p.files.state_dir.join("attack.log")).expect("the attack's log");
+    let tried: Vec<&str> = log.lines().collect();
+    assert_eq!(
+        tried,
+        [
+            "write-db:denied",
+            "read-db:denied",
+            "read-config:denied",
+            "write-other-run:denied",
+            "approve:denied",
+            "approve-from-env:denied",
+        ],
+        "{log}"
+    );
+    // Nothing it tried reached the database: the sprint waits for a person.
+    let commands = p.store.commands_of(&s.id).await.unwrap();
+    assert!(commands.is_empty(), "{commands:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        p.store.sprint(&s.id).await.unwrap().unwrap().state,
+        State::Done
+    );
+    p.stop().await;
+}

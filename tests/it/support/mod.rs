@@ -118,6 +118,7 @@ impl Fixture {
             token_env: "DISCORD_TOKEN".into(),
             role_text: None,
             check: None,
+            fence: None,
         };
         Fixture { dir, request }
     }

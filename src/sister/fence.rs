@@ -1,0 +1,206 @@
+//! Sisters fenced from the orchestrator (`SPEC.md` §15), with Linux Landlock: a sister (and
+//! the project's check) may read everything but hanarang's database, its config file and
+//! the runs folder (its own contract and schema files excepted), and may write only in
+//! the project's workdir, its own artifact folder, the system's temporary folder and
+//! `[agent] writable` — in each of these, again, nothing of hanarang's.
+//!
+//! Landlock only grants: "everything but these" is granted as the entries beside each
+//! protected path, level by level down from the root (a file made later beside the
+//! database is not granted). The ruleset is built in the parent; the child only enters
+//! it, between fork and exec.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
+};
+
+/// The newest Landlock ABI the rules are written for.
+const TARGET: ABI = ABI::V5;
+
+/// What a run may and may not touch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Neither read nor written: the database files, the config file, the runs folder.
+    pub protected: Vec<PathBuf>,
+    /// Read though under a protected path: the run's contract and schema files.
+    pub readable: Vec<PathBuf>,
+    /// Written (and read): the workdir, the run's artifact folder, the temporary folder,
+    /// `[agent] writable`.
+    pub writable: Vec<PathBuf>,
+}
+
+/// A run's fence: its plan, and whether it may run without one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fence {
+    pub plan: Plan,
+    /// `[agent] confine = "required"`: no start without Landlock.
+    pub required: bool,
+}
+
+impl Fence {
+    /// Readies `command` to enter the fence before it runs its program, with `more`
+    /// readable files (the contract's). `Err`: it may not start (confinement is required
+    /// and not to be had); unconfined where Landlock is missing and it is not required.
+    pub fn apply(
+        &self,
+        command: &mut tokio::process::Command,
+        more: &[PathBuf],
+    ) -> Result<(), String> {
+        let mut plan = self.plan.clone();
+        plan.readable.extend(more.iter().cloned());
+        let rules = match available().and_then(|_| ruleset(&plan)) {
+            Ok(rules) => rules,
+            Err(why) if self.required => {
+                return Err(format!(
+                    "confinement is required ([agent] confine = \"required\") and cannot be had: {why}"
+                ));
+            }
+            Err(_) => return Ok(()),
+        };
+        // SAFETY: `enter` makes two system calls and allocates nothing, as the time
+        // between fork and exec requires.
+        unsafe {
+            command.pre_exec(move || enter(&rules));
+        }
+        Ok(())
+    }
+}
+
+/// The kernel's Landlock ABI version, or why there is none.
+pub fn available() -> Result<i32, String> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_long = 1;
+    // SAFETY: the documented version query: no attribute, no size, a flag; no memory is
+    // touched.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if v >= 1 {
+        return Ok(i32::try_from(v).unwrap_or(i32::MAX));
+    }
+    Err(match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::ENOSYS) => "this kernel has no Landlock (not built in)".into(),
+        Some(libc::EOPNOTSUPP) => {
+            "Landlock is built into this kernel but not enabled (the `lsm=` boot parameter)".into()
+        }
+        _ => format!(
+            "Landlock could not be queried: {}",
+            std::io::Error::last_os_error()
+        ),
+    })
+}
+
+/// The rules of `plan`, as a Landlock ruleset the child enters (`enter`).
+pub fn ruleset(plan: &Plan) -> Result<OwnedFd, String> {
+    let read = AccessFs::from_read(TARGET);
+    let all = AccessFs::from_all(TARGET);
+    let mut grants = Vec::new();
+    grant_except(Path::new("/"), read, &plan.protected, &mut grants);
+    for root in &plan.writable {
+        grant_except(root, all, &plan.protected, &mut grants);
+    }
+    for file in &plan.readable {
+        if file.exists() {
+            grants.push((file.clone(), read));
+        }
+    }
+    let failed = |e: &dyn std::fmt::Display| format!("the Landlock ruleset: {e}");
+    let mut rules = Ruleset::default()
+        .handle_access(all)
+        .map_err(|e| failed(&e))?
+        .create()
+        .map_err(|e| failed(&e))?;
+    for (path, access) in grants {
+        // A path gone meanwhile is simply not granted.
+        let Ok(fd) = PathFd::new(&path) else { continue };
+        let access = if path.is_dir() {
+            access
+        } else {
+            access & AccessFs::from_file(TARGET)
+        };
+        rules = rules
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| format!("the Landlock rule for {}: {e}", path.display()))?;
+    }
+    Option::<OwnedFd>::from(rules).ok_or_else(|| "this kernel has no Landlock".to_string())
+}
+
+/// Grants `access` on `root` and everything under it, except the protected paths: where
+/// a protected path lies beneath, each entry beside it is granted instead (symbolic links
+/// are not followed; what they point to has rules of its own).
+fn grant_except(
+    root: &Path,
+    access: BitFlags<AccessFs>,
+    protected: &[PathBuf],
+    grants: &mut Vec<(PathBuf, BitFlags<AccessFs>)>,
+) {
+    if protected.iter().any(|p| p == root) {
+        return;
+    }
+    if !protected.iter().any(|p| p.starts_with(root)) {
+        if root.exists() {
+            grants.push((root.to_path_buf(), access));
+        }
+        return;
+    }
+    // A folder on the way to a protected path: it may be listed, and what is beside the
+    // way is granted.
+    grants.push((root.to_path_buf(), access & AccessFs::ReadDir));
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            continue;
+        }
+        grant_except(&entry.path(), access, protected, grants);
+    }
+}
+
+/// In the child, between fork and exec: no new privileges, then the ruleset. Only system
+/// calls: nothing here allocates.
+pub fn enter(ruleset: &OwnedFd) -> std::io::Result<()> {
+    // SAFETY: prctl and landlock_restrict_self take plain integers.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_beside_a_protected_path_is_granted_and_it_is_not() {
+        let dir = std::env::temp_dir().join(format!("hanarang-fence-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("runs/R01")).unwrap();
+        std::fs::write(dir.join("hanarang.db"), "db").unwrap();
+        std::fs::write(dir.join("notes.md"), "notes").unwrap();
+        let protected = vec![dir.join("hanarang.db"), dir.join("runs")];
+        let mut grants = Vec::new();
+        grant_except(&dir, AccessFs::from_all(TARGET), &protected, &mut grants);
+        let paths: Vec<&Path> = grants.iter().map(|(p, _)| p.as_path()).collect();
+        assert!(paths.contains(&dir.join("notes.md").as_path()));
+        assert!(!paths.iter().any(|p| p.starts_with(dir.join("runs"))));
+        assert!(!paths.contains(&dir.join("hanarang.db").as_path()));
+        let (_, on_dir) = grants.iter().find(|(p, _)| *p == dir).unwrap();
+        assert_eq!(
+            *on_dir,
+            BitFlags::from(AccessFs::ReadDir),
+            "the folder is only listed"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
