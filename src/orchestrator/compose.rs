@@ -340,16 +340,29 @@ impl Orchestrator {
             .and_then(std::path::Path::parent)
             .map(std::path::Path::to_path_buf)
             .unwrap_or_default();
-        let own = writable.iter().filter_map(|w| match w.strip_prefix("~/") {
-            Some(rest) => home.as_ref().map(|h| h.join(rest)),
-            None if w == "~" => home.clone(),
-            None => Some(base.join(w)),
+        let own = writable.iter().filter_map(|w| {
+            let path = match w.strip_prefix("~/") {
+                Some(rest) => home.as_ref().map(|h| h.join(rest))?,
+                None if w == "~" => home.clone()?,
+                None => base.join(w),
+            };
+            // A folder (named with a trailing "/") the CLI makes on its first run is made
+            // now: the fence grants only what exists.
+            if w.ends_with('/') && !path.exists() {
+                let _ = std::fs::create_dir_all(&path);
+            }
+            Some(path)
         });
         let writable = [
             workdir.to_path_buf(),
             artifact_dir.to_path_buf(),
             std::env::temp_dir(),
+            // SQLite's own temporary files go here before /tmp when TMPDIR is unset.
+            std::path::PathBuf::from("/var/tmp"),
+            // Devices (/dev/null, a pty) and the process's own files (a CLI's sandbox
+            // writes its uid_map); another process's are Landlock's to refuse (ptrace).
             std::path::PathBuf::from("/dev"),
+            std::path::PathBuf::from("/proc"),
         ]
         .into_iter()
         .chain(own)

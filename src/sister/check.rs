@@ -195,7 +195,11 @@ async fn run(req: &RunRequest, check: &Check, stop: &mut Stopper) -> CheckReport
         .process_group(0)
         .kill_on_drop(true);
     if let Some(fence) = &req.fence
-        && let Err(why) = fence.apply(&mut command, std::slice::from_ref(&req.contract_path))
+        && let Err(why) = fence.apply(
+            &mut command,
+            std::slice::from_ref(&req.contract_path),
+            &req.contract.run_id,
+        )
     {
         done.end = CheckEnd::Unstarted(why);
         return done;

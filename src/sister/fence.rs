@@ -47,9 +47,24 @@ impl Fence {
         &self,
         command: &mut tokio::process::Command,
         more: &[PathBuf],
+        run_id: &str,
     ) -> Result<(), String> {
         let mut plan = self.plan.clone();
         plan.readable.extend(more.iter().cloned());
+        // Where the system's temporary folder holds hanarang's files (its database under
+        // /tmp), only what is beside them is granted and no new file can go in it: the run
+        // gets a folder of its own there, made before the rules are, as its TMPDIR.
+        let system = std::env::temp_dir();
+        let tmp = private_tmp(run_id);
+        if self.plan.protected.iter().any(|p| p.starts_with(&system))
+            && std::fs::create_dir_all(&tmp).is_ok()
+        {
+            command
+                .env("TMPDIR", &tmp)
+                .env("TMP", &tmp)
+                .env("TEMP", &tmp);
+            plan.writable.push(tmp);
+        }
         let rules = match available().and_then(|_| ruleset(&plan)) {
             Ok(rules) => rules,
             Err(why) if self.required => {
@@ -66,6 +81,11 @@ impl Fence {
         }
         Ok(())
     }
+}
+
+/// A run's own temporary folder (`TMPDIR`), removed when the run is over.
+pub fn private_tmp(run_id: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("hanarang-{run_id}.tmp"))
 }
 
 /// The kernel's Landlock ABI version, or why there is none.

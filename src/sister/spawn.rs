@@ -100,7 +100,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, Box<RunReport>> {
             .filter(|f| !f.is_empty())
             .map(std::path::PathBuf::from)
             .collect::<Vec<_>>();
-        if let Err(why) = fence.apply(&mut command, &own) {
+        if let Err(why) = fence.apply(&mut command, &own, &c.run_id) {
             return Err(Box::new(RunReport::early(RunOutcome::SpawnFailed, why)));
         }
     }

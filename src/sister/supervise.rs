@@ -26,6 +26,9 @@ pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunCont
     {
         super::check::run_and_judge(req, check, &mut stop, &mut report).await;
     }
+    if req.fence.is_some() {
+        let _ = std::fs::remove_dir_all(super::fence::private_tmp(&req.contract.run_id));
+    }
     report
 }
 

@@ -510,7 +510,7 @@ fn config_check_and_doctor_say_who_may_start_and_who_may_approve() {
 #[test]
 fn a_preset_fills_what_its_table_leaves_unset_and_sister_tables_keep_their_own() {
     // The Codex preset over a config that already has per-sister tables (the example's
-    // timeouts): no duplicate key, narang gets the preset's narang args and keeps its timeout.
+    // timeouts): no duplicate key, narang gets the preset and keeps its timeout.
     let c = Config::parse(
         "[agent]\npreset = \"codex\"\n[agent.narang]\ntimeout = \"3h\"\n[agent.erang]\nargs = [\"exec\", \"-\"]\n[agent.darang]\npreset = \"claude-code\"\noutput_pointer = \"/result\"\n",
         Path::new("."),
@@ -519,7 +519,7 @@ fn a_preset_fills_what_its_table_leaves_unset_and_sister_tables_keep_their_own()
     let narang = c.agent.spec(Actor::Narang);
     assert_eq!(narang.program, "codex");
     assert!(
-        narang.args.join(" ").contains("writable_roots"),
+        narang.args.join(" ").contains("--output-schema"),
         "{:?}",
         narang.args
     );

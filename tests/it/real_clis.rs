@@ -83,7 +83,10 @@ impl Bench {
 
     /// A bench whose `[agent]` table has `extra` keys beside its preset.
     fn with(preset_name: &str, extra: &str, cli: &str, model: &FakeModel) -> Bench {
-        let dir = TempDir::new(&format!("real-{cli}"));
+        let dir = TempDir::new_in(
+            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
+            &format!("real-{cli}"),
+        );
         let workdir = dir.path().join("app");
         std::fs::create_dir_all(&workdir).expect("workdir");
         git(&workdir, &["init", "-q", "-b", "main"]);
@@ -94,6 +97,14 @@ impl Bench {
         git(&workdir, &["commit", "-q", "-m", "initial"]);
 
         let config = dir.path().join("config.toml");
+        // Codex keeps its state where CODEX_HOME says (below): the fence lets it write there.
+        let extra = match cli {
+            "codex" => format!(
+                "{extra}writable = [{:?}]\n",
+                dir.path().join("codex-home").display().to_string()
+            ),
+            _ => extra.to_string(),
+        };
         let toml = format!(
             "[database]\nurl = \"sqlite://hanarang.db\"\n\n[pipeline]\nlocale = \"en\"\n\n{}{extra}\n\n[projects.app]\nworkdir = \"app\"\n",
             preset(preset_name)
