@@ -31,7 +31,7 @@ fn text(bytes: &[u8]) -> String {
 
 #[test]
 fn sprint_start_prints_an_id_only_for_a_sprint_the_disk_kept() {
-    let Some(disk) = SmallDisk::mount("full-start", 600) else {
+    let Some(disk) = SmallDisk::mount("full-start", 1024) else {
         return;
     };
     let dir = TempDir::new("full-start");
