@@ -18,6 +18,16 @@ pub async fn open_store(config: &Config) -> Result<Store, Exit> {
 }
 
 pub async fn start_orchestrator(config: Arc<Config>, store: Store) -> Result<Orchestrator, Exit> {
+    // Said once, before any sister starts (`SPEC.md` §15).
+    let required = config.agent.confine == crate::config::Confine::Required;
+    match crate::sister::fence::at_start(required) {
+        Ok(None) => {}
+        Ok(Some(warning)) => tracing::warn!("{warning}"),
+        Err(e) => {
+            errln!("hanarang: {e}");
+            return Err(Exit::Usage);
+        }
+    }
     Orchestrator::start(config, store).await.map_err(|e| {
         errln!("hanarang: {e}");
         Exit::Failure

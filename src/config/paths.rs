@@ -95,6 +95,72 @@ pub fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
+/// What of a PostgreSQL database a sister must not reach (`SPEC.md` §15), as hanarang
+/// itself finds it (sqlx reads the URL, then `PG*` variables, then the password file).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PostgresReach {
+    /// The password: in the URL (`user:pw@` or `password=`), else `$PGPASSWORD`.
+    pub password: Option<String>,
+    /// The password file: `$PGPASSFILE`, else `~/.pgpass`.
+    pub passfile: Option<PathBuf>,
+    /// The server's TCP port; `None` when it is reached through a Unix socket.
+    pub tcp_port: Option<u16>,
+}
+
+/// `None` for a database that is not PostgreSQL.
+pub fn postgres_reach(url: &str) -> Option<PostgresReach> {
+    if !is_postgres_url(url) {
+        return None;
+    }
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let parsed = url::Url::parse(url).ok();
+    let param = |key: &str| {
+        parsed.as_ref().and_then(|u| {
+            u.query_pairs()
+                .find(|(k, _)| k.eq_ignore_ascii_case(key))
+                .map(|(_, v)| v.into_owned())
+        })
+    };
+    let password = parsed
+        .as_ref()
+        .and_then(|u| u.password())
+        .map(|p| {
+            percent_encoding::percent_decode_str(p)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+        .or_else(|| param("password"))
+        .or_else(|| var("PGPASSWORD"))
+        .filter(|p| !p.is_empty());
+    let passfile = var("PGPASSFILE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pgpass")));
+    let host = param("host")
+        .or_else(|| {
+            parsed
+                .as_ref()
+                .and_then(|u| u.host_str())
+                .map(str::to_string)
+        })
+        .filter(|h| !h.is_empty())
+        .or_else(|| var("PGHOST"))
+        .unwrap_or_default();
+    let port = parsed
+        .as_ref()
+        .and_then(|u| u.port())
+        .or_else(|| param("port").and_then(|p| p.parse().ok()))
+        .or_else(|| var("PGPORT").and_then(|p| p.parse().ok()))
+        .unwrap_or(5432);
+    // A host that is a folder (or "%2F…", decoded) is the server's Unix socket.
+    let tcp_port =
+        (!host.starts_with('/') && !host.to_ascii_lowercase().starts_with("%2f")).then_some(port);
+    Some(PostgresReach {
+        password,
+        passfile,
+        tcp_port,
+    })
+}
+
 /// `url` without its password, for messages and logs: `postgres://user:secret@host/db`
 /// is shown as `postgres://user:***@host/db`, and a `password=` parameter as
 /// `password=***`.

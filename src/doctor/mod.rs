@@ -97,6 +97,7 @@ pub async fn run(explicit: Option<&Path>) -> Vec<Check> {
     };
     checks.push(database(&config).await);
     checks.extend(programs(&config));
+    checks.push(confinement(&config));
     checks.extend(projects(&config));
     if let Some(discord) = &config.discord {
         checks.extend(discord::checks(discord).await);
@@ -194,6 +195,58 @@ async fn postgres_database(url: &str) -> Check {
             "back it up (pg_dump), then start `hanarang serve` once: it migrates it",
         ),
         Err(e) => Check::fail(name, e.to_string(), "check database.url"),
+    }
+}
+
+/// Whether sisters run fenced from hanarang (`SPEC.md` §15).
+fn confinement(config: &Config) -> Check {
+    const NAME: &str = "confinement";
+    let required = config.agent.confine == config::Confine::Required;
+    let abi = match crate::sister::fence::available() {
+        Ok(abi) => abi,
+        Err(why) if required => {
+            return Check::fail(
+                NAME,
+                format!("agent.confine = \"required\", and sisters cannot be confined: {why}"),
+                "run hanarang on a kernel with Landlock (Linux 5.13+, `landlock` in the `lsm=` boot parameter), or set agent.confine = \"auto\" and accept what README's Security section says",
+            );
+        }
+        Err(why) => {
+            return Check::warn(
+                NAME,
+                format!(
+                    "sisters and checks will run unconfined: they can read and write hanarang's database and config ({why})"
+                ),
+                "run hanarang on a kernel with Landlock (Linux 5.13+, `landlock` in the `lsm=` boot parameter); agent.confine = \"required\" refuses to start without it",
+            );
+        }
+    };
+    let detail = format!(
+        "sisters and checks run fenced with Landlock (ABI {abi}): no database, config or other runs"
+    );
+    let Some(reach) = config::postgres_reach(&config.database.url) else {
+        return Check::pass(NAME, detail);
+    };
+    // The fence closes the server's TCP port; a Unix socket, or a server that lets
+    // anyone of this machine in without a password, it cannot close.
+    let passwordless =
+        reach.password.is_none() && !reach.passfile.as_ref().is_some_and(|f| f.is_file());
+    match reach.tcp_port {
+        Some(port) if !passwordless => {
+            Check::pass(NAME, format!("{detail}, no TCP connection to port {port}"))
+        }
+        Some(_) => Check::warn(
+            NAME,
+            format!(
+                "{detail}; but hanarang reaches PostgreSQL without a password, so the server lets this machine's processes in, and a sister could connect through its Unix socket"
+            ),
+            "give hanarang's role a password and have the server ask for it (pg_hba.conf: scram-sha-256 for local and host, not trust or peer)",
+        ),
+        None => Check::warn(
+            NAME,
+            format!("{detail}; the database's Unix socket stays reachable to them"),
+            "reach PostgreSQL over TCP (the fence closes its port to sisters), and have the server ask hanarang's role for a password (pg_hba.conf: scram-sha-256, not trust or peer)",
+        ),
     }
 }
 

@@ -283,6 +283,7 @@ impl Orchestrator {
             std::path::Path::new(&contract.artifact_dir),
             &workdir,
             &spec.writable,
+            &spec.env,
         );
         let request = RunRequest {
             spec,
@@ -314,12 +315,15 @@ impl Orchestrator {
 impl Orchestrator {
     /// What a run may touch (`SPEC.md` §15): not the database's files, the config file or
     /// the runs folder (its own artifact folder excepted); written, only its workdir, its
-    /// artifact folder, the temporary folder, `/dev` and the sister's `writable`.
+    /// artifact folder, the temporary folder, `/dev` and the sister's `writable`. With
+    /// PostgreSQL: not the password file nor the server's TCP port, and no variable (of
+    /// hanarang's environment or the sister's `env`) that carries the URL or password.
     pub(super) fn fence(
         &self,
         artifact_dir: &std::path::Path,
         workdir: &std::path::Path,
         writable: &[String],
+        env: &std::collections::BTreeMap<String, String>,
     ) -> sister::fence::Fence {
         let mut protected: Vec<std::path::PathBuf> = Vec::new();
         if let Some(db) = crate::store::database_path(&self.config.database.url) {
@@ -332,6 +336,29 @@ impl Orchestrator {
         }
         protected.extend(self.config.source.clone());
         protected.push(self.store.runs_dir().to_path_buf());
+        let url = &self.config.database.url;
+        let postgres = crate::config::postgres_reach(url);
+        let mut hidden_env = Vec::new();
+        if let Some(reach) = &postgres {
+            protected.extend(reach.passfile.clone());
+            let carries = |value: &str| {
+                value.contains(url.as_str())
+                    || reach
+                        .password
+                        .as_deref()
+                        .is_some_and(|p| value == p || (p.len() >= 6 && value.contains(p)))
+            };
+            let own = std::env::vars_os().filter_map(|(k, v)| {
+                let name = k.into_string().ok()?;
+                let value = v.to_string_lossy();
+                (name.starts_with("PGPASS") || carries(&value)).then_some(name)
+            });
+            let given = env
+                .iter()
+                .filter(|(_, v)| carries(v))
+                .map(|(k, _)| k.clone());
+            hidden_env.extend(own.chain(given));
+        }
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
         let base = self
             .config
@@ -372,8 +399,10 @@ impl Orchestrator {
                 protected,
                 readable: Vec::new(),
                 writable,
+                closed_port: postgres.and_then(|r| r.tcp_port),
             },
             required: self.config.agent.confine == crate::config::Confine::Required,
+            hidden_env,
         }
     }
 }

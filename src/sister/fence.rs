@@ -13,11 +13,13 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    ABI, Access, AccessFs, AccessNet, BitFlags, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope,
 };
 
-/// The newest Landlock ABI the rules are written for.
-const TARGET: ABI = ABI::V5;
+/// The newest Landlock ABI the rules are written for; an older kernel enforces what it
+/// knows (files from ABI 1, TCP ports from 4, abstract sockets and signals from 6).
+const TARGET: ABI = ABI::V6;
 
 /// What a run may and may not touch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -29,6 +31,8 @@ pub struct Plan {
     /// Written (and read): the workdir, the run's artifact folder, the temporary folder,
     /// `[agent] writable`.
     pub writable: Vec<PathBuf>,
+    /// The TCP port no connection may go to: the PostgreSQL server's.
+    pub closed_port: Option<u16>,
 }
 
 /// A run's fence: its plan, and whether it may run without one.
@@ -37,6 +41,9 @@ pub struct Fence {
     pub plan: Plan,
     /// `[agent] confine = "required"`: no start without Landlock.
     pub required: bool,
+    /// Variables taken out of the run's environment, with or without Landlock: those
+    /// that carry the database's password or URL.
+    pub hidden_env: Vec<String>,
 }
 
 impl Fence {
@@ -49,6 +56,9 @@ impl Fence {
         more: &[PathBuf],
         run_id: &str,
     ) -> Result<(), String> {
+        for name in &self.hidden_env {
+            command.env_remove(name);
+        }
         let mut plan = self.plan.clone();
         plan.readable.extend(more.iter().cloned());
         // Where the system's temporary folder holds hanarang's files (its database under
@@ -83,13 +93,37 @@ impl Fence {
     }
 }
 
+/// What `serve` and `run` say of the fence as they start: `Err` when confinement is
+/// required and not to be had (nothing starts), a warning when sisters will run
+/// unconfined, `None` when they are fenced.
+pub fn at_start(required: bool) -> Result<Option<String>, String> {
+    match available() {
+        Ok(_) => Ok(None),
+        Err(why) if required => Err(format!(
+            "agent.confine = \"required\", and sisters cannot be confined here: {why}"
+        )),
+        Err(why) => Ok(Some(format!(
+            "sisters and checks run unconfined: they can read and write hanarang's database and config ({why}); `hanarang doctor` says more"
+        ))),
+    }
+}
+
 /// A run's own temporary folder (`TMPDIR`), removed when the run is over.
 pub fn private_tmp(run_id: &str) -> PathBuf {
     std::env::temp_dir().join(format!("hanarang-{run_id}.tmp"))
 }
 
+/// Set to `off`, hanarang behaves as on a kernel without Landlock: to try what a
+/// deployment does there (`confine = "required"`, the warnings) before it meets one.
+pub const LANDLOCK_ENV: &str = "HANARANG_LANDLOCK";
+
 /// The kernel's Landlock ABI version, or why there is none.
 pub fn available() -> Result<i32, String> {
+    if std::env::var(LANDLOCK_ENV).is_ok_and(|v| v == "off") {
+        return Err(format!(
+            "{LANDLOCK_ENV}=off: treated as a kernel without Landlock"
+        ));
+    }
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_long = 1;
     // SAFETY: the documented version query: no attribute, no size, a flag; no memory is
     // touched.
@@ -131,11 +165,25 @@ pub fn ruleset(plan: &Plan) -> Result<OwnedFd, String> {
         }
     }
     let failed = |e: &dyn std::fmt::Display| format!("the Landlock ruleset: {e}");
-    let mut rules = Ruleset::default()
+    // Scoped: no signal to, and no abstract socket of (the wake-up's), a process outside
+    // the fence. A closed port: every other TCP port is granted.
+    let mut ruleset = Ruleset::default()
         .handle_access(all)
         .map_err(|e| failed(&e))?
-        .create()
+        .scope(Scope::AbstractUnixSocket | Scope::Signal)
         .map_err(|e| failed(&e))?;
+    if plan.closed_port.is_some() {
+        ruleset = ruleset
+            .handle_access(AccessNet::ConnectTcp)
+            .map_err(|e| failed(&e))?;
+    }
+    let mut rules = ruleset.create().map_err(|e| failed(&e))?;
+    if let Some(closed) = plan.closed_port {
+        let open = (0..=u16::MAX)
+            .filter(|port| *port != closed)
+            .map(|port| Ok::<_, landlock::RulesetError>(NetPort::new(port, AccessNet::ConnectTcp)));
+        rules = rules.add_rules(open).map_err(|e| failed(&e))?;
+    }
     for (path, access) in grants {
         // A path gone meanwhile is simply not granted.
         let Ok(fd) = PathFd::new(&path) else { continue };
@@ -222,5 +270,35 @@ mod tests {
             "the folder is only listed"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A fenced process cannot reach the closed port (the database server's) and can
+    /// reach any other.
+    #[test]
+    fn the_closed_port_is_closed_and_the_others_are_open() {
+        if available().is_err() {
+            return;
+        }
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = |l: &std::net::TcpListener| l.local_addr().unwrap().port();
+        let plan = Plan {
+            writable: vec![PathBuf::from("/")],
+            closed_port: Some(port(&closed)),
+            ..Plan::default()
+        };
+        let rules = ruleset(&plan).unwrap();
+        let reach = |p: u16| {
+            let mut command = std::process::Command::new("bash");
+            command.args(["-c", &format!("exec 3<>/dev/tcp/127.0.0.1/{p}")]);
+            let fd = rules.try_clone().unwrap();
+            // SAFETY: `enter` makes two system calls and allocates nothing.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut command, move || enter(&fd));
+            }
+            command.status().unwrap().success()
+        };
+        assert!(!reach(port(&closed)), "the database's port is closed");
+        assert!(reach(port(&open)), "another port is open");
     }
 }

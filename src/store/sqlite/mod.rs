@@ -42,30 +42,35 @@ pub(super) struct Db {
 }
 
 impl Db {
-    /// The datagram socket beside the database file through which a `serve` (or `run`)
-    /// hears of what another process wrote for it (`listen`, `nudge`): `<database>-wake`.
-    /// `None` for an in-memory database.
-    fn wake_path(&self) -> Option<PathBuf> {
-        self.file.as_ref().map(|(path, _)| {
-            let mut p = path.clone().into_os_string();
-            p.push("-wake");
-            PathBuf::from(p)
-        })
+    /// The datagram socket through which a `serve` (or `run`) hears of what another
+    /// process wrote for it (`listen`, `nudge`): in the abstract namespace, named for the
+    /// database file (`hanarang-wake-<hash of its path>`), so no file is left behind and a
+    /// fenced sister cannot reach it (Landlock scopes abstract sockets). `None` for an
+    /// in-memory database.
+    fn wake_address(&self) -> Option<std::os::unix::net::SocketAddr> {
+        use sha2::Digest;
+        use std::os::linux::net::SocketAddrExt;
+        let (path, _) = self.file.as_ref()?;
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+        let digest = sha2::Sha256::digest(path.as_os_str().as_encoded_bytes());
+        let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+        std::os::unix::net::SocketAddr::from_abstract_name(format!("hanarang-wake-{hex}")).ok()
     }
 
-    /// Binds the wake-up socket (the orchestrator is the only one on its database: its
-    /// lease says so, so a socket left by an earlier one is replaced) and notifies `wake`
-    /// at each datagram. `false` when it cannot be bound (an in-memory database, a path
-    /// longer than a socket's): the loop then polls.
+    /// Binds the wake-up socket and notifies `wake` at each datagram. `false` when it
+    /// cannot be bound (an in-memory database, another process of this database holding
+    /// it): the loop then polls.
     async fn bind_wake_socket(&self, wake: std::sync::Arc<tokio::sync::Notify>) -> Result<bool> {
-        let Some(path) = self.wake_path() else {
+        let Some(address) = self.wake_address() else {
             return Ok(false);
         };
-        let _ = std::fs::remove_file(&path);
-        let socket = match tokio::net::UnixDatagram::bind(&path) {
+        let bound = std::os::unix::net::UnixDatagram::bind_addr(&address)
+            .and_then(|s| s.set_nonblocking(true).map(|()| s))
+            .and_then(tokio::net::UnixDatagram::from_std);
+        let socket = match bound {
             Ok(socket) => socket,
             Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "cannot listen for other processes' commands beside the database: polling");
+                tracing::warn!(error = %e, "cannot listen for other processes' commands to this database: polling");
                 return Ok(false);
             }
         };
@@ -78,16 +83,16 @@ impl Db {
         Ok(true)
     }
 
-    /// Tells the orchestrator listening beside the database that something was written
-    /// for it. Never waits and never fails: with nobody listening, the datagram goes
-    /// nowhere, and the orchestrator's sweep finds the write all the same.
+    /// Tells the orchestrator listening on the database that something was written for
+    /// it. Never waits and never fails: with nobody listening, the datagram goes nowhere,
+    /// and the orchestrator's sweep finds the write all the same.
     fn send_nudge(&self) {
-        let Some(path) = self.wake_path() else {
+        let Some(address) = self.wake_address() else {
             return;
         };
         if let Ok(socket) = std::os::unix::net::UnixDatagram::unbound() {
             let _ = socket.set_nonblocking(true);
-            let _ = socket.send_to(b"!", &path);
+            let _ = socket.send_to_addr(b"!", &address);
         }
     }
 
