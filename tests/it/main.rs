@@ -16,6 +16,7 @@ mod crash;
 mod discord;
 mod doctor;
 mod fake_discord;
+mod fence;
 mod first_contact;
 mod fsm;
 mod handoff;

@@ -157,15 +157,18 @@ impl Db {
 
     /// Wakes `wake` whenever another writer notifies the hosts (migration 0003: a
     /// command, a queued sprint, a freed pipeline lock, a host gone), from a task on the
-    /// caller's runtime that lives as long as it does. A lost connection is made again;
+    /// caller's runtime that lives as long as the store is open. A lost connection is made again;
     /// meanwhile the caller's own poll still finds everything.
     async fn start_listening(&self, wake: std::sync::Arc<tokio::sync::Notify>) -> Result<()> {
         let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool).await?;
         listener.listen(NOTIFY_CHANNEL).await?;
+        let pool = self.pool.clone();
         tokio::spawn(async move {
             loop {
                 match listener.recv().await {
                     Ok(_) => wake.notify_one(),
+                    // The store was closed: its process is ending.
+                    Err(_) if pool.is_closed() => break,
                     Err(e) => {
                         tracing::warn!(error = %e, "lost the PostgreSQL wake-ups; listening again");
                         tokio::time::sleep(Duration::from_secs(1)).await;

@@ -1,0 +1,183 @@
+//! Sisters fenced from the orchestrator (`SPEC.md` §15), as an operator meets it: `doctor`
+//! says whether sisters run confined, `confine = "required"` starts nothing without
+//! Landlock and otherwise `run` warns once; with PostgreSQL a sister gets neither the
+//! database's URL nor its password, nor a connection to its server.
+//!
+//! A kernel without Landlock is had with `HANARANG_LANDLOCK=off`.
+
+use std::process::{Command, Output};
+
+use crate::support::db::Engine;
+use crate::support::pipeline::{Files, Setup};
+
+fn hanarang(files: &Files, envs: &[(&str, &str)], args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hanarang"))
+        .arg("--config")
+        .arg(&files.config_path)
+        .args(args)
+        .envs(envs.iter().copied())
+        .output()
+        .expect("run hanarang")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `[agent] confine = "required"` in the pipeline's config.
+fn require_confinement(files: &Files) {
+    let config = std::fs::read_to_string(&files.config_path).expect("read config");
+    let config = config.replacen("[agent]\n", "[agent]\nconfine = \"required\"\n", 1);
+    std::fs::write(&files.config_path, config).expect("write config");
+}
+
+/// The runs the scripted sisters counted.
+fn sister_runs(files: &Files) -> usize {
+    std::fs::read_dir(&files.state_dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".count"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+const NO_LANDLOCK: (&str, &str) = ("HANARANG_LANDLOCK", "off");
+
+#[test]
+fn doctor_warns_without_landlock_and_fails_when_it_is_required() {
+    let files = Files::new(&Setup::default());
+    let out = hanarang(&files, &[NO_LANDLOCK], &["doctor"]);
+    let said = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a warning does not fail doctor: {said}"
+    );
+    assert!(
+        said.contains("warn confinement: sisters and checks will run unconfined")
+            && said.contains("fix: run hanarang on a kernel with Landlock"),
+        "{said}"
+    );
+
+    require_confinement(&files);
+    let out = hanarang(&files, &[NO_LANDLOCK], &["doctor"]);
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("FAIL confinement: agent.confine = \"required\""),
+        "{said}"
+    );
+}
+
+#[test]
+fn required_confinement_without_landlock_starts_no_sister() {
+    let files = Files::new(&Setup::default());
+    require_confinement(&files);
+    let out = hanarang(
+        &files,
+        &[NO_LANDLOCK],
+        &["run", "Add a login page", "--auto-approve"],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("agent.confine = \"required\", and sisters cannot be confined here"),
+        "{err}"
+    );
+    assert_eq!(sister_runs(&files), 0, "no sister ran");
+    let out = hanarang(&files, &[], &["sprint", "status", "--json"]);
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("status JSON");
+    assert!(
+        listed.iter().all(|s| s["state"] == "queued"),
+        "nothing moved: {listed:?}"
+    );
+}
+
+#[test]
+fn without_landlock_run_warns_once_and_the_sprint_goes_on() {
+    let files = Files::new(&Setup::default());
+    let out = hanarang(
+        &files,
+        &[NO_LANDLOCK],
+        &["run", "Add a login page", "--auto-approve"],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(
+        err.matches("sisters and checks run unconfined").count(),
+        1,
+        "said once, at start: {err}"
+    );
+    assert!(sister_runs(&files) >= 4, "every sister ran");
+}
+
+#[test]
+fn on_postgres_a_sister_gets_neither_the_url_nor_the_password_nor_the_server() {
+    if hanarang::sister::fence::available().is_err() {
+        eprintln!("no Landlock on this kernel: nothing to test");
+        return;
+    }
+    let files = Files::new(&Setup {
+        darang: "attack",
+        engine: Engine::Postgres,
+        ..Setup::default()
+    });
+    let url = files.config().database.url;
+    let port = url::Url::parse(&url)
+        .ok()
+        .and_then(|u| u.port())
+        .unwrap_or(5432)
+        .to_string();
+    let password = "a-password-of-hanarang";
+    files.append_config(&format!(
+        "[agent.darang.env]\nATTACK_DB = \"\"\nATTACK_CONFIG = {:?}\nATTACK_BIN = {:?}\nATTACK_PORT = \"{port}\"\nLEAKED_URL = {url:?}\n",
+        files.config_path.display().to_string(),
+        env!("CARGO_BIN_EXE_hanarang"),
+    ));
+    let out = hanarang(
+        &files,
+        &[
+            ("PGPASSWORD", password),
+            ("DATABASE_URL", &url),
+            ("APP_SECRET_COPY", &format!("pw={password}")),
+        ],
+        &["run", "Add a login page", "--auto-approve"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let log =
+        std::fs::read_to_string(files.state_dir.join("attack.log")).expect("the attack's log");
+    for tried in [
+        "read-config:denied",
+        "approve:denied",
+        "connect-db-port:denied",
+    ] {
+        assert!(
+            log.lines().any(|l| l == tried),
+            "{tried} missing from\n{log}"
+        );
+    }
+    let env = std::fs::read_to_string(files.state_dir.join("attack.env")).expect("its environment");
+    for secret in [url.as_str(), password] {
+        assert!(
+            !env.contains(secret),
+            "{secret:?} reached the sister:\n{env}"
+        );
+    }
+    for name in [
+        "PGPASSWORD=",
+        "DATABASE_URL=",
+        "LEAKED_URL=",
+        "APP_SECRET_COPY=",
+    ] {
+        assert!(
+            !env.lines().any(|l| l.starts_with(name)),
+            "{name} reached the sister"
+        );
+    }
+    assert!(
+        env.lines().any(|l| l.starts_with("HANARANG_SPRINT_ID=")),
+        "the sister's own variables are there: {env}"
+    );
+}
