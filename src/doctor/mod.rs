@@ -224,6 +224,26 @@ fn confinement(config: &Config) -> Check {
     let detail = format!(
         "sisters and checks run fenced with Landlock (ABI {abi}): no database, config or other runs"
     );
+    // Where hanarang's files are in the temporary folder, the fence cannot let a sister
+    // make anything directly in it.
+    let temp = std::env::temp_dir();
+    let in_temp = crate::store::database_path(&config.database.url)
+        .map(|db| std::path::absolute(&db).unwrap_or(db))
+        .into_iter()
+        .chain(config.source.clone())
+        .find(|path| path.starts_with(&temp));
+    if let Some(path) = in_temp {
+        return Check::warn(
+            NAME,
+            format!(
+                "{detail}; but {} is in the temporary folder {}, so sisters may make files only in a TMPDIR of their own there, and a CLI that insists on {} itself fails",
+                path.display(),
+                temp.display(),
+                temp.display()
+            ),
+            "keep hanarang's database and config out of the temporary folder (e.g. /var/lib/hanarang, /etc/hanarang)",
+        );
+    }
     let Some(reach) = config::postgres_reach(&config.database.url) else {
         return Check::pass(NAME, detail);
     };

@@ -61,12 +61,17 @@ impl Fence {
         }
         let mut plan = self.plan.clone();
         plan.readable.extend(more.iter().cloned());
-        // Where the system's temporary folder holds hanarang's files (its database under
-        // /tmp), only what is beside them is granted and no new file can go in it: the run
-        // gets a folder of its own there, made before the rules are, as its TMPDIR.
-        let system = std::env::temp_dir();
+        // Where a temporary folder holds hanarang's files (its database under /tmp or
+        // /var/tmp), only what is beside them is granted and no new file can go in it:
+        // the run gets a folder of its own in the system's, made before the rules are, as
+        // its TMPDIR (which SQLite, too, takes before /var/tmp).
+        let temps = [std::env::temp_dir(), PathBuf::from("/var/tmp")];
         let tmp = private_tmp(run_id);
-        if self.plan.protected.iter().any(|p| p.starts_with(&system))
+        if self
+            .plan
+            .protected
+            .iter()
+            .any(|p| temps.iter().any(|t| p.starts_with(t)))
             && std::fs::create_dir_all(&tmp).is_ok()
         {
             command
@@ -108,9 +113,10 @@ pub fn at_start(required: bool) -> Result<Option<String>, String> {
     }
 }
 
-/// A run's own temporary folder (`TMPDIR`), removed when the run is over.
+/// A run's own temporary folder (`TMPDIR`), removed when the run is over. Named for
+/// this process too: another hanarang on its own database has run ids of its own.
 pub fn private_tmp(run_id: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("hanarang-{run_id}.tmp"))
+    std::env::temp_dir().join(format!("hanarang-{}-{run_id}.tmp", std::process::id()))
 }
 
 /// Set to `off`, hanarang behaves as on a kernel without Landlock: to try what a

@@ -58,7 +58,7 @@ async fn a_sound_deployment_passes_every_check() {
         "ok   discord permissions: the bot may view, post and reply",
         "ok   discord start: start sprints: user ",
         "ok   discord approve: steer and approve: user ",
-        "ok   confinement: sisters and checks run fenced with Landlock",
+        "confinement: sisters and checks run fenced with Landlock",
         "all 15 checks passed",
     ] {
         assert!(out.contains(line), "{line:?} missing from\n{out}");

@@ -83,10 +83,16 @@ impl Bench {
 
     /// A bench whose `[agent]` table has `extra` keys beside its preset.
     fn with(preset_name: &str, extra: &str, cli: &str, model: &FakeModel) -> Bench {
-        let dir = TempDir::new_in(
-            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
-            &format!("real-{cli}"),
-        );
+        // Out of the system's temporary folder, as a deployment keeps its database: where
+        // /tmp holds hanarang's files, no sister may make files in /tmp itself, and
+        // OpenClaw insists on its lock folder there (README "Security").
+        let var_tmp = std::path::Path::new("/var/tmp");
+        let root = if var_tmp.is_dir() {
+            var_tmp
+        } else {
+            std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        };
+        let dir = TempDir::new_in(root, &format!("real-{cli}"));
         let workdir = dir.path().join("app");
         std::fs::create_dir_all(&workdir).expect("workdir");
         git(&workdir, &["init", "-q", "-b", "main"]);
