@@ -39,25 +39,9 @@ pub(super) fn resumable(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handoff::HandoffDocument;
 
     fn run(number: i64, round: u32, outcome: RunOutcome, session: Option<&str>) -> Run {
-        let handoff = HandoffDocument::default();
-        let mut run = Run::started(&crate::store::NewRun {
-            sprint_id: "SPRINT-001",
-            number,
-            actor: Actor::Narang,
-            round,
-            attempt: 1,
-            parent_run_id: None,
-            handoff: &handoff,
-            synthesized: false,
-            focus: None,
-            git_head: None,
-            started_at: number,
-            reviewer: None,
-            resumes: None,
-        });
+        let mut run = Run::sample(Actor::Narang, None, number, round, number);
         run.outcome = Some(outcome);
         run.session_id = session.map(str::to_string);
         run

@@ -421,7 +421,6 @@ pub fn picture(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handoff::HandoffDocument;
     use crate::pipeline::State;
 
     fn sprint() -> Sprint {
@@ -460,22 +459,7 @@ mod tests {
         outcome: Option<RunOutcome>,
         verdict: &str,
     ) -> Run {
-        let handoff = HandoffDocument::default();
-        let mut run = Run::started(&crate::store::NewRun {
-            sprint_id: "SPRINT-001",
-            number: from,
-            actor,
-            round,
-            attempt: 1,
-            parent_run_id: None,
-            handoff: &handoff,
-            synthesized: false,
-            focus: None,
-            git_head: None,
-            started_at: from * 1000,
-            reviewer,
-            resumes: None,
-        });
+        let mut run = Run::sample(actor, reviewer, from, round, from * 1000);
         run.outcome = outcome;
         run.ended_at = outcome.map(|_| to * 1000);
         run.message = Some(serde_json::json!({ "verdict": verdict }));

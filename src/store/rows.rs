@@ -310,6 +310,35 @@ pub(super) struct RunRaw {
     resumes: Option<String>,
 }
 
+#[cfg(test)]
+impl Run {
+    /// Run `number` of SPRINT-001, first attempt, started at `started_at`: for the unit
+    /// tests of what reads a sprint's runs.
+    pub(crate) fn sample(
+        actor: Actor,
+        reviewer: Option<&str>,
+        number: i64,
+        round: u32,
+        started_at: i64,
+    ) -> Run {
+        Run::started(&NewRun {
+            sprint_id: "SPRINT-001",
+            number,
+            actor,
+            round,
+            attempt: 1,
+            parent_run_id: None,
+            handoff: &HandoffDocument::default(),
+            synthesized: false,
+            focus: None,
+            git_head: None,
+            started_at,
+            reviewer,
+            resumes: None,
+        })
+    }
+}
+
 impl Run {
     /// The run as `start_run` (or a commit that starts it) records it: what the loop keeps
     /// of a sprint's runs without reading them back.

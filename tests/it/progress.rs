@@ -4,11 +4,13 @@
 
 use hanarang::notify::messages::{Context, render};
 use hanarang::pipeline::State;
-use hanarang::store::{Run, Store};
+use std::path::PathBuf;
+
+use hanarang::store::{Run, Sprint, Store, TransitionRecord};
 
 use crate::branch::{ON_THE_BRANCH, in_a_repository};
 use crate::support::git;
-use crate::support::pipeline::{Files, Setup};
+use crate::support::pipeline::{Files, Pipeline, Setup};
 
 /// The sprint has `n` runs in the database after its pipeline stopped.
 async fn assert_runs(files: &Files, id: &str, n: usize) {
@@ -27,10 +29,14 @@ fn count(runs: &[Run], actor: &str) -> usize {
     runs.iter().filter(|r| r.actor.as_str() == actor).count()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_implementer_that_commits_nothing_escalates_instead_of_another_review() {
+/// A sprint whose implementer runs as `narang` (on the sprint's branch in a repository)
+/// and whose reviewer always asks for changes, up to its escalation: the pipeline, the
+/// repository, the sprint, its runs and its last transition.
+async fn escalated(
+    narang: &'static str,
+) -> (Pipeline, PathBuf, Sprint, Vec<Run>, TransitionRecord) {
     let (p, repo, _) = in_a_repository(Setup {
-        narang: "commits 1 0",
+        narang,
         darang: "changes-until 9",
         extra: ON_THE_BRANCH,
         ..Setup::default()
@@ -38,21 +44,26 @@ async fn an_implementer_that_commits_nothing_escalates_instead_of_another_review
     .await;
     let s = p.start_sprint("app", "Add a login page", None).await;
     let sprint = p.wait_for(&s.id, State::Escalated).await;
-    let head = git(&repo, &["rev-parse", "feature/sprint-001"]);
     let runs = p.runs(&s.id).await;
+    let last = p.transitions(&s.id).await.pop().expect("the escalation");
+    (p, repo, sprint, runs, last)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_implementer_that_commits_nothing_escalates_instead_of_another_review() {
+    let (p, repo, sprint, runs, last) = escalated("commits 1 0").await;
+    let head = git(&repo, &["rev-parse", "feature/sprint-001"]);
     assert_eq!(count(&runs, "narang"), 2, "round 1 and the empty round 2");
     assert_eq!(
         count(&runs, "darang"),
         1,
         "round 2 was never sent to review"
     );
-    let transitions = p.transitions(&s.id).await;
-    let last = transitions.last().expect("the escalation");
     assert_eq!(
         (last.from, last.to, last.event.as_str(), last.round),
         (State::Implementing, State::Escalated, "narang:IMPL_DONE", 2)
     );
-    let line = render(last, &Context::new(&p.config, &sprint));
+    let line = render(&last, &Context::new(&p.config, &sprint));
     assert!(line.mention, "the escalation pings the user");
     assert_eq!(
         line.text,
@@ -63,28 +74,18 @@ async fn an_implementer_that_commits_nothing_escalates_instead_of_another_review
     );
     // Nothing runs after it: the sprint waits for a human.
     let files = p.stop().await;
-    assert_runs(&files, &s.id, runs.len()).await;
+    assert_runs(&files, &sprint.id, runs.len()).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reviewer_that_repeats_its_findings_escalates_instead_of_another_round() {
-    let (p, _, _) = in_a_repository(Setup {
-        narang: "commits 1",
-        darang: "changes-until 9",
-        extra: ON_THE_BRANCH,
-        ..Setup::default()
-    })
-    .await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
-    let sprint = p.wait_for(&s.id, State::Escalated).await;
-    let runs = p.runs(&s.id).await;
+    let (p, _, sprint, runs, last) = escalated("commits 1").await;
     assert_eq!(count(&runs, "narang"), 2);
     assert_eq!(
         count(&runs, "darang"),
         2,
         "no round 3 (max_review_rounds is 3)"
     );
-    let last = p.transitions(&s.id).await.pop().expect("the escalation");
     assert_eq!(
         (last.from, last.to, last.event.as_str(), last.round),
         (
@@ -105,5 +106,5 @@ async fn a_reviewer_that_repeats_its_findings_escalates_instead_of_another_round
         )
     );
     let files = p.stop().await;
-    assert_runs(&files, &s.id, runs.len()).await;
+    assert_runs(&files, &sprint.id, runs.len()).await;
 }
