@@ -89,7 +89,7 @@ impl Preset {
         }
     }
 
-    /// A sister's table as the preset has it (Codex's narang), if it has one.
+    /// A sister's table as the preset has it, if it has one.
     fn sister(&self, actor: Actor) -> Option<&toml::Table> {
         self.agent
             .get(actor.as_str())
