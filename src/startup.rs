@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::errln;
 use crate::orchestrator::Orchestrator;
 use crate::output::Exit;
+use crate::sister::fence::Confinement;
 use crate::store::Store;
 
 pub async fn open_store(config: &Config) -> Result<Store, Exit> {
@@ -20,10 +21,12 @@ pub async fn open_store(config: &Config) -> Result<Store, Exit> {
 pub async fn start_orchestrator(config: Arc<Config>, store: Store) -> Result<Orchestrator, Exit> {
     // Said once, before any sister starts (`SPEC.md` §15).
     let required = config.agent.confine == crate::config::Confine::Required;
-    match crate::sister::fence::at_start(required) {
-        Ok(None) => {}
-        Ok(Some(warning)) => tracing::warn!("{warning}"),
-        Err(e) => {
+    match crate::sister::fence::confinement(required) {
+        Confinement::Fenced(_) => {}
+        Confinement::Unconfined(warning) => {
+            tracing::warn!("{warning}; `hanarang doctor` says more");
+        }
+        Confinement::Refused(e) => {
             errln!("hanarang: {e}");
             return Err(Exit::Usage);
         }

@@ -135,6 +135,19 @@ pub fn postgres_reach(url: &str) -> Option<PostgresReach> {
     let passfile = var("PGPASSFILE")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pgpass")));
+    let port = parsed
+        .as_ref()
+        .and_then(|u| u.port())
+        .or_else(|| param("port").and_then(|p| p.parse().ok()))
+        .or_else(|| var("PGPORT").and_then(|p| p.parse().ok()))
+        .unwrap_or(5432);
+    // No host named: sqlx takes the server's socket where one of these folders has it.
+    let default_socket = || {
+        ["/var/run/postgresql", "/private/tmp", "/tmp"]
+            .into_iter()
+            .find(|dir| Path::new(dir).join(format!(".s.PGSQL.{port}")).exists())
+            .map(str::to_string)
+    };
     let host = param("host")
         .or_else(|| {
             parsed
@@ -144,13 +157,8 @@ pub fn postgres_reach(url: &str) -> Option<PostgresReach> {
         })
         .filter(|h| !h.is_empty())
         .or_else(|| var("PGHOST"))
+        .or_else(default_socket)
         .unwrap_or_default();
-    let port = parsed
-        .as_ref()
-        .and_then(|u| u.port())
-        .or_else(|| param("port").and_then(|p| p.parse().ok()))
-        .or_else(|| var("PGPORT").and_then(|p| p.parse().ok()))
-        .unwrap_or(5432);
     // A host that is a folder (or "%2F…", decoded) is the server's Unix socket.
     let tcp_port =
         (!host.starts_with('/') && !host.to_ascii_lowercase().starts_with("%2f")).then_some(port);

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{self, Config};
 use crate::domain::Actor;
+use crate::sister::fence::Confinement;
 use crate::store::{MigrationStatus, Store};
 
 /// One check's result.
@@ -202,21 +203,19 @@ async fn postgres_database(url: &str) -> Check {
 fn confinement(config: &Config) -> Check {
     const NAME: &str = "confinement";
     let required = config.agent.confine == config::Confine::Required;
-    let abi = match crate::sister::fence::available() {
-        Ok(abi) => abi,
-        Err(why) if required => {
+    let abi = match crate::sister::fence::confinement(required) {
+        Confinement::Fenced(abi) => abi,
+        Confinement::Refused(why) => {
             return Check::fail(
                 NAME,
-                format!("agent.confine = \"required\", and sisters cannot be confined: {why}"),
+                why,
                 "run hanarang on a kernel with Landlock (Linux 5.13+, `landlock` in the `lsm=` boot parameter), or set agent.confine = \"auto\" and accept what README's Security section says",
             );
         }
-        Err(why) => {
+        Confinement::Unconfined(warning) => {
             return Check::warn(
                 NAME,
-                format!(
-                    "sisters and checks will run unconfined: they can read and write hanarang's database and config ({why})"
-                ),
+                warning,
                 "run hanarang on a kernel with Landlock (Linux 5.13+, `landlock` in the `lsm=` boot parameter); agent.confine = \"required\" refuses to start without it",
             );
         }
@@ -529,4 +528,55 @@ fn projects(config: &Config) -> Vec<Check> {
             Check::pass(label, format!("{} ({git})", dir.display()))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The confinement line for a config whose database is at `url`.
+    fn confinement_at(url: &str) -> Check {
+        let mut config = Config::default();
+        config.database.url = url.to_string();
+        confinement(&config)
+    }
+
+    #[test]
+    fn the_confinement_line_names_what_the_fence_cannot_close() {
+        if crate::sister::fence::available().is_err() {
+            return;
+        }
+        let in_temp = confinement_at("sqlite:///tmp/hanarang-doctor/hanarang.db");
+        assert!(
+            in_temp.ok && in_temp.fix.is_some(),
+            "a warning: {in_temp:?}"
+        );
+        assert!(
+            in_temp.detail.contains("is in the temporary folder"),
+            "{in_temp:?}"
+        );
+
+        let tcp = confinement_at("postgres://hanarang:pw@127.0.0.1:5433/hanarang");
+        assert_eq!(tcp.fix, None, "{tcp:?}");
+        assert!(
+            tcp.detail.contains("no TCP connection to port 5433"),
+            "{tcp:?}"
+        );
+
+        let socket =
+            confinement_at("postgres://hanarang:pw@localhost/hanarang?host=/run/postgresql");
+        assert!(socket.fix.is_some(), "{socket:?}");
+        assert!(
+            socket.detail.contains("Unix socket stays reachable"),
+            "{socket:?}"
+        );
+
+        let passfile = std::env::var_os("HOME")
+            .is_some_and(|h| std::path::Path::new(&h).join(".pgpass").is_file());
+        if std::env::var_os("PGPASSWORD").is_none() && !passfile {
+            let trusted = confinement_at("postgres://hanarang@127.0.0.1:5432/hanarang");
+            assert!(trusted.fix.is_some(), "{trusted:?}");
+            assert!(trusted.detail.contains("without a password"), "{trusted:?}");
+        }
+    }
 }

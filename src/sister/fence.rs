@@ -98,18 +98,26 @@ impl Fence {
     }
 }
 
-/// What `serve` and `run` say of the fence as they start: `Err` when confinement is
-/// required and not to be had (nothing starts), a warning when sisters will run
-/// unconfined, `None` when they are fenced.
-pub fn at_start(required: bool) -> Result<Option<String>, String> {
+/// Whether sisters will run fenced, as `serve`, `run` and `doctor` tell it.
+pub enum Confinement {
+    /// Fenced, with this Landlock ABI.
+    Fenced(i32),
+    /// Unconfined, as `confine = "auto"` allows: the warning.
+    Unconfined(String),
+    /// Unconfined, which `confine = "required"` forbids: nothing starts.
+    Refused(String),
+}
+
+/// What the fence will be for sisters, `required` or not.
+pub fn confinement(required: bool) -> Confinement {
     match available() {
-        Ok(_) => Ok(None),
-        Err(why) if required => Err(format!(
+        Ok(abi) => Confinement::Fenced(abi),
+        Err(why) if required => Confinement::Refused(format!(
             "agent.confine = \"required\", and sisters cannot be confined here: {why}"
         )),
-        Err(why) => Ok(Some(format!(
-            "sisters and checks run unconfined: they can read and write hanarang's database and config ({why}); `hanarang doctor` says more"
-        ))),
+        Err(why) => Confinement::Unconfined(format!(
+            "sisters and checks run unconfined: they can read and write hanarang's database and config ({why})"
+        )),
     }
 }
 

@@ -74,8 +74,8 @@ impl CommandStatus {
     }
 }
 
-/// A command as written: what was asked, by whom, against which transition, and its
-/// writer's proof (`store::signing`).
+/// What a command asks, by whom, when and against which transition: what is written,
+/// and what its writer's proof covers (`store::signing`).
 #[derive(Debug, Clone, Copy)]
 pub struct NewCommand<'a> {
     pub sprint_id: &'a str,
@@ -83,8 +83,7 @@ pub struct NewCommand<'a> {
     pub text: Option<&'a str>,
     pub by: &'a str,
     pub seq: Option<i64>,
-    pub at: i64,
-    pub mac: &'a str,
+    pub created_at: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -108,6 +107,18 @@ pub struct Command {
 }
 
 impl Command {
+    /// What it asks, as its writer signed it.
+    pub fn asked(&self) -> NewCommand<'_> {
+        NewCommand {
+            sprint_id: &self.sprint_id,
+            kind: self.kind,
+            text: self.text.as_deref(),
+            by: &self.by,
+            seq: self.seq,
+            created_at: self.created_at,
+        }
+    }
+
     pub fn event(&self) -> Event {
         self.kind.event(&self.by, self.text.as_deref())
     }

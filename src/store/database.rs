@@ -104,7 +104,7 @@ pub trait Database: Send + Sync + std::fmt::Debug {
 
     // --- commands -------------------------------------------------------------------------
 
-    async fn submit_command(&self, command: &NewCommand<'_>) -> Result<i64>;
+    async fn submit_command(&self, command: &NewCommand<'_>, mac: &str) -> Result<i64>;
     /// The secret commands are signed with (`store::signing`): read, or made from
     /// `candidate` when the database has none yet (the first writer's wins).
     async fn command_key(&self, candidate: &[u8]) -> Result<Vec<u8>>;

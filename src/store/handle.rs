@@ -363,25 +363,19 @@ impl Store {
         at: i64,
     ) -> Result<i64> {
         let key = self.command_key().await?;
-        let mac = key.sign(&super::signing::Signed {
-            sprint_id,
-            kind,
-            text,
-            by,
-            seq,
-            created_at: at,
-        });
         let command = super::NewCommand {
             sprint_id,
             kind,
             text,
             by,
             seq,
-            at,
-            mac: &mac,
+            created_at: at,
         };
+        let mac = key.sign(&command);
         let id = self
-            .write("record a command", || self.db.submit_command(&command))
+            .write("record a command", || {
+                self.db.submit_command(&command, &mac)
+            })
             .await?;
         self.db.nudge();
         Ok(id)
@@ -391,17 +385,7 @@ impl Store {
     /// (`SPEC.md` §15). A row something else wrote does not.
     pub async fn written_by_hanarang(&self, c: &Command) -> Result<bool> {
         let key = self.command_key().await?;
-        Ok(key.verifies(
-            &super::signing::Signed {
-                sprint_id: &c.sprint_id,
-                kind: c.kind,
-                text: c.text.as_deref(),
-                by: &c.by,
-                seq: c.seq,
-                created_at: c.created_at,
-            },
-            c.mac.as_deref(),
-        ))
+        Ok(key.verifies(&c.asked(), c.mac.as_deref()))
     }
 
     /// The database's command key, made on first need.

@@ -6,7 +6,7 @@
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use super::{CommandKind, Result, StoreError};
+use super::{NewCommand, Result, StoreError};
 
 /// The key's length, in bytes.
 pub const KEY_BYTES: usize = 32;
@@ -19,16 +19,6 @@ impl std::fmt::Debug for CommandKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("CommandKey(…)")
     }
-}
-
-/// What a command's signature covers: everything the orchestrator acts on.
-pub struct Signed<'a> {
-    pub sprint_id: &'a str,
-    pub kind: CommandKind,
-    pub text: Option<&'a str>,
-    pub by: &'a str,
-    pub seq: Option<i64>,
-    pub created_at: i64,
 }
 
 impl CommandKey {
@@ -49,7 +39,7 @@ impl CommandKey {
     }
 
     /// `None` only if HMAC refused the key, which it does for no length.
-    fn mac(&self, c: &Signed<'_>) -> Option<Hmac<Sha256>> {
+    fn mac(&self, c: &NewCommand<'_>) -> Option<Hmac<Sha256>> {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).ok()?;
         // One JSON array: no field can run into the next.
         let covered = serde_json::json!([
@@ -66,7 +56,7 @@ impl CommandKey {
     }
 
     /// The signature of a command, as stored (hex).
-    pub fn sign(&self, c: &Signed<'_>) -> String {
+    pub fn sign(&self, c: &NewCommand<'_>) -> String {
         self.mac(c).map_or_else(String::new, |mac| {
             mac.finalize()
                 .into_bytes()
@@ -77,7 +67,7 @@ impl CommandKey {
     }
 
     /// Whether `signature` (as stored) is this key's over `c`, compared in constant time.
-    pub fn verifies(&self, c: &Signed<'_>, signature: Option<&str>) -> bool {
+    pub fn verifies(&self, c: &NewCommand<'_>, signature: Option<&str>) -> bool {
         let Some(bytes) = signature.and_then(from_hex) else {
             return false;
         };
@@ -100,8 +90,10 @@ fn from_hex(text: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
-    fn command(text: Option<&str>) -> Signed<'_> {
-        Signed {
+    use crate::store::CommandKind;
+
+    fn command(text: Option<&str>) -> NewCommand<'_> {
+        NewCommand {
             sprint_id: "SPRINT-001",
             kind: CommandKind::Approve,
             text,

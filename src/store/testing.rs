@@ -23,7 +23,7 @@ pub async fn submit_commands_together(
     let macs: Vec<String> = kinds
         .iter()
         .map(|&kind| {
-            key.sign(&super::signing::Signed {
+            key.sign(&super::NewCommand {
                 sprint_id,
                 kind,
                 text: None,
@@ -93,15 +93,17 @@ pub async fn forge_command(
 ) -> Result<i64> {
     let id = store
         .db
-        .submit_command(&super::NewCommand {
-            sprint_id,
-            kind,
-            text: None,
-            by,
-            seq: None,
-            at: crate::clock::now_ms(),
-            mac: mac.unwrap_or(""),
-        })
+        .submit_command(
+            &super::NewCommand {
+                sprint_id,
+                kind,
+                text: None,
+                by,
+                seq: None,
+                created_at: crate::clock::now_ms(),
+            },
+            mac.unwrap_or(""),
+        )
         .await?;
     store.db.nudge();
     Ok(id)

@@ -56,7 +56,7 @@ fn doctor_warns_without_landlock_and_fails_when_it_is_required() {
         "a warning does not fail doctor: {said}"
     );
     assert!(
-        said.contains("warn confinement: sisters and checks will run unconfined")
+        said.contains("warn confinement: sisters and checks run unconfined")
             && said.contains("fix: run hanarang on a kernel with Landlock"),
         "{said}"
     );

@@ -315,7 +315,7 @@ impl Database for Db {
 
     // --- commands -------------------------------------------------------------------------
 
-    async fn submit_command(&self, c: &NewCommand<'_>) -> Result<i64> {
+    async fn submit_command(&self, c: &NewCommand<'_>, mac: &str) -> Result<i64> {
         Ok(sqlx::query_scalar(
             "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq, mac) VALUES ($1, $2, $3, $4, $5, $6, $7)
              RETURNING id",
@@ -324,9 +324,9 @@ impl Database for Db {
         .bind(c.kind.as_str())
         .bind(c.text)
         .bind(c.by)
-        .bind(c.at)
+        .bind(c.created_at)
         .bind(c.seq)
-        .bind(c.mac)
+        .bind(mac)
         .fetch_one(&self.pool)
         .await?)
     }

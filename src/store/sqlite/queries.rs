@@ -319,7 +319,7 @@ impl Database for Db {
 
     // --- commands -------------------------------------------------------------------------
 
-    async fn submit_command(&self, c: &NewCommand<'_>) -> Result<i64> {
+    async fn submit_command(&self, c: &NewCommand<'_>, mac: &str) -> Result<i64> {
         // Every row read: the statement (and its commit) is over when the id is handed out.
         let ids: Vec<i64> = sqlx::query_scalar(
             "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq, mac) VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -329,9 +329,9 @@ impl Database for Db {
         .bind(c.kind.as_str())
         .bind(c.text)
         .bind(c.by)
-        .bind(c.at)
+        .bind(c.created_at)
         .bind(c.seq)
-        .bind(c.mac)
+        .bind(mac)
         .fetch_all(&self.pool)
         .await?;
         ids.first()
