@@ -313,11 +313,10 @@ impl Orchestrator {
 }
 
 impl Orchestrator {
-    /// What a run may touch (`SPEC.md` §15): not the database's files, the config file or
-    /// the runs folder (its own artifact folder excepted); written, only its workdir, its
-    /// artifact folder, the temporary folder, `/dev` and the sister's `writable`. With
-    /// PostgreSQL: not the password file nor the server's TCP port, and no variable (of
-    /// hanarang's environment or the sister's `env`) that carries the URL or password.
+    /// What a run may touch (`SPEC.md` §15): nothing of hanarang's (`Own`); written, only
+    /// its workdir, its artifact folder, the temporary folder, `/dev` and the sister's
+    /// `writable`; no variable (of hanarang's environment or the sister's `env`) that
+    /// carries the database's URL or password.
     pub(super) fn fence(
         &self,
         artifact_dir: &std::path::Path,
@@ -325,40 +324,8 @@ impl Orchestrator {
         writable: &[String],
         env: &std::collections::BTreeMap<String, String>,
     ) -> sister::fence::Fence {
-        let mut protected: Vec<std::path::PathBuf> = Vec::new();
-        if let Some(db) = crate::store::database_path(&self.config.database.url) {
-            let db = std::path::absolute(&db).unwrap_or(db);
-            for suffix in ["", "-wal", "-shm", "-journal"] {
-                let mut name = db.clone().into_os_string();
-                name.push(suffix);
-                protected.push(name.into());
-            }
-        }
-        protected.extend(self.config.source.clone());
-        protected.push(self.store.runs_dir().to_path_buf());
-        let url = &self.config.database.url;
-        let postgres = crate::config::postgres_reach(url);
-        let mut hidden_env = Vec::new();
-        if let Some(reach) = &postgres {
-            protected.extend(reach.passfile.clone());
-            let carries = |value: &str| {
-                value.contains(url.as_str())
-                    || reach
-                        .password
-                        .as_deref()
-                        .is_some_and(|p| value == p || (p.len() >= 6 && value.contains(p)))
-            };
-            let own = std::env::vars_os().filter_map(|(k, v)| {
-                let name = k.into_string().ok()?;
-                let value = v.to_string_lossy();
-                (name.starts_with("PGPASS") || carries(&value)).then_some(name)
-            });
-            let given = env
-                .iter()
-                .filter(|(_, v)| carries(v))
-                .map(|(k, _)| k.clone());
-            hidden_env.extend(own.chain(given));
-        }
+        let own = sister::fence::Own::of(&self.config, self.store.runs_dir());
+        let hidden_env = own.hidden_env(env);
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
         let base = self
             .config
@@ -367,7 +334,7 @@ impl Orchestrator {
             .and_then(std::path::Path::parent)
             .map(std::path::Path::to_path_buf)
             .unwrap_or_default();
-        let own = writable.iter().filter_map(|w| {
+        let own_writable = writable.iter().filter_map(|w| {
             let path = match w.strip_prefix("~/") {
                 Some(rest) => home.as_ref().map(|h| h.join(rest))?,
                 None if w == "~" => home.clone()?,
@@ -392,16 +359,16 @@ impl Orchestrator {
             std::path::PathBuf::from("/proc"),
         ]
         .into_iter()
-        .chain(own)
+        .chain(own_writable)
         .collect();
         sister::fence::Fence {
             plan: sister::fence::Plan {
-                protected,
+                protected: own.files,
                 readable: Vec::new(),
                 writable,
-                closed_port: postgres.and_then(|r| r.tcp_port),
+                closed_port: own.db_port,
             },
-            required: self.config.agent.confine == crate::config::Confine::Required,
+            required: own.required,
             hidden_env,
         }
     }

@@ -35,6 +35,71 @@ pub struct Plan {
     pub closed_port: Option<u16>,
 }
 
+/// What of hanarang's no agent may reach, from its config: the database's files (with
+/// PostgreSQL its password file, port and the variables that carry its URL or password),
+/// the config file, the runs folder.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Own {
+    pub files: Vec<PathBuf>,
+    /// The PostgreSQL server's TCP port.
+    pub db_port: Option<u16>,
+    /// `[agent] confine = "required"`.
+    pub required: bool,
+    /// The database's URL and its password, with PostgreSQL.
+    db_secrets: Option<(String, Option<String>)>,
+}
+
+impl Own {
+    pub fn of(config: &crate::config::Config, runs_dir: &Path) -> Own {
+        let mut files: Vec<PathBuf> = Vec::new();
+        if let Some(db) = crate::store::database_path(&config.database.url) {
+            let db = std::path::absolute(&db).unwrap_or(db);
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut name = db.clone().into_os_string();
+                name.push(suffix);
+                files.push(name.into());
+            }
+        }
+        files.extend(config.source.clone());
+        files.push(runs_dir.to_path_buf());
+        let url = &config.database.url;
+        let postgres = crate::config::postgres_reach(url);
+        if let Some(reach) = &postgres {
+            files.extend(reach.passfile.clone());
+        }
+        Own {
+            files,
+            db_port: postgres.as_ref().and_then(|r| r.tcp_port),
+            required: config.agent.confine == crate::config::Confine::Required,
+            db_secrets: postgres.map(|r| (url.clone(), r.password)),
+        }
+    }
+
+    /// The variables a run may not be given: those of hanarang's environment and of the
+    /// sister's `env` that carry the database's URL or password.
+    pub fn hidden_env(&self, env: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+        let Some((url, password)) = &self.db_secrets else {
+            return Vec::new();
+        };
+        let carries = |value: &str| {
+            value.contains(url.as_str())
+                || password
+                    .as_deref()
+                    .is_some_and(|p| value == p || (p.len() >= 6 && value.contains(p)))
+        };
+        let own = std::env::vars_os().filter_map(|(k, v)| {
+            let name = k.into_string().ok()?;
+            let value = v.to_string_lossy();
+            (name.starts_with("PGPASS") || carries(&value)).then_some(name)
+        });
+        let given = env
+            .iter()
+            .filter(|(_, v)| carries(v))
+            .map(|(k, _)| k.clone());
+        own.chain(given).collect()
+    }
+}
+
 /// A run's fence: its plan, and whether it may run without one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Fence {
