@@ -286,6 +286,7 @@ fn reference_costs(
             contract: contract.clone(),
             contract_path: runs_dir.join(format!("X{i}.contract.json")),
             workdir: workdir.clone(),
+            repo: hanarang::sister::git::Repo::new(&workdir, &Default::default()),
             token_env: "DISCORD_TOKEN".into(),
             role_text: None,
             check: None,

@@ -3,8 +3,9 @@
 
 use super::Orchestrator;
 use crate::config::ProjectConfig;
+use crate::domain::RunOutcome;
 use crate::sister::branch::{self, Checkout};
-use crate::sister::facts;
+use crate::sister::git::Repo;
 use crate::store::{Run, Sprint};
 
 impl Orchestrator {
@@ -16,16 +17,21 @@ impl Orchestrator {
         runs: &[Run],
         project: &ProjectConfig,
     ) -> Result<Option<Checkout>, String> {
-        if !facts::in_git_repository(&project.workdir) {
+        let repo = self.repo(&project.workdir);
+        if !repo.is_repository() {
             return Ok(None);
         }
-        // While another run of the sprint works in the tree (a parallel reviewer), what
-        // is changed there is that run's.
-        let in_flight = runs.iter().any(|r| r.ended_at.is_none());
-        let last_run_end = if in_flight {
+        // A run refused before its process started made no change; while another run of
+        // the sprint works in the tree (a parallel reviewer), what changes there is its.
+        let ran: Vec<&Run> = runs
+            .iter()
+            .filter(|r| r.outcome != Some(RunOutcome::SpawnFailed))
+            .collect();
+        let from = ran.iter().map(|r| r.started_at).min();
+        let until = if ran.iter().any(|r| r.ended_at.is_none()) {
             Some(i64::MAX)
         } else {
-            runs.iter().filter_map(|r| r.ended_at).max()
+            ran.iter().filter_map(|r| r.ended_at).max()
         };
         let facts = branch::Sprint {
             project: &sprint.project,
@@ -35,9 +41,9 @@ impl Orchestrator {
                 .as_deref()
                 .zip(sprint.base_commit.as_deref()),
             configured_base: project.base_branch.as_deref(),
-            last_run_end,
+            worked: from.zip(until),
         };
-        let checkout = branch::prepare(&project.workdir, &facts).await?;
+        let checkout = branch::prepare(&repo, &facts).await?;
         if sprint.base_commit.is_none() {
             self.store
                 .record_base(&sprint.id, &checkout.base_branch, &checkout.base_commit)
@@ -45,5 +51,13 @@ impl Orchestrator {
                 .map_err(|e| format!("cannot record the sprint's base: {e}"))?;
         }
         Ok(Some(checkout))
+    }
+
+    /// git on `workdir`, fenced from hanarang's own files as a sister is.
+    pub(super) fn repo(&self, workdir: &std::path::Path) -> Repo {
+        Repo::new(
+            workdir,
+            &crate::sister::fence::Own::of(&self.config, self.store.runs_dir()),
+        )
     }
 }

@@ -143,7 +143,7 @@ impl Orchestrator {
         // orchestrator.
         let (handoff, synthesized, handoff_by) = match parent {
             Some(stopped) if stopped.outcome == Some(RunOutcome::HandedOff) => {
-                let observed = observe(stopped, &workdir).await;
+                let observed = observe(stopped, &self.repo(&workdir)).await;
                 let sister = format!("{} ({})", actor.korean_name(), actor);
                 let by = format!("{SYNTHESIZED} from {}", run_label(stopped));
                 (
@@ -204,7 +204,7 @@ impl Orchestrator {
         };
         let git_head = match &checkout {
             Some(c) => Some(c.head.clone()),
-            None => sister::facts::head(&workdir).await,
+            None => sister::facts::head(&self.repo(&workdir)).await,
         };
 
         // The next number: this loop is the only one that adds runs to its sprints.
@@ -285,6 +285,7 @@ impl Orchestrator {
             &spec.writable,
             &spec.env,
         );
+        let repo = self.repo(&workdir);
         let request = RunRequest {
             spec,
             contract,
@@ -294,6 +295,7 @@ impl Orchestrator {
             role_text: texts.role_text,
             check: super::check::for_run(project, actor),
             fence: Some(fence),
+            repo,
         };
         let mut composed = Composed {
             request,
@@ -366,7 +368,9 @@ impl Orchestrator {
                 protected: own.files,
                 readable: Vec::new(),
                 writable,
-                closed_port: own.db_port,
+                tcp: own
+                    .db_port
+                    .map_or(sister::fence::Tcp::Open, sister::fence::Tcp::ClosedPort),
             },
             required: own.required,
             hidden_env,
@@ -408,9 +412,9 @@ fn recipe(
 
 /// What can be seen of a run a user handed off: how long it ran, the end of its log, and
 /// in a git workdir what it changed and committed.
-async fn observe(stopped: &Run, workdir: &std::path::Path) -> Observed {
+async fn observe(stopped: &Run, repo: &sister::git::Repo) -> Observed {
     let (files_changed, commits) = match &stopped.git_head {
-        Some(head) => sister::facts::changes_since(workdir, head).await,
+        Some(head) => sister::facts::changes_since(repo, head).await,
         None => (Vec::new(), Vec::new()),
     };
     Observed {

@@ -238,7 +238,8 @@ impl Orchestrator {
                 .filter_map(|r| r.git_head.clone())
                 .next_back()
             && let Some(now) =
-                crate::sister::facts::branch_head(&project.workdir, &sprint.branch).await
+                crate::sister::facts::branch_head(&self.repo(&project.workdir), &sprint.branch)
+                    .await
             && now == before
         {
             unchanged = Some(now);

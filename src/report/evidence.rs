@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use crate::config::Config;
 use crate::domain::Actor;
 use crate::notify::messages::one_line;
+use crate::sister::fence::Own;
+use crate::sister::git::Repo;
 use crate::sister::{RunOutcome, facts};
 use crate::store::{CheckRecord, ContractItem, Run, Sprint, Store, StoreError, Usage};
 
@@ -113,7 +115,7 @@ impl Evidence {
                 .find(|r| r.actor == Actor::Darang && r.outcome == Some(RunOutcome::Handoff))
                 .and_then(|r| r.git_head.clone())
         });
-        let work = work(config, &sprint, reviewed).await;
+        let work = work(store, config, &sprint, reviewed).await;
         Ok(Evidence {
             contract: crate::store::contract_results(&runs),
             rounds: rounds(&runs),
@@ -137,15 +139,17 @@ impl Evidence {
 
 /// git's word on the branch against its base, up to `head` (its head now when `None`).
 async fn work(
+    store: &Store,
     config: &Config,
     sprint: &Sprint,
     head: Option<String>,
 ) -> Option<Result<Work, String>> {
     let workdir = &config.projects.get(&sprint.project)?.workdir;
     let base = sprint.base_commit.as_deref()?;
+    let repo = repo(store, config, workdir);
     let head = match head {
         Some(head) => Some(head),
-        None => facts::branch_head(workdir, &sprint.branch).await,
+        None => facts::branch_head(&repo, &sprint.branch).await,
     };
     let Some(head) = head else {
         return Some(Err(format!(
@@ -156,17 +160,27 @@ async fn work(
     };
     let found = async {
         Ok(Work {
-            commits: facts::commits_between(workdir, base, &head).await?,
-            diffstat: facts::diffstat(workdir, base, &head).await?,
+            commits: facts::commits_between(&repo, base, &head).await?,
+            diffstat: crate::sister::patch::diffstat(&repo, base, &head).await?,
             head: head.clone(),
         })
     };
     Some(found.await)
 }
 
-/// The patch `base..branch` of the sprint, as `git diff` writes it (up to `head` when
-/// given).
-pub async fn patch(config: &Config, sprint: &Sprint, head: Option<&str>) -> Result<String, String> {
+/// git on a project's workdir, fenced from hanarang's files as a sister is: a person's
+/// `sprint show` and `sprint diff` run nothing the repository names.
+fn repo(store: &Store, config: &Config, workdir: &std::path::Path) -> Repo {
+    Repo::new(workdir, &Own::of(config, store.runs_dir()))
+}
+
+/// The patch `base..branch` of the sprint: the committed bytes (up to `head` when given).
+pub async fn patch(
+    store: &Store,
+    config: &Config,
+    sprint: &Sprint,
+    head: Option<&str>,
+) -> Result<String, String> {
     let (Some(project), Some(base)) = (
         config.projects.get(&sprint.project),
         sprint.base_commit.as_deref(),
@@ -176,9 +190,10 @@ pub async fn patch(config: &Config, sprint: &Sprint, head: Option<&str>) -> Resu
             sprint.id
         ));
     };
+    let repo = repo(store, config, &project.workdir);
     let head = match head {
         Some(head) => Some(head.to_string()),
-        None => facts::branch_head(&project.workdir, &sprint.branch).await,
+        None => facts::branch_head(&repo, &sprint.branch).await,
     };
     let Some(head) = head else {
         return Err(format!(
@@ -188,7 +203,7 @@ pub async fn patch(config: &Config, sprint: &Sprint, head: Option<&str>) -> Resu
             project.workdir.display()
         ));
     };
-    facts::patch(&project.workdir, base, &head)
+    crate::sister::patch::patch(&repo, base, &head)
         .await
         .map_err(|e| format!("{}: {e}", sprint.id))
 }

@@ -187,7 +187,7 @@ pub async fn diff(store: &Store, config: &Config, id: &str) -> Exit {
         Ok(None) => return no_sprint(id),
         Err(e) => return failed(&e),
     };
-    match patch(config, &sprint, None).await {
+    match patch(store, config, &sprint, None).await {
         Ok(patch) => {
             out!("{patch}");
             Exit::Success

@@ -2,9 +2,7 @@
 //! planner's first run, checked out before every run, on a tree that holds no changes a
 //! run of the sprint did not make. Every git call is bounded (`facts::git`).
 
-use std::path::Path;
-
-use super::git::{commit_of, dirty_paths, failed, git, is_branch_name, some_names};
+use super::git::{Repo, commit_of, dirty_paths, failed, is_branch_name, some_names};
 
 /// Where a run starts: the sprint's base and the commit its branch is at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,40 +14,42 @@ pub struct Checkout {
 }
 
 /// What the sprint knows before a run: its branch, the base it recorded (if any), the
-/// project's `base_branch`, and when its last run ended (unix ms; `None` before any).
+/// project's `base_branch`, and when its runs that really ran (a process started) worked:
+/// from the first one's start to the last one's end (unix ms; `None` before any).
 pub struct Sprint<'a> {
     pub project: &'a str,
     pub branch: &'a str,
     pub recorded_base: Option<(&'a str, &'a str)>,
     pub configured_base: Option<&'a str>,
-    pub last_run_end: Option<i64>,
+    pub worked: Option<(i64, i64)>,
 }
 
 /// Readies `workdir` (a git repository) for a run of `sprint`; the error is the run's
 /// `spawn_failed` detail, naming what to fix.
-pub async fn prepare(workdir: &Path, sprint: &Sprint<'_>) -> Result<Checkout, String> {
-    let foreign = changes_no_run_made(workdir, sprint.last_run_end).await?;
+pub async fn prepare(repo: &Repo, sprint: &Sprint<'_>) -> Result<Checkout, String> {
+    let workdir = repo.workdir();
+    let foreign = changes_no_run_made(repo, sprint.worked).await?;
     if !foreign.is_empty() {
         return Err(format!(
-            "the work tree {} has uncommitted changes no run of this sprint made: {}; commit, stash or remove them, then resume the sprint",
+            "the work tree {} has uncommitted changes no run of this sprint made: {}; hanarang never takes them into a sprint: commit, stash or remove them, then resume the sprint",
             workdir.display(),
             some_names(&foreign)
         ));
     }
     let (base_branch, base_commit) = match sprint.recorded_base {
         Some((branch, commit)) => (branch.to_string(), commit.to_string()),
-        None => base(workdir, sprint).await?,
+        None => base(repo, sprint).await?,
     };
     let branch = sprint.branch;
-    if !is_branch_name(workdir, branch).await {
+    if !is_branch_name(repo, branch).await {
         return Err(format!(
             "the sprint's branch {branch:?} is not a valid branch name (pipeline.branch_template)"
         ));
     }
     let branch_ref = format!("refs/heads/{branch}");
-    if commit_of(workdir, &branch_ref).await.is_none() {
+    if commit_of(repo, &branch_ref).await.is_none() {
         // A branch left by an earlier try (a restart) is reused as it is.
-        git(workdir, &["branch", "--no-track", branch, &base_commit])
+        repo.git(&["branch", "--no-track", branch, &base_commit])
             .await
             .map_err(|e| {
                 failed(
@@ -58,11 +58,12 @@ pub async fn prepare(workdir: &Path, sprint: &Sprint<'_>) -> Result<Checkout, St
                 )
             })?;
     }
-    let current = git(workdir, &["symbolic-ref", "--quiet", "--short", "HEAD"])
+    let current = repo
+        .git(&["symbolic-ref", "--quiet", "--short", "HEAD"])
         .await
         .ok();
     if current.as_deref().map(str::trim) != Some(branch) {
-        git(workdir, &["checkout", "--quiet", branch])
+        repo.git(&["checkout", "--quiet", branch])
             .await
             .map_err(|e| {
                 failed(
@@ -71,7 +72,7 @@ pub async fn prepare(workdir: &Path, sprint: &Sprint<'_>) -> Result<Checkout, St
                 )
             })?;
     }
-    let head = commit_of(workdir, &branch_ref).await.ok_or_else(|| {
+    let head = commit_of(repo, &branch_ref).await.ok_or_else(|| {
         format!(
             "the branch {branch:?} has no commit in {}",
             workdir.display()
@@ -86,11 +87,13 @@ pub async fn prepare(workdir: &Path, sprint: &Sprint<'_>) -> Result<Checkout, St
 
 /// The base a new sprint starts from: the project's `base_branch`, else the branch
 /// checked out now, with its commit.
-async fn base(workdir: &Path, sprint: &Sprint<'_>) -> Result<(String, String), String> {
+async fn base(repo: &Repo, sprint: &Sprint<'_>) -> Result<(String, String), String> {
+    let workdir = repo.workdir();
     let key = format!("projects.{}.base_branch", sprint.project);
     let branch = match sprint.configured_base {
         Some(b) => b.to_string(),
-        None => git(workdir, &["symbolic-ref", "--quiet", "--short", "HEAD"])
+        None => repo
+            .git(&["symbolic-ref", "--quiet", "--short", "HEAD"])
             .await
             .map(|s| s.trim().to_string())
             .map_err(|_| {
@@ -100,7 +103,7 @@ async fn base(workdir: &Path, sprint: &Sprint<'_>) -> Result<(String, String), S
                 )
             })?,
     };
-    let commit = commit_of(workdir, &branch).await.ok_or_else(|| {
+    let commit = commit_of(repo, &branch).await.ok_or_else(|| {
         format!(
             "{key}: no branch {branch:?} with a commit in {}",
             workdir.display()
@@ -111,8 +114,8 @@ async fn base(workdir: &Path, sprint: &Sprint<'_>) -> Result<(String, String), S
 
 /// A reviewer reads; it does not write: `Err` naming the commits when `branch` is no
 /// longer at `head`, the commit it was given.
-pub async fn unmoved(workdir: &Path, branch: &str, head: &str) -> Result<(), String> {
-    let now = commit_of(workdir, &format!("refs/heads/{branch}")).await;
+pub async fn unmoved(repo: &Repo, branch: &str, head: &str) -> Result<(), String> {
+    let now = commit_of(repo, &format!("refs/heads/{branch}")).await;
     if now.as_deref() == Some(head) {
         return Ok(());
     }
@@ -121,13 +124,11 @@ pub async fn unmoved(workdir: &Path, branch: &str, head: &str) -> Result<(), Str
             "the branch {branch:?} is gone; a reviewer must not delete or move it"
         ));
     };
-    let made = git(
-        workdir,
-        &["log", "--format=%h %s", &format!("{head}..{now}"), "--"],
-    )
-    .await
-    .map(|s| s.lines().map(str::to_string).collect::<Vec<_>>())
-    .unwrap_or_default();
+    let made = repo
+        .git(&["log", "--format=%h %s", &format!("{head}..{now}"), "--"])
+        .await
+        .map(|s| s.lines().map(str::to_string).collect::<Vec<_>>())
+        .unwrap_or_default();
     let what = if made.is_empty() {
         format!("it now points at {now}")
     } else {
@@ -138,24 +139,28 @@ pub async fn unmoved(workdir: &Path, branch: &str, head: &str) -> Result<(), Str
     ))
 }
 
-/// The dirty paths no run made: all of them before the sprint's first run; after one,
-/// those written after it ended (a deleted path cannot say when, and counts as the run's).
+/// The dirty paths no run made: all of them before a run of the sprint really ran; after,
+/// those written before the first such run started or after the last one ended (a
+/// deleted path cannot say when, and counts as the runs').
 async fn changes_no_run_made(
-    workdir: &Path,
-    last_run_end: Option<i64>,
+    repo: &Repo,
+    worked: Option<(i64, i64)>,
 ) -> Result<Vec<String>, String> {
-    let dirty = dirty_paths(workdir).await?;
-    let Some(ended) = last_run_end else {
+    let dirty = dirty_paths(repo).await?;
+    let Some((from, until)) = worked else {
         return Ok(dirty);
     };
     Ok(dirty
         .into_iter()
         .filter(|path| {
-            std::fs::symlink_metadata(workdir.join(path))
+            std::fs::symlink_metadata(repo.workdir().join(path))
                 .and_then(|m| m.modified())
                 .ok()
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .is_some_and(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX) > ended)
+                .is_some_and(|t| {
+                    let at = i64::try_from(t.as_millis()).unwrap_or(i64::MAX);
+                    at < from || at > until
+                })
         })
         .collect())
 }

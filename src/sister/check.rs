@@ -158,7 +158,7 @@ fn round_ms(d: Duration) -> Duration {
 /// Runs the check to its end in the workdir; every path ends with its group gone.
 async fn run(req: &RunRequest, check: &Check, stop: &mut Stopper) -> CheckReport {
     let started = Instant::now();
-    let head = facts::head(&req.workdir).await;
+    let head = facts::head(&req.repo).await;
     let mut done = CheckReport {
         command: check.command.clone(),
         head,

@@ -224,7 +224,7 @@ async fn classify_output(req: &RunRequest, stdout: &[u8], report: &mut RunReport
         Ok(valid) => {
             if let HandoffMessage::Narang(m) = &valid.message
                 && let Some(payload) = &m.payload
-                && let Err(reason) = facts::check_impl_claim(&req.workdir, payload).await
+                && let Err(reason) = facts::check_impl_claim(&req.repo, payload).await
             {
                 report.outcome = RunOutcome::BadOutput;
                 report.detail = format!("the IMPL_DONE claim does not hold: {reason}");
@@ -232,7 +232,7 @@ async fn classify_output(req: &RunRequest, stdout: &[u8], report: &mut RunReport
             }
             if let (HandoffMessage::Darang(_), Some(head)) = (&valid.message, &req.contract.head)
                 && let Err(reason) =
-                    super::branch::unmoved(&req.workdir, &req.contract.branch, head).await
+                    super::branch::unmoved(&req.repo, &req.contract.branch, head).await
             {
                 report.outcome = RunOutcome::BadOutput;
                 report.detail = reason;

@@ -31,8 +31,20 @@ pub struct Plan {
     /// Written (and read): the workdir, the run's artifact folder, the temporary folder,
     /// `[agent] writable`.
     pub writable: Vec<PathBuf>,
-    /// The TCP port no connection may go to: the PostgreSQL server's.
-    pub closed_port: Option<u16>,
+    /// Where TCP connections may go.
+    pub tcp: Tcp,
+}
+
+/// Where a fenced process may connect over TCP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Tcp {
+    /// Anywhere.
+    #[default]
+    Open,
+    /// Anywhere but this port: the PostgreSQL server's.
+    ClosedPort(u16),
+    /// Nowhere (git on a workdir needs no network).
+    Closed,
 }
 
 /// What of hanarang's no agent may reach, from its config: the database's files (with
@@ -132,11 +144,12 @@ impl Fence {
         // its TMPDIR (which SQLite, too, takes before /var/tmp).
         let temps = [std::env::temp_dir(), PathBuf::from("/var/tmp")];
         let tmp = private_tmp(run_id);
-        if self
-            .plan
-            .protected
-            .iter()
-            .any(|p| temps.iter().any(|t| p.starts_with(t)))
+        if self.plan.writable.contains(&temps[0])
+            && self
+                .plan
+                .protected
+                .iter()
+                .any(|p| temps.iter().any(|t| p.starts_with(t)))
             && std::fs::create_dir_all(&tmp).is_ok()
         {
             command
@@ -251,13 +264,13 @@ pub fn ruleset(plan: &Plan) -> Result<OwnedFd, String> {
         .map_err(|e| failed(&e))?
         .scope(Scope::AbstractUnixSocket | Scope::Signal)
         .map_err(|e| failed(&e))?;
-    if plan.closed_port.is_some() {
+    if plan.tcp != Tcp::Open {
         ruleset = ruleset
             .handle_access(AccessNet::ConnectTcp)
             .map_err(|e| failed(&e))?;
     }
     let mut rules = ruleset.create().map_err(|e| failed(&e))?;
-    if let Some(closed) = plan.closed_port {
+    if let Tcp::ClosedPort(closed) = plan.tcp {
         let open = (0..=u16::MAX)
             .filter(|port| *port != closed)
             .map(|port| Ok::<_, landlock::RulesetError>(NetPort::new(port, AccessNet::ConnectTcp)));
@@ -363,7 +376,7 @@ mod tests {
         let port = |l: &std::net::TcpListener| l.local_addr().unwrap().port();
         let plan = Plan {
             writable: vec![PathBuf::from("/")],
-            closed_port: Some(port(&closed)),
+            tcp: Tcp::ClosedPort(port(&closed)),
             ..Plan::default()
         };
         let rules = ruleset(&plan).unwrap();

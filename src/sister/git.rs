@@ -1,13 +1,60 @@
-//! git, as the sister runner asks it: every call bounded, run without a shell or a
-//! prompt, its refusal kept as what git said.
+//! git on a repository an agent wrote: the one place hanarang runs git. Everything in the
+//! workdir, its `.git` included, is the agents', so no call executes anything the
+//! repository names — hooks, fsmonitor, filter drivers, external diffs, textconv, a pager,
+//! helpers — and each runs inside the fence a sister runs in, with none of hanarang's
+//! environment, so that whatever might still run is no more than a sister.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::Duration;
 
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
+
+use super::fence::{Fence, Own, Plan, Tcp};
 
 /// Every git call is bounded: a wedged repository must not hang the run.
 const GIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What one call's answer may hold: more is cut (and said so), never read into memory.
+pub(super) const ANSWER_CAP: usize = 64 * 1024 * 1024;
+
+/// Settings that override whatever the repository's config says (the command line's
+/// `-c` comes last), each switching off something git would otherwise execute or
+/// something that would make git show other bytes than the committed ones.
+const OVERRIDES: &[&str] = &[
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.pager=cat",
+    "core.editor=false",
+    "core.sshCommand=false",
+    "core.askPass=false",
+    "core.useReplaceRefs=false",
+    "core.commitGraph=false",
+    "credential.helper=",
+    "log.showSignature=false",
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "submodule.recurse=false",
+    "diff.ignoreSubmodules=dirty",
+    "status.submoduleSummary=false",
+    "protocol.allow=never",
+];
+
+/// The variables of hanarang's environment git may see: where to find programs, the
+/// person's own identity (their global config) and language. Nothing else — no token, no
+/// database URL, no `GIT_*` of the person's shell.
+const KEPT_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "XDG_CONFIG_HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_MESSAGES",
+    "TZ",
+];
 
 /// Why a git call gave no answer.
 pub(super) enum GitError {
@@ -17,46 +64,361 @@ pub(super) enum GitError {
     Unavailable(String),
 }
 
-pub(super) async fn git(workdir: &Path, args: &[&str]) -> Result<String, GitError> {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C")
-        .arg(workdir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let child = cmd
-        .spawn()
-        .map_err(|e| GitError::Unavailable(e.to_string()))?;
-    let out = tokio::time::timeout(GIT_TIMEOUT, child.wait_with_output())
-        .await
-        .map_err(|_| GitError::Unavailable(format!("git {} timed out", args.join(" "))))?
-        .map_err(|e| GitError::Unavailable(e.to_string()))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        let said = String::from_utf8_lossy(&out.stderr);
-        let last = said.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
-        Err(GitError::Failed(last.trim().to_string()))
+/// A project's workdir as git is run on it, and what of hanarang's git may not reach.
+#[derive(Debug, Clone, Default)]
+pub struct Repo {
+    workdir: PathBuf,
+    own: Own,
+}
+
+impl Repo {
+    pub fn new(workdir: &Path, own: &Own) -> Repo {
+        Repo {
+            workdir: workdir.to_path_buf(),
+            own: own.clone(),
+        }
     }
+
+    pub fn workdir(&self) -> &Path {
+        &self.workdir
+    }
+
+    /// The folder holding the repository's `.git`: the workdir or one above it. A
+    /// file-system look, so a workdir that is no repository costs no process.
+    fn top(&self) -> Option<&Path> {
+        self.workdir
+            .ancestors()
+            .find(|dir| dir.join(".git").symlink_metadata().is_ok())
+    }
+
+    /// Whether the workdir is inside a git repository.
+    pub fn is_repository(&self) -> bool {
+        self.top().is_some()
+    }
+
+    /// git's answer to `args`, as text (invalid UTF-8 replaced).
+    pub(super) async fn git(&self, args: &[&str]) -> Result<String, GitError> {
+        let (out, _) = self.git_bytes(args, None, ANSWER_CAP).await?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    /// git's answer to `args` with `input` on its stdin, up to `cap` bytes: the bytes,
+    /// and whether there were more.
+    pub(super) async fn git_bytes(
+        &self,
+        args: &[&str],
+        input: Option<Vec<u8>>,
+        cap: usize,
+    ) -> Result<(Vec<u8>, bool), GitError> {
+        let neutral = self.neutralized_drivers().await?;
+        let mut command = self.command(&neutral)?;
+        command.args(args);
+        let said =
+            |e: std::io::Error| GitError::Unavailable(format!("git {}: {e}", args.join(" ")));
+        run(command, input, cap, args).await.map_err(|e| match e {
+            RunError::Io(e) => said(e),
+            RunError::Git(e) => e,
+        })
+    }
+
+    /// The blobs `ids` name, read as committed (no filter, no textconv, no replacement),
+    /// each summed up as it streams by: nothing of a large blob is held in memory.
+    pub(super) async fn blobs(&self, ids: &[String]) -> Result<Vec<Blob>, GitError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut command = self.command(&[])?;
+        command.args(["cat-file", "--batch"]).stderr(Stdio::null());
+        let input = ids.iter().fold(String::new(), |mut s, id| {
+            s.push_str(id);
+            s.push('\n');
+            s
+        });
+        let unavailable = |e: std::io::Error| GitError::Unavailable(format!("git cat-file: {e}"));
+        let mut child = spawn(command).map_err(unavailable)?;
+        let mut stdin = child.stdin.take();
+        let stdout = child.stdout.take();
+        let feed = async {
+            if let Some(mut stdin) = stdin.take() {
+                // A git that stopped reading has said why on stderr.
+                let _ = stdin.write_all(input.as_bytes()).await;
+            }
+        };
+        let read = async {
+            let Some(stdout) = stdout else {
+                return Err(GitError::Unavailable("git cat-file: no output".into()));
+            };
+            let mut reader = BufReader::new(stdout);
+            let mut blobs = Vec::with_capacity(ids.len());
+            for id in ids {
+                blobs.push(read_blob(&mut reader, id).await?);
+            }
+            Ok(blobs)
+        };
+        let work = async {
+            let ((), blobs) = tokio::join!(feed, read);
+            let _ = child.wait().await;
+            blobs
+        };
+        tokio::time::timeout(GIT_TIMEOUT * 4, work)
+            .await
+            .map_err(|_| GitError::Unavailable("git cat-file timed out".into()))?
+    }
+
+    /// The filter drivers the repository's config (and every file it includes) defines:
+    /// each is switched off, so a `filter=` attribute anywhere runs nothing.
+    async fn neutralized_drivers(&self) -> Result<Vec<String>, GitError> {
+        let mut command = self.command(&[])?;
+        command.args(["config", "--list", "--name-only", "-z"]);
+        let names = match run(command, None, ANSWER_CAP, &["config"]).await {
+            Ok((names, _)) => names,
+            // No config to read: nothing to switch off (git says what is wrong next).
+            Err(_) => return Ok(Vec::new()),
+        };
+        let mut drivers: Vec<String> = String::from_utf8_lossy(&names)
+            .split('\0')
+            .filter_map(|key| {
+                let rest = key.strip_prefix("filter.")?;
+                let (driver, _) = rest.rsplit_once('.')?;
+                Some(driver.to_string())
+            })
+            .collect();
+        drivers.sort();
+        drivers.dedup();
+        Ok(drivers)
+    }
+
+    /// git, ready to take its arguments: in the repository's top folder, with the
+    /// overrides, the filter drivers switched off, a bare environment and the fence.
+    fn command(&self, drivers: &[String]) -> Result<Command, GitError> {
+        let Some(top) = self.top() else {
+            return Err(GitError::Failed(format!(
+                "{} is not in a git repository",
+                self.workdir.display()
+            )));
+        };
+        let mut command = Command::new("git");
+        command.arg("--no-pager");
+        for setting in OVERRIDES {
+            command.arg("-c").arg(setting);
+        }
+        for driver in drivers {
+            for (key, value) in [
+                ("clean", ""),
+                ("smudge", ""),
+                ("process", ""),
+                ("required", "false"),
+            ] {
+                command
+                    .arg("-c")
+                    .arg(format!("filter.{driver}.{key}={value}"));
+            }
+        }
+        command.env_clear();
+        for name in KEPT_ENV {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+        // The repository is where the workdir says, not where its config points
+        // (`core.worktree`); replacement objects and grafts could show other bytes than
+        // the committed ones; optional locks would have a read write the index.
+        command
+            .env("GIT_DIR", top.join(".git"))
+            .env("GIT_WORK_TREE", top)
+            .env("GIT_NO_REPLACE_OBJECTS", "1")
+            .env("GIT_GRAFT_FILE", "/dev/null")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .env("GIT_LITERAL_PATHSPECS", "1")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .current_dir(top)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let fence = Fence {
+            plan: Plan {
+                protected: self.own.files.clone(),
+                readable: Vec::new(),
+                // git writes the index and refs of the repository in the workdir; nothing
+                // it does reaches the network.
+                writable: vec![self.workdir.clone(), PathBuf::from("/dev/null")],
+                tcp: Tcp::Closed,
+            },
+            required: self.own.required,
+            hidden_env: Vec::new(),
+        };
+        fence
+            .apply(&mut command, &[], "git")
+            .map_err(GitError::Unavailable)?;
+        Ok(command)
+    }
+}
+
+/// A blob as committed: its size, its SHA-256, and whether git would call it binary (a
+/// NUL byte in its first 8000 bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Blob {
+    pub size: u64,
+    pub sha256: String,
+    pub binary: bool,
+}
+
+/// One blob of `cat-file --batch`'s answer: `<id> blob <size>\n<bytes>\n`.
+async fn read_blob<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    id: &str,
+) -> Result<Blob, GitError> {
+    use sha2::Digest;
+    let mut header = String::new();
+    reader
+        .read_line(&mut header)
+        .await
+        .map_err(|e| GitError::Unavailable(format!("git cat-file: {e}")))?;
+    let size = match header.split_whitespace().collect::<Vec<_>>()[..] {
+        [_, "blob", size] => size.parse::<u64>().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| GitError::Failed(format!("{id} is not a blob ({})", header.trim())))?;
+    let mut hasher = sha2::Sha256::new();
+    let mut binary = false;
+    let mut seen = 0u64;
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut body = reader.take(size);
+    loop {
+        let n = body
+            .read(&mut chunk)
+            .await
+            .map_err(|e| GitError::Unavailable(format!("git cat-file: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        let bytes = &chunk[..n];
+        if seen < 8000 {
+            let look = usize::try_from(8000 - seen).unwrap_or(n).min(n);
+            binary |= bytes[..look].contains(&0);
+        }
+        seen += n as u64;
+        hasher.update(bytes);
+    }
+    if seen != size {
+        return Err(GitError::Unavailable(format!(
+            "git cat-file: {id} ended after {seen} of {size} bytes"
+        )));
+    }
+    let mut newline = [0u8; 1];
+    let _ = reader.read_exact(&mut newline).await;
+    let sha256 = hasher
+        .finalize()
+        .iter()
+        .fold(String::with_capacity(64), |mut s, b| {
+            s.push_str(&format!("{b:02x}"));
+            s
+        });
+    Ok(Blob {
+        size,
+        sha256,
+        binary,
+    })
+}
+
+enum RunError {
+    Io(std::io::Error),
+    Git(GitError),
+}
+
+fn spawn(mut command: Command) -> std::io::Result<tokio::process::Child> {
+    command.stdin(Stdio::piped());
+    command.spawn()
+}
+
+/// Runs `command` to its end within the time limit, its answer read up to `cap`, the rest
+/// drained; the group is killed when the time is up.
+async fn run(
+    mut command: Command,
+    input: Option<Vec<u8>>,
+    cap: usize,
+    args: &[&str],
+) -> Result<(Vec<u8>, bool), RunError> {
+    if input.is_some() {
+        command.stdin(Stdio::piped());
+    }
+    let mut child = command.spawn().map_err(RunError::Io)?;
+    let pid = child.id();
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let feed = async move {
+        if let (Some(mut stdin), Some(input)) = (stdin, input) {
+            let _ = stdin.write_all(&input).await;
+        }
+    };
+    let work = async {
+        let (_, out, err, status) = tokio::join!(
+            feed,
+            read_capped(stdout, cap),
+            read_capped(stderr, 64 * 1024),
+            child.wait()
+        );
+        (out, err, status)
+    };
+    let Ok((out, err, status)) = tokio::time::timeout(GIT_TIMEOUT, work).await else {
+        if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        return Err(RunError::Git(GitError::Unavailable(format!(
+            "git {} timed out",
+            args.join(" ")
+        ))));
+    };
+    let status = status.map_err(RunError::Io)?;
+    if status.success() {
+        Ok(out)
+    } else {
+        let said = String::from_utf8_lossy(&err.0);
+        let last = said.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+        Err(RunError::Git(GitError::Failed(last.trim().to_string())))
+    }
+}
+
+/// Up to `cap` bytes of `pipe`, and whether it held more (read to its end all the same,
+/// so git never blocks on a full pipe).
+async fn read_capped<R: AsyncRead + Unpin>(pipe: Option<R>, cap: usize) -> (Vec<u8>, bool) {
+    let Some(pipe) = pipe else {
+        return (Vec::new(), false);
+    };
+    let mut kept = Vec::new();
+    let mut head = pipe.take(u64::try_from(cap).unwrap_or(u64::MAX));
+    let _ = head.read_to_end(&mut kept).await;
+    let mut rest = head.into_inner();
+    let more = tokio::io::copy(&mut rest, &mut tokio::io::sink())
+        .await
+        .is_ok_and(|n| n > 0);
+    (kept, more)
 }
 
 /// The paths `git status` reports: changed, staged, deleted or untracked (ignored files
 /// are not changes).
-pub async fn dirty_paths(workdir: &Path) -> Result<Vec<String>, String> {
-    let out = git(
-        workdir,
-        &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
-    )
-    .await
-    .map_err(|e| {
-        failed(
-            &format!("cannot read the state of {}", workdir.display()),
-            e,
-        )
-    })?;
+pub async fn dirty_paths(repo: &Repo) -> Result<Vec<String>, String> {
+    let out = repo
+        .git(&[
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            "--ignore-submodules=dirty",
+        ])
+        .await
+        .map_err(|e| {
+            failed(
+                &format!("cannot read the state of {}", repo.workdir.display()),
+                e,
+            )
+        })?;
     let mut paths = Vec::new();
     let mut entries = out.split('\0').filter(|e| !e.is_empty());
     while let Some(entry) = entries.next() {
@@ -95,24 +457,22 @@ pub(super) fn failed(what: &str, e: GitError) -> String {
 }
 
 /// Whether `name` may name a branch (and is no option in disguise).
-pub(super) async fn is_branch_name(workdir: &Path, name: &str) -> bool {
+pub(super) async fn is_branch_name(repo: &Repo, name: &str) -> bool {
     !name.starts_with('-')
-        && git(workdir, &["check-ref-format", "--branch", name])
+        && repo
+            .git(&["check-ref-format", "--branch", name])
             .await
             .is_ok()
 }
 
 /// The commit `rev` names, when it names one.
-pub(super) async fn commit_of(workdir: &Path, rev: &str) -> Option<String> {
-    git(
-        workdir,
-        &[
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("{rev}^{{commit}}"),
-        ],
-    )
+pub(super) async fn commit_of(repo: &Repo, rev: &str) -> Option<String> {
+    repo.git(&[
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        &format!("{rev}^{{commit}}"),
+    ])
     .await
     .ok()
     .map(|s| s.trim().to_string())

@@ -12,7 +12,8 @@ pub mod check;
 pub mod contract;
 pub mod facts;
 pub mod fence;
-mod git;
+pub mod git;
+pub mod patch;
 pub mod process;
 mod prompt;
 
@@ -86,6 +87,8 @@ pub struct RunRequest {
     pub check: Option<Check>,
     /// What the sister (and the check) may touch (`SPEC.md` §15); `None`: unconfined.
     pub fence: Option<fence::Fence>,
+    /// git on the workdir, for the facts checked after the sister (fenced the same way).
+    pub repo: git::Repo,
 }
 
 /// How a run ended, with what the user needs to know.

@@ -214,7 +214,14 @@ impl Bridge {
         let summary = summary::summary(&e, self.config.pipeline.locale);
         let mut files = Vec::new();
         if let Some(Ok(work)) = &e.work {
-            match crate::report::evidence::patch(&self.config, sprint, Some(&work.head)).await {
+            match crate::report::evidence::patch(
+                &self.store,
+                &self.config,
+                sprint,
+                Some(&work.head),
+            )
+            .await
+            {
                 Ok(patch) => files.push(File {
                     name: format!("{}.patch", sprint.id),
                     mime: "text/x-diff",
