@@ -3,6 +3,7 @@
 //! the base recorded and told, a dirty tree refused, uncommitted work refused, and a
 //! reviewer that commits refused.
 
+use hanarang::orchestrator::client::Answer;
 use hanarang::pipeline::State;
 use hanarang::sister::RunOutcome;
 use hanarang::store::Run;
@@ -271,4 +272,62 @@ async fn sprint_show_and_diff_tell_what_the_branch_holds_against_its_base() {
         text.contains("Commits (4):") && text.contains("Diff: 4 files, +4 −0"),
         "{text}"
     );
+}
+
+/// A refused attempt made no change: a person's uncommitted edit keeps every attempt of
+/// the sprint refused, its file untouched, until they commit it; the sprint then starts
+/// from its base, without it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_persons_edit_keeps_every_attempt_refused_and_never_enters_the_sprint() {
+    let (p, repo, base) = in_a_repository(Setup {
+        extra: ON_THE_BRANCH,
+        max_attempts: 3,
+        ..Setup::default()
+    })
+    .await;
+    git(&repo, &["checkout", "-q", "main"]);
+    std::fs::write(repo.join("README.md"), "someone's edit\n").expect("edit");
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Escalated).await;
+
+    let harang = of(&p.runs(&s.id).await, "harang");
+    assert_eq!(harang.len(), 3, "every attempt was tried: {harang:?}");
+    for run in &harang {
+        assert_eq!(run.outcome, Some(RunOutcome::SpawnFailed), "{run:?}");
+        let detail = run.detail.clone().unwrap_or_default();
+        assert!(
+            detail.contains("uncommitted changes no run of this sprint made: README.md")
+                && detail.contains("commit, stash or remove them"),
+            "{detail}"
+        );
+        assert!(
+            p.files.stdin_of(&run.run_id).is_empty(),
+            "no sister started"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(repo.join("README.md")).unwrap_or_default(),
+        "someone's edit\n",
+        "the person's edit is as they left it"
+    );
+    assert_eq!(git(&repo, &["symbolic-ref", "--short", "HEAD"]), "main");
+
+    // Committed (on their own branch), the edit is theirs; the sprint starts from its base.
+    git(&repo, &["checkout", "-q", "-b", "mine"]);
+    git(&repo, &["commit", "-q", "-am", "my edit"]);
+    let answer = p
+        .command(&s.id, hanarang::store::CommandKind::Resume, None)
+        .await;
+    assert!(matches!(answer, Answer::Applied(_)), "{answer:?}");
+    p.wait_for(&s.id, State::Done).await;
+    let on_branch = git(
+        &repo,
+        &["log", "--format=%s", &format!("{base}..feature/sprint-001")],
+    );
+    assert!(!on_branch.contains("my edit"), "{on_branch}");
+    assert_eq!(
+        git(&repo, &["cat-file", "blob", "feature/sprint-001:README.md"]),
+        "app"
+    );
+    p.stop().await;
 }

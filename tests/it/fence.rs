@@ -25,7 +25,7 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// `[agent] confine = "required"` in the pipeline's config.
-fn require_confinement(files: &Files) {
+pub(crate) fn require_confinement(files: &Files) {
     let config = std::fs::read_to_string(&files.config_path).expect("read config");
     let config = config.replacen("[agent]\n", "[agent]\nconfine = \"required\"\n", 1);
     std::fs::write(&files.config_path, config).expect("write config");

@@ -9,6 +9,7 @@
 mod support;
 
 mod authors;
+mod back_door;
 mod branch;
 mod check;
 mod config;
