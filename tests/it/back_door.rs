@@ -5,7 +5,7 @@
 //! none of it, no approval is forged, the sprint waits in `done`, and the patch a person
 //! approves from is the committed bytes.
 
-use std::process::{Child, Command};
+use std::process::Child;
 
 use sha2::Digest;
 
