@@ -170,11 +170,13 @@ impl Repo {
     async fn neutralized_drivers(&self) -> Result<Vec<String>, GitError> {
         let mut command = self.command(&[])?;
         command.args(["config", "--list", "--name-only", "-z"]);
-        let names = match run(command, None, ANSWER_CAP, &["config"]).await {
-            Ok((names, _)) => names,
-            // No config to read: nothing to switch off (git says what is wrong next).
-            Err(_) => return Ok(Vec::new()),
-        };
+        // A config git cannot list is one whose drivers are unknown: nothing runs on it.
+        let (names, _) = run(command, None, ANSWER_CAP, &["config", "--list"])
+            .await
+            .map_err(|e| match e {
+                RunError::Io(e) => GitError::Unavailable(format!("git config --list: {e}")),
+                RunError::Git(e) => e,
+            })?;
         let mut drivers: Vec<String> = String::from_utf8_lossy(&names)
             .split('\0')
             .filter_map(|key| {
