@@ -4,9 +4,10 @@
 
 /// The delimiter tags of a prompt. Inside any block, a `<` that would open or close one of
 /// these is escaped, whichever block the text is in: a goal may not fake a focus either.
-pub const TAGS: [&str; 7] = [
+pub const TAGS: [&str; 8] = [
     "goal",
     "focus",
+    "request",
     "review-issues",
     "rejection",
     "checklist",

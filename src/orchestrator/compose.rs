@@ -220,6 +220,7 @@ impl Orchestrator {
             Ok(texts) => (texts, not_checked_out),
             Err(detail) => (RecipeTexts::default(), Some(detail)),
         };
+        let request = self.request(sprint, actor).await;
         let contract = ContractFile {
             sprint_id: sprint.id.clone(),
             goal: sprint.goal.clone(),
@@ -236,6 +237,7 @@ impl Orchestrator {
             handoff,
             handoff_synthesized: synthesized,
             focus: sprint.focus.clone(),
+            request,
             previous_rejection,
             schema: schema::schema(Some(actor), Dialect::Draft07).unwrap_or_default(),
             goal_by: sprint.started_by.clone(),
@@ -315,6 +317,42 @@ impl Orchestrator {
 }
 
 impl Orchestrator {
+    /// What a person asked of the sprint's round, for its implementer and reviewers: the
+    /// focus a request for changes (a resume, a handoff) has just given the implementer,
+    /// else the last the log holds for this round.
+    async fn request(
+        &self,
+        sprint: &Sprint,
+        actor: crate::domain::Actor,
+    ) -> Option<sister::contract::PersonRequest> {
+        use crate::domain::Actor;
+        if let (Actor::Narang, Some(focus)) = (actor, &sprint.focus) {
+            return Some(sister::contract::PersonRequest {
+                by: sprint
+                    .focus_by
+                    .clone()
+                    .unwrap_or_else(|| sister::contract::UNKNOWN.to_string()),
+                text: focus.clone(),
+            });
+        }
+        if !matches!(actor, Actor::Narang | Actor::Darang) {
+            return None;
+        }
+        let log = match self.store.transitions(&sprint.id).await {
+            Ok(log) => log,
+            Err(e) => {
+                tracing::warn!(sprint = %sprint.id, error = %e, "cannot read the log: the run is not told what a person asked of the round");
+                return None;
+            }
+        };
+        crate::store::round_request(&log, sprint.round).map(|(by, text)| {
+            sister::contract::PersonRequest {
+                by: by.to_string(),
+                text: text.to_string(),
+            }
+        })
+    }
+
     /// What a run may touch (`SPEC.md` §15): nothing of hanarang's (`Own`); written, only
     /// its workdir, its artifact folder, the temporary folder, `/dev` and the sister's
     /// `writable`; no variable (of hanarang's environment or the sister's `env`) that

@@ -6,6 +6,13 @@ use serde::{Deserialize, Serialize};
 use crate::handoff::message::{Actor, ChecklistItem, ReviewIssue};
 use crate::handoff::{HandoffDocument, HandoffMessage};
 
+/// A person's words to a round, with who said them (`discord:<id>`, `cli:<user>@<host>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersonRequest {
+    pub by: String,
+    pub text: String,
+}
+
 /// The JSON file at `{contract_file}` / `$HANARANG_CONTRACT_FILE`. Field names are part
 /// of the public interface (README documents them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +39,11 @@ pub struct ContractFile {
     pub handoff_synthesized: bool,
     /// A user's focus instructions (start, resume, request-changes, handoff).
     pub focus: Option<String>,
+    /// What a person asked of this round's implementation (a request for changes' note,
+    /// a resume's or handoff's focus): the implementer's job this round, and what its
+    /// reviewers judge besides the contract.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<PersonRequest>,
     /// Why this sister's previous output was rejected, when the last attempt was bad
     /// output: the one repair chance.
     pub previous_rejection: Option<String>,
@@ -112,4 +124,4 @@ pub struct CheckResult {
 }
 
 /// Where a text came from, when no one was recorded.
-pub(super) const UNKNOWN: &str = "unknown";
+pub const UNKNOWN: &str = "unknown";

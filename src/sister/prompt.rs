@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::contract::{CheckResult, ContractFile, UNKNOWN};
+use super::contract::{CheckResult, ContractFile, PersonRequest, UNKNOWN};
 use crate::handoff::document::render_handoff_context;
 use crate::handoff::message::{Actor, ReviewIssue};
 use crate::handoff::quote;
@@ -51,6 +51,9 @@ pub fn render_prompt(
         "Goal: {}",
         quote::block("goal", goal_by, contract.goal.trim())
     );
+    if let Some(request) = &contract.request {
+        let _ = writeln!(p, "\n{}", request_text(actor, contract.round, request));
+    }
     let _ = writeln!(
         p,
         "The contract file {contract_path} holds all of this as JSON, with the previous sister's message and the schema of your answer."
@@ -99,6 +102,20 @@ pub fn render_prompt(
         contract.focus_by.as_deref().unwrap_or(UNKNOWN),
     ));
     p
+}
+
+/// What a person asked of the round: the implementer's job before anything else, the
+/// reviewer's to judge.
+fn request_text(actor: Actor, round: u32, request: &PersonRequest) -> String {
+    let said = quote::block("request", &request.by, request.text.trim());
+    match actor {
+        Actor::Darang => format!(
+            "Before this round ({round}), a person asked for this: {said}\nJudge whether the branch now does what they asked, besides the contract; a request that is not met is a finding."
+        ),
+        _ => format!(
+            "This round ({round}) is for what a person asked: {said}\nDo this first; the reviewer will judge whether it is done."
+        ),
+    }
 }
 
 /// What a sister is told of the project's check: that it passed (darang), or its failure
@@ -187,6 +204,7 @@ mod tests {
             },
             handoff_synthesized: true,
             focus: None,
+            request: None,
             previous_rejection: None,
             schema: serde_json::Value::Null,
             goal_by: Some("discord:123".into()),

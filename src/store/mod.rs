@@ -39,6 +39,7 @@ pub use database::Database;
 pub use handle::{HostScope, Store};
 pub use rows::{
     ForumPost, HostRecord, Lease, Run, Spend, Sprint, TransitionRecord, Usage, review_round,
+    round_request,
 };
 pub use status::SprintStatus;
 

@@ -175,6 +175,37 @@ pub struct TransitionRecord {
     pub note: Option<Note>,
 }
 
+impl TransitionRecord {
+    /// What a person asked of the implementation this transition starts, `(by, text)`:
+    /// a request for changes' note, or the focus of a resume or handoff into
+    /// `implementing`.
+    pub fn request(&self) -> Option<(&str, &str)> {
+        if self.to != State::Implementing {
+            return None;
+        }
+        match &self.detail {
+            Event::RequestChanges { by, note } => Some((by, note)),
+            Event::Resume {
+                by,
+                focus: Some(focus),
+            }
+            | Event::Handoff {
+                by,
+                focus: Some(focus),
+            } => Some((by, focus)),
+            _ => None,
+        }
+    }
+}
+
+/// The last thing a person asked of round `round`'s implementation, `(by, text)`.
+pub fn round_request(log: &[TransitionRecord], round: u32) -> Option<(&str, &str)> {
+    log.iter()
+        .rev()
+        .filter(|t| t.round == round)
+        .find_map(TransitionRecord::request)
+}
+
 #[derive(sqlx::FromRow)]
 pub(super) struct TransitionRaw {
     global_seq: i64,

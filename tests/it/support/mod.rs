@@ -151,6 +151,7 @@ pub fn contract(actor: Actor, workdir: &Path) -> ContractFile {
         },
         handoff_synthesized: true,
         focus: None,
+        request: None,
         previous_rejection: None,
         schema: schema::schema(Some(actor), Dialect::Draft07).unwrap_or_default(),
         goal_by: None,
