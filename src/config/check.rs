@@ -179,6 +179,24 @@ impl Config {
                     ),
                 );
             }
+            // Only what is certainly wrong: a file this user may not see may still be the
+            // service's to read.
+            if let Some(file) = &d.token_file {
+                match std::fs::metadata(file) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => problem(
+                        "discord.token_file",
+                        format!("no file {} (it must hold the bot token)", file.display()),
+                    ),
+                    Ok(m) if m.is_dir() => problem(
+                        "discord.token_file",
+                        format!(
+                            "{} is a folder, not the file of the bot token",
+                            file.display()
+                        ),
+                    ),
+                    _ => {}
+                }
+            }
             if d.nickname.as_deref().is_some_and(|n| n.trim().is_empty()) {
                 problem("discord.nickname", "must not be empty".into());
             }

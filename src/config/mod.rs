@@ -2,8 +2,8 @@
 //!
 //! Loading reports *every* problem with its key path (`agent.narang.timeout: invalid
 //! duration "2 hours"`), not just the first, and touches nothing: no database, no
-//! process. The Discord token is never part of this file; only the name of the
-//! environment variable that holds it is.
+//! process. The Discord token is never part of this file; only where it is (a file, or
+//! the name of the environment variable that holds it).
 
 use std::collections::BTreeMap;
 use std::fmt;
