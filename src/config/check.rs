@@ -141,6 +141,9 @@ impl Config {
             );
         }
 
+        // What of hanarang's is known here: the config's own path is set only once it is
+        // checked.
+        let own = secret_files(self);
         for (name, project) in &self.projects {
             let key = format!("projects.{name}");
             if !name
@@ -164,7 +167,7 @@ impl Config {
                     format!("{} is not a directory", workdir.display()),
                 );
             }
-            for (field, message) in project_recipe(project) {
+            for (field, message) in project_recipe(project, &own) {
                 problem(&format!("{key}.{field}"), message);
             }
         }

@@ -18,6 +18,7 @@ use crate::placeholder;
 
 mod agent;
 mod check;
+mod inside;
 mod paths;
 pub mod preset;
 mod project;
@@ -25,6 +26,7 @@ mod sections;
 
 pub use agent::*;
 use check::*;
+pub use inside::{MAX_RECIPE_BYTES, Refused, read_inside};
 pub use paths::*;
 pub use project::*;
 pub use sections::*;
