@@ -27,7 +27,7 @@ pub async fn checks(discord: &DiscordConfig) -> Vec<Check> {
     let source = discord.token_source();
     let token = match read_token(discord) {
         Ok(t) => {
-            checks.push(token_source(&source));
+            checks.push(token_check(&source));
             t
         }
         Err(e) => {
@@ -147,7 +147,7 @@ pub async fn checks(discord: &DiscordConfig) -> Vec<Check> {
 
 /// Where the token comes from: a variable is a warning, since hanarang's environment is
 /// in `/proc` until it is wiped at start, and in the environment of whatever started it.
-fn token_source(source: &TokenSource) -> Check {
+fn token_check(source: &TokenSource) -> Check {
     match source {
         TokenSource::Env(_) => Check::warn(
             "discord token",

@@ -1,9 +1,9 @@
-//! Files hanarang reads from the workdir (`SPEC.md` §16), as a hostile sister leaves them:
-//! harang swaps the project's `instructions` file for a link out of the workdir (to the
-//! config with an API key in it, to `/proc/self/environ`, to a device) or for a FIFO. The
-//! next run is refused as `spawn_failed`, naming the key and the target; nothing of the
-//! target reaches a prompt, a contract file or the database, and nothing hangs. A link
-//! that stays in the workdir still works.
+//! Files hanarang reads from the workdir, as a hostile sister leaves them: harang swaps
+//! the project's `instructions` file for a link out of the workdir (to the config with an
+//! API key in it, to `/proc/self/environ`, to a device) or for a FIFO. The next run is
+//! refused as `spawn_failed`, naming the key and the target; nothing of the target
+//! reaches a prompt, a contract file or the database, and nothing hangs. A link that
+//! stays in the workdir still works.
 
 use hanarang::pipeline::State;
 use hanarang::sister::RunOutcome;

@@ -1,5 +1,5 @@
-//! The bot token out of reach of whoever reads `serve`'s `/proc` (`SPEC.md` §16): given in
-//! the environment, it is gone from `/proc/<pid>/environ` once `serve` runs; given as a
+//! The bot token out of reach of whoever reads `serve`'s `/proc`: given in the
+//! environment, it is gone from `/proc/<pid>/environ` once `serve` runs; given as a
 //! file (`discord.token_file`, systemd's credential) it is read from there, and a file
 //! that is missing or empty stops `serve` with exit 2, naming the key.
 
