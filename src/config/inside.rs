@@ -142,7 +142,8 @@ fn flags() -> OFlag {
 
 /// `relative` opened below `root`: by the kernel's own walk (`openat2`, links resolved
 /// but never above `root`, none of `/proc`'s magic links), so no link swapped in meanwhile
-/// leads elsewhere; where the kernel lacks it (before Linux 5.6), `open_resolved`.
+/// leads elsewhere; where the kernel lacks it (before Linux 5.6) or a seccomp filter
+/// denies it, `open_resolved`.
 fn open_beneath(root: &Path, relative: &Path) -> Result<OwnedFd, Opened> {
     let failed = |e: Errno| Opened::Failed(std::io::Error::from(e));
     let dir = nix::fcntl::open(
@@ -169,7 +170,8 @@ fn open_beneath(root: &Path, relative: &Path) -> Result<OwnedFd, Opened> {
             _ => Err(Opened::Leaves),
         },
         Err(Errno::ELOOP) if leads_out(root, relative) => Err(Opened::Leaves),
-        Err(Errno::ENOSYS) => open_resolved(root, relative),
+        // Older container seccomp profiles deny system calls they do not know with EPERM.
+        Err(Errno::ENOSYS | Errno::EPERM) => open_resolved(root, relative),
         Err(e) => Err(failed(e)),
     }
 }
