@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{self, Config};
+use crate::config::{self, Config, ConfigError};
 use crate::domain::Actor;
 use crate::handoff::schema::Dialect;
 use crate::output::Exit;
@@ -267,20 +267,23 @@ pub fn run(cli: Cli) -> Exit {
             _ => Exit::Failure,
         },
         Command::Demo => block_on_one_thread(demo()),
-        Command::Doctor => block_on(async {
-            let checks = crate::doctor::run(cli.config.as_deref()).await;
-            for check in &checks {
-                outln!("{}", check.line());
-            }
-            if checks.iter().all(|c| c.ok) {
-                outln!("\nall {} checks passed", checks.len());
-                Exit::Success
-            } else {
-                let failed = checks.iter().filter(|c| !c.ok).count();
-                outln!("\n{failed} of {} checks failed", checks.len());
-                Exit::Failure
-            }
-        }),
+        Command::Doctor => {
+            let loaded = load_config(cli.config.as_deref());
+            block_on(async {
+                let checks = crate::doctor::run(loaded).await;
+                for check in &checks {
+                    outln!("{}", check.line());
+                }
+                if checks.iter().all(|c| c.ok) {
+                    outln!("\nall {} checks passed", checks.len());
+                    Exit::Success
+                } else {
+                    let failed = checks.iter().filter(|c| !c.ok).count();
+                    outln!("\n{failed} of {} checks failed", checks.len());
+                    Exit::Failure
+                }
+            })
+        }
         Command::Serve => with_config(cli.config.as_deref(), |c| block_on(serve(c))),
         Command::Run(args) => with_config(cli.config.as_deref(), |c| {
             block_on_one_thread(run_sprint(c, args, RunMode::Foreground))
@@ -303,13 +306,23 @@ pub fn run(cli: Cli) -> Exit {
 }
 
 fn with_config(path: Option<&Path>, f: impl FnOnce(Arc<Config>) -> Exit) -> Exit {
-    match config::locate(path).and_then(|p| Config::load(&p)) {
-        Ok(config) => f(Arc::new(config)),
+    match load_config(path) {
+        Ok((_, config)) => f(Arc::new(config)),
         Err(e) => {
             errln!("{e}");
             Exit::Usage
         }
     }
+}
+
+/// The config and the path it was read from; then the token's variable is taken out of
+/// the environment (`discord::take_from_environment`). Here, between the two: its name is
+/// the config's, and the environment may be changed only before the command's runtime
+/// starts threads.
+fn load_config(path: Option<&Path>) -> Result<(PathBuf, Config), ConfigError> {
+    let loaded = config::locate(path).and_then(|p| Config::load(&p).map(|c| (p, c)))?;
+    crate::discord::take_from_environment(loaded.1.token_env());
+    Ok(loaded)
 }
 
 /// How long a command's runtime may take to stop once the command is done.

@@ -64,7 +64,15 @@ async fn show_recipe(config: &Config) {
                 let plan = project
                     .plan_dir_of(&sprint.id, &sprint.project)
                     .join("plan.md");
-                let lines = std::fs::read_to_string(&plan).map_or(0, |t| t.lines().count());
+                // The plan is the sister's: read as it could open it, else not counted.
+                let lines = crate::config::read_inside(
+                    &project.workdir,
+                    &plan,
+                    "plan",
+                    &crate::sister::fence::Own::of(config, store.runs_dir()).files,
+                    crate::config::MAX_RECIPE_BYTES,
+                )
+                .map_or(0, |t| t.lines().count());
                 outln!("  plan: {} ({lines} lines)", plan.display());
             }
             let contract: Vec<String> = crate::store::contract_results(&runs)

@@ -141,6 +141,9 @@ impl Config {
             );
         }
 
+        // What of hanarang's is known here: the config's own path is set only once it is
+        // checked.
+        let own = secret_files(self);
         for (name, project) in &self.projects {
             let key = format!("projects.{name}");
             if !name
@@ -164,7 +167,7 @@ impl Config {
                     format!("{} is not a directory", workdir.display()),
                 );
             }
-            for (field, message) in project_recipe(project) {
+            for (field, message) in project_recipe(project, &own) {
                 problem(&format!("{key}.{field}"), message);
             }
         }
@@ -178,6 +181,24 @@ impl Config {
                         d.token_env
                     ),
                 );
+            }
+            // Only what is certainly wrong: a file this user may not see may still be the
+            // service's to read.
+            if let Some(file) = &d.token_file {
+                match std::fs::metadata(file) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => problem(
+                        "discord.token_file",
+                        format!("no file {} (it must hold the bot token)", file.display()),
+                    ),
+                    Ok(m) if m.is_dir() => problem(
+                        "discord.token_file",
+                        format!(
+                            "{} is a folder, not the file of the bot token",
+                            file.display()
+                        ),
+                    ),
+                    _ => {}
+                }
             }
             if d.nickname.as_deref().is_some_and(|n| n.trim().is_empty()) {
                 problem("discord.nickname", "must not be empty".into());

@@ -2,8 +2,8 @@
 //!
 //! Loading reports *every* problem with its key path (`agent.narang.timeout: invalid
 //! duration "2 hours"`), not just the first, and touches nothing: no database, no
-//! process. The Discord token is never part of this file; only the name of the
-//! environment variable that holds it is.
+//! process. The Discord token is never part of this file; only where it is (a file, or
+//! the name of the environment variable that holds it).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -18,6 +18,7 @@ use crate::placeholder;
 
 mod agent;
 mod check;
+mod inside;
 mod paths;
 pub mod preset;
 mod project;
@@ -25,6 +26,7 @@ mod sections;
 
 pub use agent::*;
 use check::*;
+pub use inside::{MAX_RECIPE_BYTES, Refused, read_inside};
 pub use paths::*;
 pub use project::*;
 pub use sections::*;

@@ -27,6 +27,11 @@ impl Config {
                 *folder = base.join(&*folder);
             }
         }
+        if let Some(file) = self.discord.as_mut().and_then(|d| d.token_file.as_mut())
+            && file.is_relative()
+        {
+            *file = base.join(&*file);
+        }
         let relative_program = |program: &mut String| {
             // A bare name is looked up on PATH; a path with a `/` is the file's.
             if program.contains('/') && Path::new(program.as_str()).is_relative() {
@@ -40,6 +45,97 @@ impl Config {
             }
         }
     }
+}
+
+/// The name of the systemd credential that holds the bot token
+/// (`LoadCredential=discord-token:/etc/hanarang/discord-token`).
+pub const TOKEN_CREDENTIAL: &str = "discord-token";
+
+/// The variable systemd sets to the folder of a service's credentials.
+pub const CREDENTIALS_ENV: &str = "CREDENTIALS_DIRECTORY";
+
+/// Where the bot token comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSource {
+    /// `discord.token_file`.
+    File(PathBuf),
+    /// systemd's credential `discord-token`, in `$CREDENTIALS_DIRECTORY`.
+    Credential(PathBuf),
+    /// The environment variable `discord.token_env` names.
+    Env(String),
+}
+
+impl TokenSource {
+    /// The key (or the setting) a message about the token names.
+    pub fn key(&self) -> String {
+        match self {
+            TokenSource::File(_) => "discord.token_file".into(),
+            TokenSource::Credential(_) => format!("the systemd credential {TOKEN_CREDENTIAL}"),
+            TokenSource::Env(_) => "discord.token_env".into(),
+        }
+    }
+
+    /// Where the token is: a file's path, or the variable's name.
+    pub fn place(&self) -> String {
+        match self {
+            TokenSource::File(path) | TokenSource::Credential(path) => path.display().to_string(),
+            TokenSource::Env(name) => name.clone(),
+        }
+    }
+}
+
+impl fmt::Display for TokenSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TokenSource::File(path) => write!(f, "discord.token_file {}", path.display()),
+            TokenSource::Credential(path) => write!(
+                f,
+                "the systemd credential {TOKEN_CREDENTIAL} ({})",
+                path.display()
+            ),
+            TokenSource::Env(name) => write!(f, "${name}"),
+        }
+    }
+}
+
+impl DiscordConfig {
+    /// Where the token is read from: `token_file` when set; else systemd's credential
+    /// when the service was given one; else the variable `token_env`. A file is
+    /// preferred: a variable sits in the process's environment, which `/proc` shows.
+    pub fn token_source(&self) -> TokenSource {
+        if let Some(file) = &self.token_file {
+            return TokenSource::File(file.clone());
+        }
+        if let Some(credential) = credentials_dir()
+            .map(|dir| dir.join(TOKEN_CREDENTIAL))
+            .filter(|path| path.exists())
+        {
+            return TokenSource::Credential(credential);
+        }
+        TokenSource::Env(self.token_env.clone())
+    }
+}
+
+fn credentials_dir() -> Option<PathBuf> {
+    std::env::var_os(CREDENTIALS_ENV)
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+}
+
+/// hanarang's secrets on disk, which no sister may read: the token's file, and systemd's
+/// credentials folder whenever the service has one (all it holds is the service's).
+/// Resolved, since the fence protects a path as it finds it, links not followed.
+pub fn secret_files(config: &Config) -> Vec<PathBuf> {
+    let token_file = config.discord.as_ref().and_then(|d| d.token_file.clone());
+    token_file
+        .into_iter()
+        .chain(credentials_dir())
+        .map(|path| {
+            std::fs::canonicalize(&path)
+                .or_else(|_| std::path::absolute(&path))
+                .unwrap_or(path)
+        })
+        .collect()
 }
 
 /// The relative file path of a `sqlite:` URL and what follows it (`?mode=…`); `None` for

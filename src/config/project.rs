@@ -21,7 +21,8 @@ pub struct ProjectConfig {
     pub check: Vec<String>,
     #[serde(default = "default_check_timeout")]
     pub check_timeout: Dur,
-    /// A file whose text every sister's prompt carries; relative to the workdir.
+    /// A file whose text every sister's prompt carries; relative to the workdir, and read
+    /// only inside it (`read_inside`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<PathBuf>,
     /// What deploying means for this project, for erang.
@@ -68,6 +69,36 @@ impl ProjectConfig {
         let path = self.prompts.as_ref()?.join(format!("{actor}.md"));
         path.is_file().then_some(path)
     }
+
+    /// The text of the `instructions` file: a file of the workdir, read as a sister
+    /// could open it (`read_inside`), `key` naming it in a refusal.
+    pub fn read_instructions(&self, key: &str, own: &[PathBuf]) -> Option<Result<String, Refused>> {
+        let path = self.instructions.as_ref()?;
+        Some(read_inside(&self.workdir, path, key, own, MAX_RECIPE_BYTES))
+    }
+
+    /// The text of one of the `prompts` files: the operator's, beside the config; but one
+    /// that lies in the workdir is the agents' to change, and is read as the workdir's
+    /// files are (`read_inside`).
+    pub fn read_prompt(&self, path: &Path, key: &str, own: &[PathBuf]) -> Result<String, Refused> {
+        if let Some(inside) = self.in_workdir(path) {
+            return read_inside(&self.workdir, &inside, key, own, MAX_RECIPE_BYTES);
+        }
+        std::fs::read_to_string(path).map_err(|e| Refused {
+            key: key.to_string(),
+            reason: format!("cannot read {}: {e}", path.display()),
+        })
+    }
+
+    /// `path` as a path in the workdir, written there or leading there.
+    fn in_workdir(&self, path: &Path) -> Option<PathBuf> {
+        if path.starts_with(&self.workdir) {
+            return Some(path.to_path_buf());
+        }
+        let resolved = std::fs::canonicalize(path).ok()?;
+        let root = std::fs::canonicalize(&self.workdir).ok()?;
+        resolved.starts_with(&root).then_some(resolved)
+    }
 }
 
 pub(super) fn default_plan_dir() -> String {
@@ -78,8 +109,12 @@ pub(super) fn default_check_timeout() -> Dur {
     Dur(Duration::from_secs(30 * 60))
 }
 
-/// What is wrong with a project's recipe keys (SPEC §12), as (key, reason).
-pub(super) fn project_recipe(project: &ProjectConfig) -> Vec<(&'static str, String)> {
+/// What is wrong with a project's recipe keys (SPEC §12), as (key, reason); `own` are
+/// hanarang's files, which a recipe file must not be.
+pub(super) fn project_recipe(
+    project: &ProjectConfig,
+    own: &[PathBuf],
+) -> Vec<(&'static str, String)> {
     let mut problems = Vec::new();
     if project
         .base_branch
@@ -107,10 +142,12 @@ pub(super) fn project_recipe(project: &ProjectConfig) -> Vec<(&'static str, Stri
     if project.check_timeout.0.is_zero() {
         problems.push(("check_timeout", "must be longer than zero".to_string()));
     }
-    if let Some(file) = &project.instructions
-        && !file.is_file()
-    {
-        problems.push(("instructions", format!("no file {}", file.display())));
+    if let Some(file) = &project.instructions {
+        if std::fs::symlink_metadata(file).is_err() {
+            problems.push(("instructions", format!("no file {}", file.display())));
+        } else if let Some(Err(refused)) = project.read_instructions("instructions", own) {
+            problems.push(("instructions", refused.reason));
+        }
     }
     if project
         .deploy
@@ -127,10 +164,8 @@ pub(super) fn project_recipe(project: &ProjectConfig) -> Vec<(&'static str, Stri
             let Some(path) = project.prompt_file(actor) else {
                 continue;
             };
-            match std::fs::read_to_string(&path) {
-                Err(e) => {
-                    problems.push(("prompts", format!("cannot read {}: {e}", path.display())))
-                }
+            match project.read_prompt(&path, "prompts", own) {
+                Err(refused) => problems.push(("prompts", refused.reason)),
                 Ok(text) => {
                     if let Some(name) = placeholder::first_unknown(&text, placeholder::PROMPT) {
                         problems.push((

@@ -173,6 +173,10 @@ pub struct DiscordConfig {
     /// The environment variable that holds the bot token (never the token itself).
     #[serde(default = "default_token_env")]
     pub token_env: String,
+    /// A file holding the bot token, taken before systemd's credential and `token_env`
+    /// (`DiscordConfig::token_source`). A relative path is the config file's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
     pub guild_id: Snowflake,
     pub forum_channel_id: Snowflake,
     /// The user the bot reports to and mentions on escalation and completion.

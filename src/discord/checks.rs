@@ -37,6 +37,7 @@ mod tests {
     fn discord() -> DiscordConfig {
         DiscordConfig {
             token_env: "DISCORD_TOKEN".into(),
+            token_file: None,
             guild_id: Snowflake(1),
             forum_channel_id: Snowflake(2),
             user_id: Snowflake(10),

@@ -9,16 +9,17 @@ pub mod commands;
 pub mod render;
 mod rest;
 pub mod summary;
+mod token;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use poise::serenity_prelude as serenity;
-use secrecy::{ExposeSecret, SecretString};
 
 pub use bridge::{BOARD_INTERVAL, Bridge, CURSOR};
+pub use token::{Token, read_token, take_from_environment};
 
-use crate::config::{Config, DiscordConfig};
+use crate::config::{Config, DiscordConfig, TokenSource};
 use crate::orchestrator::Handle;
 use crate::pipeline::Policy;
 
@@ -33,29 +34,16 @@ pub struct Data {
     pub policy: Policy,
 }
 
-/// The bot token, read from the environment; never printed (its `Debug` is redacted).
-#[derive(Clone, Debug)]
-pub struct Token(SecretString);
-
-impl Token {
-    pub fn new(token: impl Into<String>) -> Token {
-        Token(SecretString::new(token.into()))
-    }
-
-    /// The token itself, for the one place that sends it: the Authorization header.
-    pub(crate) fn expose(&self) -> &str {
-        self.0.expose_secret()
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error(
-        "discord.token_env: the environment variable {0} is not set (it must hold the bot token; the token never goes in the config file)"
+        "discord.token_env: the environment variable {0} is not set (it must hold the bot token, unless discord.token_file or systemd's credential discord-token does; the token never goes in the config file)"
     )]
     TokenMissing(String),
-    #[error("discord.token_env: Discord refused the token in {0} ({1}); check the bot token")]
-    TokenRefused(String, String),
+    #[error("{}: {}", .0.key(), .1)]
+    TokenUnreadable(TokenSource, String),
+    #[error("{}: Discord refused the token in {} ({}); check the bot token", .0.key(), .0.place(), .1)]
+    TokenRefused(TokenSource, String),
     #[error("Discord could not be reached: {0}")]
     Unreachable(String),
     #[error("the Discord client failed: {0}")]
@@ -67,16 +55,10 @@ impl StartError {
     pub fn is_config(&self) -> bool {
         matches!(
             self,
-            StartError::TokenMissing(_) | StartError::TokenRefused(..)
+            StartError::TokenMissing(_)
+                | StartError::TokenUnreadable(..)
+                | StartError::TokenRefused(..)
         )
-    }
-}
-
-/// Reads the token from the variable `discord.token_env` names.
-pub fn read_token(discord: &DiscordConfig) -> Result<Token, StartError> {
-    match std::env::var(&discord.token_env) {
-        Ok(t) if !t.trim().is_empty() => Ok(Token::new(t.trim())),
-        _ => Err(StartError::TokenMissing(discord.token_env.clone())),
     }
 }
 
@@ -314,10 +296,10 @@ fn refused_or(
 ) -> StartError {
     match &e {
         serenity::Error::Http(_) if is_refused(&e) => {
-            StartError::TokenRefused(discord.token_env.clone(), "401 Unauthorized".into())
+            StartError::TokenRefused(discord.token_source(), "401 Unauthorized".into())
         }
         serenity::Error::Gateway(_) if is_refused(&e) => StartError::TokenRefused(
-            discord.token_env.clone(),
+            discord.token_source(),
             "the gateway closed with 4004, authentication failed".into(),
         ),
         _ => other(e.to_string()),

@@ -7,7 +7,7 @@ use poise::serenity_prelude as serenity;
 use serenity::{Channel, ChannelId, ChannelType, GuildId, Permissions};
 
 use super::Check;
-use crate::config::DiscordConfig;
+use crate::config::{DiscordConfig, TOKEN_CREDENTIAL, TokenSource};
 use crate::discord::{StartError, check_token, http, read_token};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -24,23 +24,20 @@ pub async fn checks(discord: &DiscordConfig) -> Vec<Check> {
         Check::pass("discord start", start),
         Check::pass("discord approve", approve),
     ];
+    let source = discord.token_source();
     let token = match read_token(discord) {
         Ok(t) => {
-            checks.push(Check::pass(
-                "discord token",
-                format!("${} is set", discord.token_env),
-            ));
+            checks.push(token_check(&source));
             t
         }
         Err(e) => {
-            checks.push(Check::fail(
-                "discord token",
-                e.to_string(),
-                format!(
-                    "export {}=<the bot token> in the service's environment",
-                    discord.token_env
+            let fix = match &source {
+                TokenSource::Env(name) => format!(
+                    "put the bot token in a file the service reads (discord.token_file, or systemd's LoadCredential={TOKEN_CREDENTIAL}:PATH), or export {name}=<the bot token> in the service's environment"
                 ),
-            ));
+                _ => "check the file's path, that the service's user may read it, and that it holds the bot token".into(),
+            };
+            checks.push(Check::fail("discord token", e.to_string(), fix));
             return checks;
         }
     };
@@ -146,6 +143,21 @@ pub async fn checks(discord: &DiscordConfig) -> Vec<Check> {
         )),
     }
     checks
+}
+
+/// Where the token comes from: a variable is a warning, since hanarang's environment is
+/// in `/proc` until it is wiped at start, and in the environment of whatever started it.
+fn token_check(source: &TokenSource) -> Check {
+    match source {
+        TokenSource::Env(_) => Check::warn(
+            "discord token",
+            format!("from {source} (wiped from hanarang's environment at start)"),
+            format!(
+                "better: a file only the service reads, discord.token_file or systemd's LoadCredential={TOKEN_CREDENTIAL}:/etc/hanarang/{TOKEN_CREDENTIAL}"
+            ),
+        ),
+        _ => Check::pass("discord token", format!("from {source}")),
+    }
 }
 
 fn error_of<T>(r: Result<Result<T, serenity::Error>, tokio::time::error::Elapsed>) -> String {

@@ -71,10 +71,10 @@ impl Check {
     }
 }
 
-/// Runs every check; the config path is where it was looked for.
-pub async fn run(explicit: Option<&Path>) -> Vec<Check> {
+/// Runs every check on the config as it was loaded (with the path it was read from).
+pub async fn run(loaded: Result<(PathBuf, Config), config::ConfigError>) -> Vec<Check> {
     let mut checks = Vec::new();
-    let config = match config::locate(explicit).and_then(|p| Config::load(&p).map(|c| (p, c))) {
+    let config = match loaded {
         Ok((path, config)) => {
             checks.push(Check::pass(
                 "config",

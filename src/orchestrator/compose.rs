@@ -210,7 +210,10 @@ impl Orchestrator {
         // The next number: this loop is the only one that adds runs to its sprints.
         let number = runs.iter().map(|r| r.number).max().unwrap_or(0) + 1;
         let recipe = match project {
-            Some(p) => recipe(p, &sprint.project, actor),
+            Some(p) => {
+                let own = sister::fence::Own::of(&self.config, self.store.runs_dir());
+                recipe(p, &sprint.project, actor, &own.files)
+            }
             None => Err(format!(
                 "project {:?} is no longer configured ([projects.{}])",
                 sprint.project, sprint.project
@@ -423,23 +426,25 @@ struct RecipeTexts {
     role_text: Option<String>,
 }
 
-/// Reads the project's instructions file and its text for `actor`'s job; the error is
+/// Reads the project's instructions file and its text for `actor`'s job, a file of the
+/// workdir as a sister could open it, never one of `own` (hanarang's files); the error is
 /// the run's `spawn_failed` detail, naming the key.
 fn recipe(
     project: &crate::config::ProjectConfig,
     name: &str,
     actor: crate::domain::Actor,
+    own: &[std::path::PathBuf],
 ) -> Result<RecipeTexts, String> {
-    let read = |key: &str, path: &std::path::Path| {
-        std::fs::read_to_string(path)
-            .map_err(|e| format!("projects.{name}.{key}: cannot read {}: {e}", path.display()))
-    };
-    let instructions = match &project.instructions {
-        Some(path) => Some(read("instructions", path)?),
-        None => None,
-    };
+    let instructions = project
+        .read_instructions(&format!("projects.{name}.instructions"), own)
+        .transpose()
+        .map_err(|e| e.to_string())?;
     let role_text = match project.prompt_file(actor) {
-        Some(path) => Some(read("prompts", &path)?),
+        Some(path) => Some(
+            project
+                .read_prompt(&path, &format!("projects.{name}.prompts"), own)
+                .map_err(|e| e.to_string())?,
+        ),
         None => None,
     };
     Ok(RecipeTexts {

@@ -74,6 +74,7 @@ impl Own {
         }
         files.extend(config.source.clone());
         files.push(runs_dir.to_path_buf());
+        files.extend(crate::config::secret_files(config));
         let url = &config.database.url;
         let postgres = crate::config::postgres_reach(url);
         if let Some(reach) = &postgres {

@@ -29,19 +29,32 @@ fn discord(fake: &FakeDiscord, forum: u64) -> String {
     )
 }
 
+/// The token in a file beside the config, named by `token_file`; its path.
+fn token_file(files: &Files) -> std::path::PathBuf {
+    let path = files.dir.path().join("discord-token");
+    std::fs::write(&path, format!("{}\n", support::fake_discord::FAKE_TOKEN)).expect("token");
+    files.append_config("token_file = \"discord-token\"\n");
+    path
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sound_deployment_passes_every_check() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
     let files = Files::new(&Setup::default());
     files.append_config(&discord(&fake, fake.config().forum_channel_id));
+    let token = token_file(&files);
     let (code, out) = tokio::task::spawn_blocking(move || {
-        let r = doctor(&files, Some(support::fake_discord::FAKE_TOKEN));
+        let r = doctor(&files, None);
         drop(files);
         r
     })
     .await
     .unwrap();
     assert_eq!(code, 0, "{out}");
+    let from_file = format!(
+        "ok   discord token: from discord.token_file {}",
+        token.display()
+    );
     for line in [
         "ok   config: ",
         "ok   database: ",
@@ -50,7 +63,7 @@ async fn a_sound_deployment_passes_every_check() {
         "scripted.sh →",
         "ok   project app: ",
         "not a git repository",
-        "ok   discord token: $HANARANG_TEST_DISCORD_TOKEN is set",
+        from_file.as_str(),
         "ok   discord login: Discord accepted the token",
         "ok   discord guild: ",
         "ok   discord forum: ",
@@ -66,6 +79,27 @@ async fn a_sound_deployment_passes_every_check() {
     assert!(
         !out.contains(support::fake_discord::FAKE_TOKEN),
         "the token is never printed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_in_the_environment_is_a_warning_that_recommends_a_file() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let files = Files::new(&Setup::default());
+    files.append_config(&discord(&fake, fake.config().forum_channel_id));
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        doctor(&files, Some(support::fake_discord::FAKE_TOKEN))
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "a warning does not fail doctor: {out}");
+    assert!(
+        out.contains("warn discord token: from $HANARANG_TEST_DISCORD_TOKEN (wiped from hanarang's environment at start)\n     fix: better: a file only the service reads, discord.token_file or systemd's LoadCredential=discord-token:/etc/hanarang/discord-token"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ok   discord login: Discord accepted the token"),
+        "{out}"
     );
 }
 
@@ -122,7 +156,7 @@ fn a_missing_token_variable_is_a_failed_check() {
         "{out}"
     );
     assert!(
-        out.contains("fix: export HANARANG_TEST_DISCORD_TOKEN=<the bot token>"),
+        out.contains("fix: put the bot token in a file the service reads (discord.token_file, or systemd's LoadCredential=discord-token:PATH), or export HANARANG_TEST_DISCORD_TOKEN=<the bot token>"),
         "{out}"
     );
 }

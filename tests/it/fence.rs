@@ -181,3 +181,47 @@ fn on_postgres_a_sister_gets_neither_the_url_nor_the_password_nor_the_server() {
         "the sister's own variables are there: {env}"
     );
 }
+
+#[test]
+fn a_sister_reads_neither_the_token_file_nor_systemds_credentials() {
+    if hanarang::sister::fence::available().is_err() {
+        eprintln!("no Landlock on this kernel: nothing to test");
+        return;
+    }
+    let files = Files::new(&Setup {
+        harang: "read",
+        ..Setup::default()
+    });
+    let token = files.dir.path().join("discord-token");
+    std::fs::write(&token, "the-bot-token\n").expect("token file");
+    let credentials = files.dir.path().join("credentials");
+    std::fs::create_dir_all(&credentials).expect("credentials folder");
+    let credential = credentials.join("database-password");
+    std::fs::write(&credential, "a-password").expect("a credential");
+    let readable = files.dir.path().join("app/README.md");
+    std::fs::write(&readable, "the project's own file").expect("readme");
+    files.append_config(&format!(
+        "[agent.harang.env]\nREAD_FILES = \"{} {} {}\"\n[discord]\ntoken_file = \"discord-token\"\nguild_id = 1\nforum_channel_id = 2\nuser_id = 3\n",
+        token.display(),
+        credential.display(),
+        readable.display()
+    ));
+    let out = hanarang(
+        &files,
+        &[(
+            "CREDENTIALS_DIRECTORY",
+            credentials.to_str().expect("UTF-8"),
+        )],
+        &["run", "Add a login page", "--auto-approve"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let log = std::fs::read_to_string(files.state_dir.join("read.log")).expect("the reads' log");
+    for (path, outcome) in [
+        (&token, "denied"),
+        (&credential, "denied"),
+        (&readable, "ALLOWED"),
+    ] {
+        let line = format!("{}:{outcome}", path.display());
+        assert!(log.lines().any(|l| l == line), "{line} missing from\n{log}");
+    }
+}

@@ -37,3 +37,4 @@ mod storage;
 mod store;
 mod validate_corpus;
 mod validate_props;
+mod workdir_files;

@@ -425,7 +425,7 @@ impl Bridge {
                             drop(q);
                             while lines.join_next().await.is_some() {}
                             return Err(super::StartError::TokenRefused(
-                                bridge.discord.token_env.clone(),
+                                bridge.discord.token_source(),
                                 e.to_string(),
                             ));
                         }

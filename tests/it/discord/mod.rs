@@ -182,6 +182,7 @@ fn no_mentions() -> Value {
 }
 
 mod evidence;
+mod token;
 
 const HAPPY_LINES: [&str; 6] = [
     "🦊 하랑이가 SPRINT-001 기획 시작",

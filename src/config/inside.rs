@@ -1,0 +1,378 @@
+//! Reading a file of a project's workdir as a sister could open it: the workdir and all in
+//! it are the agents', so a file hanarang reads there (the `instructions`, a prompt, the
+//! plan) must not lead it out: a link to the config, `/proc/self/environ` or a device, a
+//! FIFO, or a hard link to one of hanarang's own files is refused, naming the key.
+
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Component, Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::Mode;
+
+/// Why a file of the workdir was not read: the key it was read for, and the reason (the
+/// target's path at most, never its bytes).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {reason}")]
+pub struct Refused {
+    pub key: String,
+    pub reason: String,
+}
+
+/// The most of a recipe's text (the instructions, a prompt) hanarang reads.
+pub const MAX_RECIPE_BYTES: u64 = 1024 * 1024;
+
+/// The text of `path` (absolute, or relative to `workdir`), opened so that nothing on the
+/// way leads out of the workdir, even when a sister swaps a link in as it is opened: it
+/// must be a regular file, none of `own` (hanarang's files, compared as device and inode,
+/// so a hard link counts), at most `cap` bytes of UTF-8. The workdir itself may be a link
+/// (the operator's choice): it is resolved as usual.
+pub fn read_inside(
+    workdir: &Path,
+    path: &Path,
+    key: &str,
+    own: &[PathBuf],
+    cap: u64,
+) -> Result<String, Refused> {
+    let refused = |reason: String| Refused {
+        key: key.to_string(),
+        reason,
+    };
+    let root = std::fs::canonicalize(workdir).map_err(|e| {
+        refused(format!(
+            "the workdir {} cannot be opened: {e}",
+            workdir.display()
+        ))
+    })?;
+    let relative = relative_to(workdir, &root, path).ok_or_else(|| {
+        refused(format!(
+            "{} is outside the workdir {}; hanarang reads files inside it only",
+            path.display(),
+            workdir.display()
+        ))
+    })?;
+    let shown = relative.display();
+    let file = match open_beneath(&root, &relative) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(Opened::Leaves) => {
+            return Err(refused(format!(
+                "{shown} links out of the workdir (to {}); hanarang reads files inside it only",
+                target(&root, &relative)
+            )));
+        }
+        Err(Opened::Failed(e)) => {
+            return Err(refused(format!(
+                "cannot read {}: {e}",
+                workdir.join(&relative).display()
+            )));
+        }
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| refused(format!("cannot read {shown}: {e}")))?;
+    let kind = meta.file_type();
+    let not_a_file = if kind.is_dir() {
+        Some("a folder")
+    } else if kind.is_fifo() {
+        Some("a FIFO")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else if kind.is_char_device() || kind.is_block_device() {
+        Some("a device")
+    } else {
+        None
+    };
+    if let Some(kind) = not_a_file {
+        return Err(refused(format!(
+            "{shown} is {kind}, not a file; hanarang reads only regular files inside the workdir"
+        )));
+    }
+    if let Some(mine) = own.iter().find(|p| {
+        std::fs::metadata(p).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino())
+    }) {
+        return Err(refused(format!(
+            "{shown} is one of hanarang's own files ({}); hanarang reads only the project's",
+            mine.display()
+        )));
+    }
+    let too_large = |bytes: u64| {
+        refused(format!(
+            "{shown} is {bytes} bytes, more than the {cap} hanarang reads"
+        ))
+    };
+    if meta.len() > cap {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| refused(format!("cannot read {shown}: {e}")))?;
+    if bytes.len() as u64 > cap {
+        return Err(too_large(bytes.len() as u64));
+    }
+    String::from_utf8(bytes).map_err(|_| refused(format!("{shown} is not UTF-8 text")))
+}
+
+/// `path` as a path below the workdir, or `None` when it is not written below it (as
+/// configured, or resolved).
+fn relative_to(workdir: &Path, root: &Path, path: &Path) -> Option<PathBuf> {
+    if path.is_relative() {
+        return Some(path.to_path_buf());
+    }
+    let below = path
+        .strip_prefix(workdir)
+        .or_else(|_| path.strip_prefix(root))
+        .ok()?;
+    Some(below.to_path_buf())
+}
+
+enum Opened {
+    /// Something on the way leads out of the workdir.
+    Leaves,
+    Failed(std::io::Error),
+}
+
+/// How a file is opened for reading: a FIFO opens at once (and is refused after), a
+/// terminal does not become hanarang's.
+fn flags() -> OFlag {
+    OFlag::O_RDONLY | OFlag::O_NOCTTY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC
+}
+
+/// `relative` opened below `root`: by the kernel's own walk (`openat2`, links resolved
+/// but never above `root`, none of `/proc`'s magic links), so no link swapped in meanwhile
+/// leads elsewhere; where the kernel lacks it (before Linux 5.6) or a seccomp filter
+/// denies it, `open_resolved`.
+fn open_beneath(root: &Path, relative: &Path) -> Result<OwnedFd, Opened> {
+    let failed = |e: Errno| Opened::Failed(std::io::Error::from(e));
+    let dir = nix::fcntl::open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(failed)?;
+    let how = OpenHow::new()
+        .flags(flags())
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    match nix::fcntl::openat2(&dir, relative, how) {
+        Ok(fd) => Ok(fd),
+        // An absolute link is refused even when it points inside: its target, resolved,
+        // is opened the same way.
+        Err(Errno::EXDEV) => match std::fs::canonicalize(root.join(relative)) {
+            Ok(resolved) if resolved.starts_with(root) => {
+                let below = resolved.strip_prefix(root).unwrap_or(&resolved);
+                nix::fcntl::openat2(&dir, below, how).map_err(|e| match e {
+                    Errno::EXDEV | Errno::ELOOP => Opened::Leaves,
+                    e => failed(e),
+                })
+            }
+            _ => Err(Opened::Leaves),
+        },
+        Err(Errno::ELOOP) if leads_out(root, relative) => Err(Opened::Leaves),
+        // Older container seccomp profiles deny system calls they do not know with EPERM.
+        Err(Errno::ENOSYS | Errno::EPERM) => open_resolved(root, relative),
+        Err(e) => Err(failed(e)),
+    }
+}
+
+/// Without `openat2`: the path resolved and checked, then opened without following a
+/// last link, and what was opened checked again by the kernel's name for it, so a link
+/// swapped in between is caught.
+fn open_resolved(root: &Path, relative: &Path) -> Result<OwnedFd, Opened> {
+    let failed = |e: std::io::Error| Opened::Failed(e);
+    let resolved = std::fs::canonicalize(root.join(relative)).map_err(failed)?;
+    if !resolved.starts_with(root) {
+        return Err(Opened::Leaves);
+    }
+    let fd = nix::fcntl::open(&resolved, flags() | OFlag::O_NOFOLLOW, Mode::empty())
+        .map_err(|e| failed(e.into()))?;
+    let opened = std::fs::read_link(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&fd)
+    ));
+    match opened {
+        Ok(opened) if !opened.starts_with(root) => Err(Opened::Leaves),
+        _ => Ok(fd),
+    }
+}
+
+/// Whether `relative` goes up out of the workdir, or through a link that leads out.
+fn leads_out(root: &Path, relative: &Path) -> bool {
+    relative.components().any(|c| c == Component::ParentDir)
+        || std::fs::canonicalize(root.join(relative)).is_ok_and(|p| !p.starts_with(root))
+}
+
+/// Where `relative` leads, for a message only: resolved, else the link's own text.
+fn target(root: &Path, relative: &Path) -> String {
+    let path = root.join(relative);
+    match std::fs::canonicalize(&path) {
+        Ok(resolved) => resolved.display().to_string(),
+        Err(_) => std::fs::read_link(&path)
+            .map_or_else(|_| "outside".to_string(), |t| t.display().to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A workdir with its project's files, and a folder beside it (hanarang's, say).
+    struct Dirs {
+        base: PathBuf,
+        work: PathBuf,
+        outside: PathBuf,
+    }
+
+    impl Dirs {
+        fn new(label: &str) -> Dirs {
+            let base = std::env::temp_dir()
+                .join(format!("hanarang-inside-{label}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&base);
+            let (work, outside) = (base.join("work"), base.join("hanarang"));
+            std::fs::create_dir_all(work.join("docs")).unwrap();
+            std::fs::create_dir_all(&outside).unwrap();
+            std::fs::write(work.join("docs/AGENTS.md"), "be kind").unwrap();
+            std::fs::write(outside.join("config.toml"), "api_key = \"sk-secret\"").unwrap();
+            Dirs {
+                base,
+                work,
+                outside,
+            }
+        }
+
+        fn read(&self, path: &str) -> Result<String, Refused> {
+            read_inside(
+                &self.work,
+                Path::new(path),
+                "projects.app.instructions",
+                &[],
+                64,
+            )
+        }
+
+        fn link(&self, name: &str, to: impl AsRef<Path>) {
+            std::os::unix::fs::symlink(to, self.work.join(name)).unwrap();
+        }
+    }
+
+    impl Drop for Dirs {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.base);
+        }
+    }
+
+    #[test]
+    fn a_file_or_a_link_inside_the_workdir_is_read() {
+        let d = Dirs::new("in");
+        assert_eq!(d.read("docs/AGENTS.md").unwrap(), "be kind");
+        d.link("AGENTS.md", "docs/AGENTS.md");
+        assert_eq!(d.read("AGENTS.md").unwrap(), "be kind");
+        d.link("ABSOLUTE.md", d.work.join("docs/AGENTS.md"));
+        assert_eq!(d.read("ABSOLUTE.md").unwrap(), "be kind");
+        let absolute = d.work.join("AGENTS.md");
+        assert_eq!(d.read(absolute.to_str().unwrap()).unwrap(), "be kind");
+        // The workdir itself may be reached through a link.
+        std::os::unix::fs::symlink(&d.work, d.base.join("via")).unwrap();
+        let via = read_inside(&d.base.join("via"), Path::new("AGENTS.md"), "k", &[], 64);
+        assert_eq!(via.unwrap(), "be kind");
+    }
+
+    #[test]
+    fn a_link_out_of_the_workdir_is_refused_naming_the_key_and_its_target() {
+        let d = Dirs::new("out");
+        d.link("AGENTS.md", d.outside.join("config.toml"));
+        let e = d.read("AGENTS.md").unwrap_err();
+        let config = std::fs::canonicalize(d.outside.join("config.toml")).unwrap();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "projects.app.instructions: AGENTS.md links out of the workdir (to {}); hanarang reads files inside it only",
+                config.display()
+            )
+        );
+        d.link("UP.md", "../hanarang/config.toml");
+        assert!(d.read("UP.md").unwrap_err().reason.contains("links out"));
+        assert!(
+            d.read("../hanarang/config.toml")
+                .unwrap_err()
+                .reason
+                .contains("links out")
+        );
+        let e = d.read(d.outside.join("config.toml").to_str().unwrap());
+        assert!(e.unwrap_err().reason.contains("is outside the workdir"));
+        d.link("docs/up", "../..");
+        assert!(
+            d.read("docs/up/hanarang/config.toml")
+                .unwrap_err()
+                .reason
+                .contains("links out")
+        );
+    }
+
+    #[test]
+    fn proc_devices_fifos_and_folders_are_refused_without_waiting() {
+        let d = Dirs::new("special");
+        d.link("ENVIRON.md", "/proc/self/environ");
+        assert!(
+            d.read("ENVIRON.md")
+                .unwrap_err()
+                .reason
+                .contains("links out")
+        );
+        d.link("ZERO.md", "/dev/zero");
+        assert!(d.read("ZERO.md").unwrap_err().reason.contains("links out"));
+        nix::unistd::mkfifo(&d.work.join("FIFO.md"), Mode::S_IRWXU).unwrap();
+        assert_eq!(
+            d.read("FIFO.md").unwrap_err().reason,
+            "FIFO.md is a FIFO, not a file; hanarang reads only regular files inside the workdir"
+        );
+        assert!(d.read("docs").unwrap_err().reason.contains("is a folder"));
+        assert!(
+            d.read("missing.md")
+                .unwrap_err()
+                .reason
+                .starts_with("cannot read ")
+        );
+    }
+
+    #[test]
+    fn a_hard_link_to_hanarangs_own_file_is_refused() {
+        let d = Dirs::new("hard");
+        let config = d.outside.join("config.toml");
+        std::fs::hard_link(&config, d.work.join("AGENTS.md")).unwrap();
+        let own = [config.clone()];
+        let e = read_inside(&d.work, Path::new("AGENTS.md"), "k", &own, 64).unwrap_err();
+        assert!(e.reason.contains("is one of hanarang's own files"), "{e}");
+        // Without it in `own`, the same bytes are the project's file.
+        assert!(read_inside(&d.work, Path::new("AGENTS.md"), "k", &[], 64).is_ok());
+    }
+
+    #[test]
+    fn too_long_or_not_text_is_refused() {
+        let d = Dirs::new("size");
+        std::fs::write(d.work.join("long.md"), "x".repeat(65)).unwrap();
+        assert_eq!(
+            d.read("long.md").unwrap_err().reason,
+            "long.md is 65 bytes, more than the 64 hanarang reads"
+        );
+        std::fs::write(d.work.join("bin.md"), [0xff, 0xfe]).unwrap();
+        assert_eq!(
+            d.read("bin.md").unwrap_err().reason,
+            "bin.md is not UTF-8 text"
+        );
+    }
+
+    #[test]
+    fn without_openat2_a_resolved_path_outside_is_refused_too() {
+        let d = Dirs::new("fallback");
+        let root = std::fs::canonicalize(&d.work).unwrap();
+        d.link("AGENTS.md", d.outside.join("config.toml"));
+        assert!(matches!(
+            open_resolved(&root, Path::new("AGENTS.md")),
+            Err(Opened::Leaves)
+        ));
+        d.link("INSIDE.md", "docs/AGENTS.md");
+        assert!(open_resolved(&root, Path::new("INSIDE.md")).is_ok());
+    }
+}
