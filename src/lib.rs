@@ -10,6 +10,7 @@ pub mod demo;
 pub mod discord;
 pub mod doctor;
 pub mod domain;
+pub mod environ;
 pub mod handoff;
 pub mod logging;
 pub mod notify;

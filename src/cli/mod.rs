@@ -322,6 +322,15 @@ fn with_config(path: Option<&Path>, f: impl FnOnce(Arc<Config>) -> Exit) -> Exit
 fn load_config(path: Option<&Path>) -> Result<(PathBuf, Config), ConfigError> {
     let loaded = config::locate(path).and_then(|p| Config::load(&p).map(|c| (p, c)))?;
     crate::discord::take_from_environment(loaded.1.token_env());
+    // The database's password and URL stay where hanarang (its PostgreSQL driver) reads
+    // them, but out of what /proc shows.
+    for name in
+        crate::sister::fence::Own::of(&loaded.1, Path::new("")).hidden_env(&Default::default())
+    {
+        if crate::environ::hide(&name, true).is_err() {
+            tracing::warn!(variable = %name, "stays readable in hanarang's /proc environ: other threads run already");
+        }
+    }
     Ok(loaded)
 }
 

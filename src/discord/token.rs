@@ -2,7 +2,6 @@
 //! out of the environment at start, so that whoever reads hanarang's `/proc/<pid>/environ`
 //! (a sister running unconfined, root) finds no token there.
 
-use std::ffi::{CStr, c_char};
 use std::io::Read;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -97,63 +96,15 @@ pub fn take_from_environment(name: &str) {
     if TAKEN.get().is_some() || std::env::var_os(name).is_none() {
         return;
     }
-    if !single_threaded() {
+    let Ok(value) = crate::environ::hide(name, false) else {
         tracing::warn!(
             variable = name,
             "the token's variable stays in hanarang's environment: other threads run already"
         );
         return;
-    }
-    // SAFETY: `single_threaded` found this thread the only one, and it starts none: no
-    // other thread reads or writes the environment meanwhile.
-    let value = unsafe { wipe(name) };
+    };
     let _ = TAKEN.set(Taken {
         name: name.to_string(),
         value: value.map(SecretString::new),
     });
-}
-
-/// Whether this thread is the process's only one (`/proc/self/task` lists one).
-fn single_threaded() -> bool {
-    std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.count() == 1)
-}
-
-unsafe extern "C" {
-    /// The C library's environment: pointers to `NAME=value` strings, those from exec
-    /// pointing into the block the kernel shows as `/proc/<pid>/environ`.
-    static environ: *const *mut c_char;
-}
-
-/// Zeroes the value of every `name=` entry of the environment in place, then removes
-/// the variable; the first value, as text.
-///
-/// # Safety
-/// No other thread may run: the environment is read and written without its lock.
-unsafe fn wipe(name: &str) -> Option<String> {
-    let prefix = format!("{name}=");
-    let mut value = None;
-    // SAFETY: `environ` is a null-terminated array of nul-terminated strings, valid while
-    // nothing changes the environment, which nothing else does meanwhile (the caller's
-    // promise). Each string's value is writable memory: the exec block or the C library's
-    // own copy.
-    unsafe {
-        let mut entry = environ;
-        while !entry.is_null() && !(*entry).is_null() {
-            let found = CStr::from_ptr(*entry)
-                .to_bytes()
-                .strip_prefix(prefix.as_bytes())
-                .map(|rest| {
-                    if value.is_none() {
-                        value = Some(String::from_utf8_lossy(rest).into_owned());
-                    }
-                    rest.len()
-                });
-            if let Some(len) = found {
-                std::ptr::write_bytes((*entry).add(prefix.len()), 0, len);
-            }
-            entry = entry.add(1);
-        }
-        std::env::remove_var(name);
-    }
-    value
 }

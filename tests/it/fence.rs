@@ -180,6 +180,22 @@ fn on_postgres_a_sister_gets_neither_the_url_nor_the_password_nor_the_server() {
         env.lines().any(|l| l.starts_with("HANARANG_SPRINT_ID=")),
         "the sister's own variables are there: {env}"
     );
+    // Nor in hanarang's own environment, as /proc shows it to a process that may read it
+    // (here the suite's user, root or not).
+    let hanarangs = std::fs::read_to_string(files.state_dir.join("hanarang.environ"))
+        .expect("hanarang's environment, as /proc shows it");
+    assert!(
+        hanarangs
+            .lines()
+            .any(|l| l.starts_with("HANARANG_") || l.starts_with("PATH=")),
+        "{hanarangs}"
+    );
+    for secret in [url.as_str(), password] {
+        assert!(
+            !hanarangs.contains(secret),
+            "{secret:?} is in hanarang's /proc environ"
+        );
+    }
 }
 
 #[test]
