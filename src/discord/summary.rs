@@ -150,6 +150,22 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
     }
     for round in &e.rounds {
         whole.push(format!("## Round {}\n", round.round));
+        if let Some((by, text)) = &round.request {
+            whole.push(format!("Asked by {by}:\n\n{text}\n"));
+            let line = one_line(text);
+            cut |= line != text.trim();
+            out.push(format!(
+                "{} {} · {}: {}",
+                if ko { "라운드" } else { "Round" },
+                round.round,
+                if ko {
+                    format!("{by}의 요청")
+                } else {
+                    format!("asked by {by}")
+                },
+                plain(&line)
+            ));
+        }
         for v in &round.reviews {
             whole.push(format!("### {} — {}\n", v.reviewer, v.verdict));
             let first = match v.findings.first() {

@@ -12,7 +12,9 @@ use crate::notify::messages::one_line;
 use crate::sister::fence::Own;
 use crate::sister::git::Repo;
 use crate::sister::{RunOutcome, facts};
-use crate::store::{CheckRecord, ContractItem, Run, Sprint, Store, StoreError, Usage};
+use crate::store::{
+    CheckRecord, ContractItem, Run, Sprint, Store, StoreError, TransitionRecord, Usage,
+};
 
 /// What git says of the sprint's branch against its base.
 pub struct Work {
@@ -69,6 +71,8 @@ impl Finding {
 /// A review round's verdicts.
 pub struct Round {
     pub round: u32,
+    /// What a person asked of the round, `(by, text)`: their request is judged with it.
+    pub request: Option<(String, String)>,
     pub reviews: Vec<Review>,
 }
 
@@ -107,6 +111,8 @@ impl Evidence {
         let mut runs = store.runs(&sprint.id).await?;
         runs.retain(|r| by_then(r.started_at));
         let usage = store.usage(&sprint.id).await?;
+        let mut log = store.transitions(&sprint.id).await?;
+        log.retain(|t| by_then(t.at));
         let mut checks = store.checks(&sprint.id).await?;
         checks.retain(|c| by_then(c.at));
         let reviewed = until.and_then(|_| {
@@ -118,7 +124,7 @@ impl Evidence {
         let work = work(store, config, &sprint, reviewed).await;
         Ok(Evidence {
             contract: crate::store::contract_results(&runs),
-            rounds: rounds(&runs),
+            rounds: rounds(&runs, &log),
             sprint,
             runs,
             usage,
@@ -208,7 +214,7 @@ pub async fn patch(
         .map_err(|e| format!("{}: {e}", sprint.id))
 }
 
-fn rounds(runs: &[Run]) -> Vec<Round> {
+fn rounds(runs: &[Run], log: &[TransitionRecord]) -> Vec<Round> {
     let mut by_round: BTreeMap<u32, Vec<Review>> = BTreeMap::new();
     let reviews = runs
         .iter()
@@ -238,7 +244,12 @@ fn rounds(runs: &[Run]) -> Vec<Round> {
     }
     by_round
         .into_iter()
-        .map(|(round, reviews)| Round { round, reviews })
+        .map(|(round, reviews)| Round {
+            round,
+            request: crate::store::round_request(log, round)
+                .map(|(by, text)| (by.to_string(), text.to_string())),
+            reviews,
+        })
         .collect()
 }
 

@@ -10,6 +10,7 @@ use serde_json::json;
 use super::evidence::{Evidence, patch, short};
 use super::{failed, no_sprint};
 use crate::config::Config;
+use crate::notify::messages::one_line;
 use crate::output::{Exit, escape_controls, print_json};
 use crate::store::Store;
 use crate::{errln, out, outln};
@@ -74,6 +75,7 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
                 .iter()
                 .map(|r| json!({
                     "round": r.round,
+                    "request": r.request.as_ref().map(|(by, text)| json!({ "by": by, "text": text })),
                     "reviews": r.reviews
                         .iter()
                         .map(|v| json!({ "reviewer": v.reviewer, "verdict": v.verdict, "findings": v.findings.iter().map(|f| f.line()).collect::<Vec<_>>() }))
@@ -148,6 +150,13 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
         outln!("\nReview rounds:");
     }
     for round in &e.rounds {
+        if let Some((by, text)) = &round.request {
+            outln!(
+                "  {}  asked by {by}: {}",
+                round.round,
+                escape_controls(&one_line(text))
+            );
+        }
         for v in &round.reviews {
             let said = if v.findings.is_empty() {
                 String::new()

@@ -501,3 +501,55 @@ async fn review_issues_and_a_request_changes_note_reach_the_implementer_quoted()
     assert_eq!(contract["focusBy"], "cli");
     p.stop().await;
 }
+
+/// A person's request for changes is what the next round is for: the implementer reads it
+/// before its job, the round's reviewer is asked to judge it, and the summary quotes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_persons_request_leads_the_implementers_job_and_the_reviewer_judges_it() {
+    let p = Pipeline::start(Setup::default()).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    let note = "Rename the button to Sign in";
+    p.command(&s.id, CommandKind::RequestChanges, Some(note))
+        .await;
+    let done = p.wait_for(&s.id, State::Done).await;
+    assert_eq!(done.round, 2);
+    let runs = p.runs(&s.id).await;
+    let of = |actor: Actor| {
+        runs.iter()
+            .find(|r| r.actor == actor && r.round == 2)
+            .unwrap_or_else(|| panic!("no {actor} in round 2"))
+    };
+    let asked = "<request from=\"cli\">Rename the button to Sign in</request>";
+
+    let implementer = p.files.stdin_of(&of(Actor::Narang).run_id);
+    let request_at = implementer
+        .find(&format!(
+            "This round (2) is for what a person asked: {asked}"
+        ))
+        .unwrap_or_else(|| panic!("{implementer}"));
+    let job_at = implementer.find("The contract file").unwrap_or(usize::MAX);
+    assert!(request_at < job_at, "the request leads: {implementer}");
+    assert_eq!(
+        p.files.contract_of(&of(Actor::Narang).run_id)["request"],
+        serde_json::json!({ "by": "cli", "text": note })
+    );
+
+    let reviewer = p.files.stdin_of(&of(Actor::Darang).run_id);
+    assert!(
+        reviewer.contains(&format!(
+            "Before this round (2), a person asked for this: {asked}\nJudge whether the branch now does what they asked"
+        )),
+        "{reviewer}"
+    );
+    assert_eq!(
+        p.files.contract_of(&of(Actor::Darang).run_id)["request"]["text"],
+        note
+    );
+
+    let show = p.files.hanarang(&["sprint", "show", &s.id, "--json"]);
+    let show: serde_json::Value = serde_json::from_slice(&show.stdout).expect("show JSON");
+    assert_eq!(show["rounds"][0]["request"], serde_json::Value::Null);
+    assert_eq!(show["rounds"][1]["request"]["text"], note);
+    p.stop().await;
+}

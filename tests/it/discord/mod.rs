@@ -398,6 +398,17 @@ async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
         )),
         "{stdin}"
     );
+    // Round 2's summary quotes the request beside its verdict.
+    let quoted = format!("라운드 2 · discord:{STRANGER}의 요청: rename the button");
+    assert!(
+        fake.wait_until(PATIENCE, |f| f
+            .post_lines()
+            .iter()
+            .any(|m| m.content.contains(&quoted)))
+            .await,
+        "{:#?}",
+        fake.post_lines().iter().map(|m| &m.content).collect::<Vec<_>>()
+    );
     bot.stop().await;
     p.stop().await;
 }
