@@ -56,70 +56,60 @@ pub async fn diffstat(
     base: &str,
     head: &str,
 ) -> Result<Vec<(String, u64, u64)>, String> {
-    let what = || format!("cannot compare {base}..{head}");
-    let changes = changes(repo, base, head)
-        .await
-        .map_err(|e| failed(&what(), e))?;
-    let binary = binary_paths(repo, &changes)
-        .await
-        .map_err(|e| failed(&what(), e))?;
-    let mut args = vec!["diff", "--numstat", "-z"];
-    args.extend_from_slice(AS_COMMITTED);
-    let range = format!("{base}..{head}");
-    args.extend([range.as_str(), "--"]);
-    let out = repo.git(&args).await.map_err(|e| failed(&what(), e))?;
-    Ok(out
-        .split('\0')
-        .filter_map(|entry| {
-            let mut parts = entry.splitn(3, '\t');
-            let added = parts.next()?.trim_start_matches('\n').parse().unwrap_or(0);
-            let removed = parts.next()?.parse().unwrap_or(0);
-            let path = parts.next()?.to_string();
-            Some(match binary.iter().any(|(p, _)| *p == path) {
-                true => (path, 0, 0),
-                false => (path, added, removed),
+    let stat = async {
+        let (_, binary) = committed(repo, base, head).await?;
+        let mut args = vec!["diff", "--numstat", "-z"];
+        args.extend_from_slice(AS_COMMITTED);
+        let range = format!("{base}..{head}");
+        args.extend([range.as_str(), "--"]);
+        let out = repo.git(&args).await?;
+        Ok(out
+            .split('\0')
+            .filter_map(|entry| {
+                let mut parts = entry.splitn(3, '\t');
+                let added = parts.next()?.parse().unwrap_or(0);
+                let removed = parts.next()?.parse().unwrap_or(0);
+                let path = parts.next()?.to_string();
+                Some(match binary.iter().any(|(p, _)| *p == path) {
+                    true => (path, 0, 0),
+                    false => (path, added, removed),
+                })
             })
-        })
-        .collect())
+            .collect())
+    };
+    stat.await
+        .map_err(|e| failed(&format!("cannot compare {base}..{head}"), e))
 }
 
 /// The patch of `base..head`: git's text patch of the committed bytes, a line with size
 /// and hash for each binary file, in git's order of paths. Past the answer cap the patch
 /// ends with a line saying it was cut.
 pub async fn patch(repo: &Repo, base: &str, head: &str) -> Result<String, String> {
-    let what = || format!("cannot compare {base}..{head}");
-    let changes = changes(repo, base, head)
-        .await
-        .map_err(|e| failed(&what(), e))?;
-    let binary = binary_paths(repo, &changes)
-        .await
-        .map_err(|e| failed(&what(), e))?;
     let mut patch = Vec::new();
-    let mut text_paths: Vec<&str> = Vec::new();
-    for change in &changes {
-        match binary.iter().find(|(path, _)| *path == change.path) {
-            None => {
-                text_paths.push(&change.path);
-                if text_paths.len() == PATHS_PER_CALL {
-                    text_patch(repo, base, head, &mut text_paths, &mut patch)
-                        .await
-                        .map_err(|e| failed(&what(), e))?;
+    let made = async {
+        let (changes, binary) = committed(repo, base, head).await?;
+        let mut text_paths: Vec<&str> = Vec::new();
+        for change in &changes {
+            match binary.iter().find(|(path, _)| *path == change.path) {
+                None => {
+                    text_paths.push(&change.path);
+                    if text_paths.len() == PATHS_PER_CALL {
+                        text_patch(repo, base, head, &mut text_paths, &mut patch).await?;
+                    }
+                }
+                Some((_, line)) => {
+                    text_patch(repo, base, head, &mut text_paths, &mut patch).await?;
+                    patch.extend_from_slice(binary_section(change, line).as_bytes());
                 }
             }
-            Some((_, line)) => {
-                text_patch(repo, base, head, &mut text_paths, &mut patch)
-                    .await
-                    .map_err(|e| failed(&what(), e))?;
-                patch.extend_from_slice(binary_section(change, line).as_bytes());
+            if patch.len() > ANSWER_CAP {
+                break;
             }
         }
-        if patch.len() > ANSWER_CAP {
-            break;
-        }
-    }
-    text_patch(repo, base, head, &mut text_paths, &mut patch)
-        .await
-        .map_err(|e| failed(&what(), e))?;
+        text_patch(repo, base, head, &mut text_paths, &mut patch).await
+    };
+    made.await
+        .map_err(|e| failed(&format!("cannot compare {base}..{head}"), e))?;
     if patch.len() > ANSWER_CAP {
         patch.truncate(ANSWER_CAP);
         patch.extend_from_slice(
@@ -131,6 +121,17 @@ pub async fn patch(repo: &Repo, base: &str, head: &str) -> Result<String, String
         );
     }
     Ok(String::from_utf8_lossy(&patch).into_owned())
+}
+
+/// The paths `base..head` changes, and the binary ones among them with their line.
+async fn committed(
+    repo: &Repo,
+    base: &str,
+    head: &str,
+) -> Result<(Vec<Change>, Vec<(String, String)>), GitError> {
+    let changes = changes(repo, base, head).await?;
+    let binary = binary_paths(repo, &changes).await?;
+    Ok((changes, binary))
 }
 
 /// The paths `base..head` changes, with the modes and blobs of both sides.

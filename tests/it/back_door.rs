@@ -12,7 +12,7 @@ use sha2::Digest;
 use crate::fence::require_confinement;
 use crate::support::db::on_each_engine;
 use crate::support::git;
-use crate::support::pipeline::{Files, PATIENCE, Setup, workdir};
+use crate::support::pipeline::{Files, PATIENCE, Setup};
 
 /// `serve` on the pipeline's config, stopped (and waited for) when dropped.
 struct Serving(Child);
@@ -76,19 +76,14 @@ on_each_engine! {
             engine,
             ..Setup::default()
         });
-        files.append_config("base_branch = \"main\"\n");
+        // The project's table first: what is appended after it is another table.
+        let (repo, base) = crate::branch::a_repository_on_main(&files);
         require_confinement(&files);
         files.append_config(&format!(
             "[agent.harang.env]\nATTACK_CONFIG = {:?}\nATTACK_BIN = {:?}\n",
             files.config_path.display().to_string(),
             env!("CARGO_BIN_EXE_hanarang"),
         ));
-        let repo = workdir(&files, "app");
-        git(&repo, &["init", "-q", "-b", "main"]);
-        std::fs::write(repo.join("README.md"), "app\n").expect("readme");
-        git(&repo, &["add", "README.md"]);
-        git(&repo, &["commit", "-q", "-m", "root"]);
-        let base = git(&repo, &["rev-parse", "HEAD"]);
 
         let _serving = Serving(
             files

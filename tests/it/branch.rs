@@ -14,17 +14,24 @@ use crate::support::pipeline::{Files, Pipeline, Setup, workdir};
 /// narang claims the sprint's branch, which the orchestrator made.
 pub(crate) const ON_THE_BRANCH: &str = "[agent.narang.env]\nSAY_BRANCH = \"feature/sprint-001\"\n";
 
-/// A pipeline whose project is a git repository with one commit on `main`, checked out
-/// on another branch (`elsewhere`) so the base must come from `base_branch`.
-pub(crate) async fn in_a_repository(setup: Setup) -> (Pipeline, std::path::PathBuf, String) {
-    let files = Files::new(&setup);
+/// The project `app` of `files` made a git repository with one commit on `main`, its
+/// `base_branch`: the repository and that commit.
+pub(crate) fn a_repository_on_main(files: &Files) -> (std::path::PathBuf, String) {
     files.append_config("base_branch = \"main\"\n");
-    let repo = workdir(&files, "app");
+    let repo = workdir(files, "app");
     git(&repo, &["init", "-q", "-b", "main"]);
     std::fs::write(repo.join("README.md"), "app\n").expect("readme");
     git(&repo, &["add", "README.md"]);
     git(&repo, &["commit", "-q", "-m", "root"]);
     let base = git(&repo, &["rev-parse", "HEAD"]);
+    (repo, base)
+}
+
+/// A pipeline whose project is a git repository with one commit on `main`, checked out
+/// on another branch (`elsewhere`) so the base must come from `base_branch`.
+pub(crate) async fn in_a_repository(setup: Setup) -> (Pipeline, std::path::PathBuf, String) {
+    let files = Files::new(&setup);
+    let (repo, base) = a_repository_on_main(&files);
     git(&repo, &["checkout", "-q", "-b", "elsewhere"]);
     git(
         &repo,

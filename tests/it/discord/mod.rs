@@ -407,7 +407,10 @@ async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
             .any(|m| m.content.contains(&quoted)))
             .await,
         "{:#?}",
-        fake.post_lines().iter().map(|m| &m.content).collect::<Vec<_>>()
+        fake.post_lines()
+            .iter()
+            .map(|m| &m.content)
+            .collect::<Vec<_>>()
     );
     bot.stop().await;
     p.stop().await;
