@@ -409,6 +409,7 @@ impl Orchestrator {
                 protected: own.files,
                 readable: Vec::new(),
                 writable,
+                exec: None,
                 tcp: own
                     .db_port
                     .map_or(sister::fence::Tcp::Open, sister::fence::Tcp::ClosedPort),

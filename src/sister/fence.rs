@@ -33,6 +33,9 @@ pub struct Plan {
     pub writable: Vec<PathBuf>,
     /// Where TCP connections may go.
     pub tcp: Tcp,
+    /// `Some`: the only programs that may be executed (and the folders whose programs
+    /// may), every other file readable and writable but not executable; `None`: any.
+    pub exec: Option<Vec<PathBuf>>,
 }
 
 /// Where a fenced process may connect over TCP.
@@ -245,16 +248,27 @@ pub fn available() -> Result<i32, String> {
 
 /// The rules of `plan`, as a Landlock ruleset the child enters (`enter`).
 pub fn ruleset(plan: &Plan) -> Result<OwnedFd, String> {
-    let read = AccessFs::from_read(TARGET);
     let all = AccessFs::from_all(TARGET);
+    let (read, write) = match plan.exec {
+        Some(_) => (
+            AccessFs::from_read(TARGET) & !AccessFs::Execute,
+            all & !AccessFs::Execute,
+        ),
+        None => (AccessFs::from_read(TARGET), all),
+    };
     let mut grants = Vec::new();
     grant_except(Path::new("/"), read, &plan.protected, &mut grants);
     for root in &plan.writable {
-        grant_except(root, all, &plan.protected, &mut grants);
+        grant_except(root, write, &plan.protected, &mut grants);
     }
     for file in &plan.readable {
         if file.exists() {
             grants.push((file.clone(), read));
+        }
+    }
+    for program in plan.exec.iter().flatten() {
+        if program.exists() {
+            grants.push((program.clone(), AccessFs::from_read(TARGET)));
         }
     }
     let failed = |e: &dyn std::fmt::Display| format!("the Landlock ruleset: {e}");
@@ -363,6 +377,37 @@ mod tests {
             "the folder is only listed"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// With a list of programs, only those run: a shell the list does not name cannot
+    /// start, whatever asks for it.
+    #[test]
+    fn only_the_listed_programs_run() {
+        if available().is_err() {
+            return;
+        }
+        let bash = std::fs::canonicalize("/bin/bash").unwrap();
+        let loader = super::super::git::elf_interpreter(&bash)
+            .and_then(|l| std::fs::canonicalize(l).ok())
+            .unwrap();
+        let plan = Plan {
+            writable: vec![PathBuf::from("/dev/null")],
+            exec: Some(vec![bash.clone(), loader]),
+            ..Plan::default()
+        };
+        let rules = ruleset(&plan).unwrap();
+        let runs = |script: &str| {
+            let mut command = std::process::Command::new(&bash);
+            command.args(["-c", script]);
+            let fd = rules.try_clone().unwrap();
+            // SAFETY: `enter` makes two system calls and allocates nothing.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut command, move || enter(&fd));
+            }
+            command.status().unwrap().success()
+        };
+        assert!(runs("true"), "the listed program runs");
+        assert!(!runs("/usr/bin/env true"), "another does not");
     }
 
     /// A fenced process cannot reach the closed port (the database server's) and can

@@ -4,6 +4,8 @@
 //! helpers — and each runs inside the fence a sister runs in, with none of hanarang's
 //! environment, so that whatever might still run is no more than a sister.
 
+use std::io::Read as _;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -39,6 +41,7 @@ const OVERRIDES: &[&str] = &[
     "diff.ignoreSubmodules=dirty",
     "status.submoduleSummary=false",
     "protocol.allow=never",
+    "advice.graftFileDeprecated=false",
 ];
 
 /// The variables of hanarang's environment git may see: where to find programs, the
@@ -199,29 +202,38 @@ impl Repo {
                 self.workdir.display()
             )));
         };
-        let mut command = Command::new("git");
+        let git = program().map_err(GitError::Unavailable)?;
+        let mut command = Command::new(&git.path);
         command.arg("--no-pager");
-        for setting in OVERRIDES {
-            command.arg("-c").arg(setting);
-        }
-        for driver in drivers {
-            for (key, value) in [
-                ("clean", ""),
-                ("smudge", ""),
-                ("process", ""),
-                ("required", "false"),
-            ] {
-                command
-                    .arg("-c")
-                    .arg(format!("filter.{driver}.{key}={value}"));
-            }
-        }
         command.env_clear();
         for name in KEPT_ENV {
             if let Some(value) = std::env::var_os(name) {
                 command.env(name, value);
             }
         }
+        // Given as variables, not `-c`: a driver's name may hold a `=`, which `-c` would
+        // read as the end of the key.
+        let settings = OVERRIDES
+            .iter()
+            .filter_map(|s| s.split_once('='))
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .chain(drivers.iter().flat_map(|driver| {
+                [
+                    ("clean", ""),
+                    ("smudge", ""),
+                    ("process", ""),
+                    ("required", "false"),
+                ]
+                .map(|(key, value)| (format!("filter.{driver}.{key}"), value.to_string()))
+            }));
+        let mut count = 0;
+        for (i, (key, value)) in settings.enumerate() {
+            command
+                .env(format!("GIT_CONFIG_KEY_{i}"), key)
+                .env(format!("GIT_CONFIG_VALUE_{i}"), value);
+            count = i + 1;
+        }
+        command.env("GIT_CONFIG_COUNT", count.to_string());
         // The repository is where the workdir says, not where its config points
         // (`core.worktree`); replacement objects and grafts could show other bytes than
         // the committed ones; optional locks would have a read write the index.
@@ -247,6 +259,8 @@ impl Repo {
                 // it does reaches the network.
                 writable: vec![self.workdir.clone(), PathBuf::from("/dev/null")],
                 tcp: Tcp::Closed,
+                // git and its own helpers only: no shell, no program of the workdir.
+                exec: Some(git.exec.clone()),
             },
             required: self.own.required,
             hidden_env: Vec::new(),
@@ -256,6 +270,82 @@ impl Repo {
             .map_err(GitError::Unavailable)?;
         Ok(command)
     }
+}
+
+/// The git hanarang runs, found once: an absolute path (never a relative `PATH` entry,
+/// which would find the workdir's own `git`), and what it may execute: itself, its own
+/// helpers (`--exec-path`) and its ELF interpreter.
+struct Program {
+    path: PathBuf,
+    exec: Vec<PathBuf>,
+}
+
+fn program() -> Result<&'static Program, String> {
+    static PROGRAM: std::sync::OnceLock<Result<Program, String>> = std::sync::OnceLock::new();
+    PROGRAM
+        .get_or_init(find_program)
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+fn find_program() -> Result<Program, String> {
+    let path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join("git"))
+        .find(|git| git.is_file())
+        .ok_or("git is not installed (no git on an absolute PATH entry)")?;
+    let real = std::fs::canonicalize(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut exec = vec![real.clone()];
+    let helpers = std::process::Command::new(&real)
+        .arg("--exec-path")
+        .env_clear()
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    exec.extend(helpers.filter(|dir| dir.is_absolute()));
+    exec.extend(elf_interpreter(&real).and_then(|i| std::fs::canonicalize(i).ok()));
+    Ok(Program { path, exec })
+}
+
+/// The program interpreter (`PT_INTERP`) a 64-bit little-endian ELF file names, when it
+/// names one: the dynamic loader the kernel executes to start it.
+pub(super) fn elf_interpreter(binary: &Path) -> Option<PathBuf> {
+    let mut head = Vec::new();
+    std::fs::File::open(binary)
+        .ok()?
+        .take(64 * 1024)
+        .read_to_end(&mut head)
+        .ok()?;
+    let bytes = |at: u64, n: usize| -> Option<&[u8]> {
+        let at = usize::try_from(at).ok()?;
+        head.get(at..at.checked_add(n)?)
+    };
+    let number = |at: u64, n: usize| -> Option<u64> {
+        let mut value = [0u8; 8];
+        value[..n].copy_from_slice(bytes(at, n)?);
+        Some(u64::from_le_bytes(value))
+    };
+    // "\x7fELF", 64-bit, little-endian.
+    if bytes(0, 6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let (table, entry, entries) = (number(0x20, 8)?, number(0x36, 2)?, number(0x38, 2)?);
+    (0..entries).find_map(|i| {
+        let header = table.checked_add(i.checked_mul(entry)?)?;
+        if number(header, 4)? != 3 {
+            return None;
+        }
+        let (offset, size) = (number(header + 8, 8)?, number(header + 32, 8)?);
+        let name = bytes(offset, usize::try_from(size).ok()?)?;
+        let name = name.split(|b| *b == 0).next()?;
+        Some(PathBuf::from(std::ffi::OsStr::from_bytes(name)))
+    })
 }
 
 /// A blob as committed: its size, its SHA-256, and whether git would call it binary (a
@@ -479,4 +569,17 @@ pub(super) async fn commit_of(repo: &Repo, rev: &str) -> Option<String> {
     .ok()
     .map(|s| s.trim().to_string())
     .filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loader_of_a_dynamic_program_is_found() {
+        let this = std::env::current_exe().unwrap();
+        let loader = elf_interpreter(&this).expect("a dynamically linked test binary");
+        assert!(loader.is_absolute() && loader.exists(), "{loader:?}");
+        assert_eq!(elf_interpreter(Path::new("/etc/hostname")), None);
+    }
 }
