@@ -65,23 +65,37 @@ pub struct Own {
 }
 
 impl Own {
+    /// hanarang's own files under every name they go by, and its database's secrets.
     pub fn of(config: &crate::config::Config, runs_dir: &Path) -> Own {
-        let mut files: Vec<PathBuf> = Vec::new();
+        let mut named: Vec<PathBuf> = Vec::new();
         if let Some(db) = crate::store::database_path(&config.database.url) {
-            let db = std::path::absolute(&db).unwrap_or(db);
             for suffix in ["", "-wal", "-shm", "-journal"] {
                 let mut name = db.clone().into_os_string();
                 name.push(suffix);
-                files.push(name.into());
+                named.push(name.into());
             }
         }
-        files.extend(config.source.clone());
-        files.push(runs_dir.to_path_buf());
-        files.extend(crate::config::secret_files(config));
+        named.extend(config.source.clone());
+        named.push(runs_dir.to_path_buf());
+        named.extend(crate::config::secret_files(config));
         let url = &config.database.url;
         let postgres = crate::config::postgres_reach(url);
         if let Some(reach) = &postgres {
-            files.extend(reach.passfile.clone());
+            named.extend(reach.passfile.clone());
+        }
+        // Each by the path it is named with and by where that leads: a config that is a
+        // link (a versioned deploy folder), a database under a linked folder. The fence
+        // grants by what it walks, and does not follow links.
+        let mut files = Vec::new();
+        for path in named {
+            for each in [std::path::absolute(&path).ok(), resolved(&path)]
+                .into_iter()
+                .flatten()
+            {
+                if !files.contains(&each) {
+                    files.push(each);
+                }
+            }
         }
         Own {
             files,
@@ -114,6 +128,15 @@ impl Own {
             .map(|(k, _)| k.clone());
         own.chain(given).collect()
     }
+}
+
+/// Where `path` leads once every link on the way is followed: the path itself when it
+/// exists, else its folder's resolved path with its name (a `-wal` not made yet).
+fn resolved(path: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path).ok().or_else(|| {
+        let folder = std::fs::canonicalize(path.parent()?).ok()?;
+        Some(folder.join(path.file_name()?))
+    })
 }
 
 /// A run's fence: its plan, and whether it may run without one.

@@ -241,3 +241,50 @@ fn a_sister_reads_neither_the_token_file_nor_systemds_credentials() {
         assert!(log.lines().any(|l| l == line), "{line} missing from\n{log}");
     }
 }
+
+/// hanarang's files are out of reach by where they are, not only by the names the config
+/// gives them: a config that is a link (a versioned deploy folder), a database in a
+/// linked folder.
+#[test]
+fn a_linked_config_or_database_folder_is_still_out_of_reach() {
+    if hanarang::sister::fence::available().is_err() {
+        eprintln!("no Landlock on this kernel: nothing to test");
+        return;
+    }
+    let files = Files::new(&Setup {
+        harang: "read",
+        ..Setup::default()
+    });
+    let dir = files.dir.path();
+    let release = dir.join("releases/7");
+    std::fs::create_dir_all(&release).expect("a release folder");
+    std::fs::create_dir_all(dir.join("data")).expect("a data folder");
+    std::os::unix::fs::symlink(dir.join("data"), dir.join("current-data")).expect("link");
+    let real_config = release.join("config.toml");
+    let real_db = dir.join("data/hanarang.db");
+    let config = std::fs::read_to_string(&files.config_path).expect("config");
+    let url = files.config().database.url;
+    let config = config.replace(
+        &url,
+        &format!(
+            "sqlite://{}",
+            dir.join("current-data/hanarang.db").display()
+        ),
+    );
+    std::fs::write(&real_config, config).expect("the real config");
+    std::fs::remove_file(&files.config_path).expect("the config's old place");
+    std::os::unix::fs::symlink(&real_config, &files.config_path).expect("config link");
+    files.append_config(&format!(
+        "[agent.harang.env]\nREAD_FILES = \"{} {}\"\n",
+        real_config.display(),
+        real_db.display(),
+    ));
+    let out = hanarang(&files, &[], &["run", "Add a login page", "--auto-approve"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(real_db.exists(), "the database is in the linked folder");
+    let log = std::fs::read_to_string(files.state_dir.join("read.log")).expect("the reads' log");
+    for path in [&real_config, &real_db] {
+        let line = format!("{}:denied", path.display());
+        assert!(log.lines().any(|l| l == line), "{line} missing from\n{log}");
+    }
+}
