@@ -56,6 +56,8 @@ pub enum Tcp {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Own {
     pub files: Vec<PathBuf>,
+    /// The runs folder: where hanarang keeps what no agent may touch during a run.
+    pub runs: Option<PathBuf>,
     /// The PostgreSQL server's TCP port.
     pub db_port: Option<u16>,
     /// `[agent] confine = "required"`.
@@ -99,6 +101,7 @@ impl Own {
         }
         Own {
             files,
+            runs: Some(runs_dir.to_path_buf()),
             db_port: postgres.as_ref().and_then(|r| r.tcp_port),
             required: config.agent.confine == crate::config::Confine::Required,
             db_secrets: postgres.map(|r| (url.clone(), r.password)),

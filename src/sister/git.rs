@@ -114,7 +114,7 @@ impl Repo {
         cap: usize,
     ) -> Result<(Vec<u8>, bool), GitError> {
         let neutral = self.neutralized_drivers().await?;
-        let mut command = self.command(&neutral)?;
+        let mut command = self.command(&neutral, None)?;
         command.args(args);
         let said =
             |e: std::io::Error| GitError::Unavailable(format!("git {}: {e}", args.join(" ")));
@@ -124,13 +124,76 @@ impl Repo {
         })
     }
 
+    /// A git folder of hanarang's own over the repository's objects, where git shows
+    /// them as committed: none of the agent's config, hooks, attributes, refs, shallow
+    /// file or replacements is there. Kept in the runs folder, out of the agents' reach.
+    pub(super) async fn view(&self) -> Result<View, GitError> {
+        let out = self
+            .git(&[
+                "rev-parse",
+                "--path-format=absolute",
+                "--git-common-dir",
+                "--show-object-format",
+            ])
+            .await?;
+        let mut lines = out.lines();
+        let (Some(common), Some(format)) = (lines.next(), lines.next()) else {
+            return Err(GitError::Failed(format!("git rev-parse said {out:?}")));
+        };
+        if !format.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Err(GitError::Failed(format!("an object format of {format:?}")));
+        }
+        let objects = PathBuf::from(common).join("objects");
+        let parent = self.own.runs.clone().unwrap_or_else(std::env::temp_dir);
+        let unavailable = |e: std::io::Error| {
+            GitError::Unavailable(format!(
+                "cannot make a git folder in {}: {e}",
+                parent.display()
+            ))
+        };
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let dir = parent.join(format!(
+            ".git-view-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&parent).map_err(unavailable)?;
+        std::fs::create_dir(&dir).map_err(unavailable)?;
+        let view = View { dir, objects };
+        std::fs::create_dir(view.dir.join("refs")).map_err(unavailable)?;
+        std::fs::write(view.dir.join("HEAD"), "ref: refs/heads/none\n").map_err(unavailable)?;
+        std::fs::write(
+            view.dir.join("config"),
+            format!(
+                "[core]\n\trepositoryformatversion = 1\n\tbare = true\n[extensions]\n\tobjectformat = {format}\n"
+            ),
+        )
+        .map_err(unavailable)?;
+        Ok(view)
+    }
+
+    /// git's answer to `args` in `view`, up to `cap` bytes, and whether there were more.
+    pub(super) async fn git_in(
+        &self,
+        view: &View,
+        args: &[&str],
+        cap: usize,
+    ) -> Result<(Vec<u8>, bool), GitError> {
+        let mut command = self.command(&[], Some(view))?;
+        command.args(args);
+        run(command, None, cap, args).await.map_err(|e| match e {
+            RunError::Io(e) => GitError::Unavailable(format!("git {}: {e}", args.join(" "))),
+            RunError::Git(e) => e,
+        })
+    }
+
     /// The blobs `ids` name, read as committed (no filter, no textconv, no replacement),
     /// each summed up as it streams by: nothing of a large blob is held in memory.
-    pub(super) async fn blobs(&self, ids: &[String]) -> Result<Vec<Blob>, GitError> {
+    pub(super) async fn blobs(&self, view: &View, ids: &[String]) -> Result<Vec<Blob>, GitError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut command = self.command(&[])?;
+        let mut command = self.command(&[], Some(view))?;
         command.args(["cat-file", "--batch"]).stderr(Stdio::null());
         let input = ids.iter().fold(String::new(), |mut s, id| {
             s.push_str(id);
@@ -171,7 +234,7 @@ impl Repo {
     /// The filter drivers the repository's config (and every file it includes) defines:
     /// each is switched off, so a `filter=` attribute anywhere runs nothing.
     async fn neutralized_drivers(&self) -> Result<Vec<String>, GitError> {
-        let mut command = self.command(&[])?;
+        let mut command = self.command(&[], None)?;
         command.args(["config", "--list", "--name-only", "-z"]);
         // A config git cannot list is one whose drivers are unknown: nothing runs on it.
         let (names, _) = run(command, None, ANSWER_CAP, &["config", "--list"])
@@ -195,7 +258,7 @@ impl Repo {
 
     /// git, ready to take its arguments: in the repository's top folder, with the
     /// overrides, the filter drivers switched off, a bare environment and the fence.
-    fn command(&self, drivers: &[String]) -> Result<Command, GitError> {
+    fn command(&self, drivers: &[String], view: Option<&View>) -> Result<Command, GitError> {
         let Some(top) = self.top() else {
             return Err(GitError::Failed(format!(
                 "{} is not in a git repository",
@@ -237,15 +300,22 @@ impl Repo {
         // The repository is where the workdir says, not where its config points
         // (`core.worktree`); replacement objects and grafts could show other bytes than
         // the committed ones; optional locks would have a read write the index.
+        match view {
+            Some(view) => command
+                .env("GIT_DIR", &view.dir)
+                .env("GIT_OBJECT_DIRECTORY", &view.objects)
+                .current_dir(&view.dir),
+            None => command
+                .env("GIT_DIR", top.join(".git"))
+                .env("GIT_WORK_TREE", top)
+                .current_dir(top),
+        };
         command
-            .env("GIT_DIR", top.join(".git"))
-            .env("GIT_WORK_TREE", top)
             .env("GIT_NO_REPLACE_OBJECTS", "1")
             .env("GIT_GRAFT_FILE", "/dev/null")
             .env("GIT_OPTIONAL_LOCKS", "0")
             .env("GIT_LITERAL_PATHSPECS", "1")
             .env("GIT_TERMINAL_PROMPT", "0")
-            .current_dir(top)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -265,8 +335,9 @@ impl Repo {
             required: self.own.required,
             hidden_env: Vec::new(),
         };
+        let readable: Vec<PathBuf> = view.map(|v| v.dir.clone()).into_iter().collect();
         fence
-            .apply(&mut command, &[], "git")
+            .apply(&mut command, &readable, "git")
             .map_err(GitError::Unavailable)?;
         Ok(command)
     }
@@ -346,6 +417,18 @@ pub(super) fn elf_interpreter(binary: &Path) -> Option<PathBuf> {
         let name = name.split(|b| *b == 0).next()?;
         Some(PathBuf::from(std::ffi::OsStr::from_bytes(name)))
     })
+}
+
+/// hanarang's own git folder over a repository's objects (`Repo::view`), removed with it.
+pub(super) struct View {
+    dir: PathBuf,
+    objects: PathBuf,
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// A blob as committed: its size, its SHA-256, and whether git would call it binary (a

@@ -136,6 +136,7 @@ on_each_engine! {
             "the script is hidden: {patch}"
         );
         assert!(patch.contains("+the real notes\n"), "{patch}");
+        assert!(patch.contains("+echo hidden\n"), "a file named in no UTF-8 is shown: {patch}");
         assert!(!patch.contains("a harmless comment"), "{patch}");
         let logo = b"PNG\0\x01\x02binary";
         let sha: String = sha2::Sha256::digest(logo)
@@ -144,7 +145,7 @@ on_each_engine! {
             .collect();
         assert!(
             patch.contains(&format!(
-                "Binary file logo.bin: absent → {} bytes, sha256 {sha}\n",
+                "Binary files /dev/null and b/logo.bin differ: absent → {} bytes, sha256 {sha}\n",
                 logo.len()
             )),
             "{patch}"

@@ -264,6 +264,7 @@ async fn sprint_show_and_diff_tell_what_the_branch_holds_against_its_base() {
             &repo.display().to_string(),
             "diff",
             "--no-color",
+            "--full-index",
             &format!("{base}..{head}"),
             "--",
         ])

@@ -211,7 +211,7 @@ impl Bridge {
     ) -> Result<Vec<Part>, DeliveryError> {
         let e = Evidence::gather_until(&self.store, &self.config, sprint.clone(), Some(record.at))
             .await?;
-        let summary = summary::summary(&e, self.config.pipeline.locale);
+        let mut summary = summary::summary(&e, self.config.pipeline.locale);
         let mut files = Vec::new();
         if let Some(Ok(work)) = &e.work {
             match crate::report::evidence::patch(
@@ -227,7 +227,22 @@ impl Bridge {
                     mime: "text/x-diff",
                     data: capped(patch, &sprint.id),
                 }),
-                Err(why) => tracing::warn!(error = %why, "no patch to attach"),
+                Err(why) => {
+                    // No evidence is never silent: the person is told not to approve from
+                    // what they cannot see.
+                    tracing::warn!(error = %why, "no patch to attach");
+                    let why = crate::notify::messages::one_line(&why);
+                    summary.text.push_str(&match self.config.pipeline.locale {
+                        crate::config::Locale::Ko => format!(
+                            "\n⚠️ 패치를 만들 수 없습니다: {why}. 이 요약만 보고 승인하지 마세요 (`hanarang sprint diff {}`)",
+                            sprint.id
+                        ),
+                        crate::config::Locale::En => format!(
+                            "\n⚠️ The patch could not be made: {why}. Do not approve from this summary alone (`hanarang sprint diff {}`)",
+                            sprint.id
+                        ),
+                    });
+                }
             }
         }
         files.extend(self.picture(sprint, record, &e.runs, &e.checks));

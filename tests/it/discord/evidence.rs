@@ -67,7 +67,13 @@ fn git_diff(repo: &std::path::Path, base: &str, head: &str) -> Vec<u8> {
     std::process::Command::new("git")
         .arg("-C")
         .arg(repo)
-        .args(["diff", "--no-color", &format!("{base}..{head}"), "--"])
+        .args([
+            "diff",
+            "--no-color",
+            "--full-index",
+            &format!("{base}..{head}"),
+            "--",
+        ])
         .output()
         .expect("git diff")
         .stdout
