@@ -19,7 +19,20 @@ impl Orchestrator {
     ) -> Result<Option<Checkout>, String> {
         let repo = self.repo(&project.workdir);
         if !repo.is_repository() {
-            return Ok(None);
+            // A sprint whose branch was made there does not go on without its repository:
+            // its facts (the dirty tree, the claims) would go unchecked.
+            let was = sprint
+                .base_commit
+                .as_deref()
+                .or_else(|| runs.iter().find_map(|r| r.git_head.as_deref()));
+            return match was {
+                Some(commit) => Err(format!(
+                    "the workdir {} is no longer a git repository (no .git), but the sprint's branch {} was made there (at {commit}): restore the repository, then resume the sprint",
+                    project.workdir.display(),
+                    sprint.branch
+                )),
+                None => Ok(None),
+            };
         }
         // A run refused before its process started made no change; while another run of
         // the sprint works in the tree (a parallel reviewer), what changes there is its.

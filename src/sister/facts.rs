@@ -115,6 +115,7 @@ pub async fn changes_since(repo: &Repo, since: &str) -> (Vec<String>, Vec<String
             "--no-ext-diff",
             "--no-textconv",
             "--no-renames",
+            "--ignore-submodules=dirty",
             "--name-only",
             since,
             "--",

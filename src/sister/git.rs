@@ -86,12 +86,12 @@ impl Repo {
         &self.workdir
     }
 
-    /// The folder holding the repository's `.git`: the workdir or one above it. A
-    /// file-system look, so a workdir that is no repository costs no process.
+    /// The workdir, when it holds a repository's `.git` (a file-system look, so a workdir
+    /// that is no repository costs no process). Only the workdir itself: one above it (a
+    /// home folder's dotfiles) is not the project's, and is not the agents' to write.
     fn top(&self) -> Option<&Path> {
-        self.workdir
-            .ancestors()
-            .find(|dir| dir.join(".git").symlink_metadata().is_ok())
+        let dir = self.workdir.as_path();
+        dir.join(".git").symlink_metadata().is_ok().then_some(dir)
     }
 
     /// Whether the workdir is inside a git repository.
@@ -586,6 +586,7 @@ pub async fn dirty_paths(repo: &Repo) -> Result<Vec<String>, String> {
             "-z",
             "--untracked-files=all",
             "--ignore-submodules=dirty",
+            "--no-renames",
         ])
         .await
         .map_err(|e| {

@@ -339,3 +339,29 @@ async fn a_persons_edit_keeps_every_attempt_refused_and_never_enters_the_sprint(
     );
     p.stop().await;
 }
+
+/// A sprint whose branch was made in a repository does not go on without it: an agent
+/// that deletes `.git` leaves the next run refused, naming what to restore, rather than
+/// running with its facts unchecked.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repository_deleted_under_a_sprint_stops_it_naming_the_branch() {
+    let (p, _repo, base) = in_a_repository(Setup {
+        harang: "remove-git",
+        extra: ON_THE_BRANCH,
+        max_attempts: 1,
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Escalated).await;
+    let narang = of(&p.runs(&s.id).await, "narang");
+    assert_eq!(narang.len(), 1, "{narang:?}");
+    assert_eq!(narang[0].outcome, Some(RunOutcome::SpawnFailed));
+    let detail = narang[0].detail.clone().unwrap_or_default();
+    assert!(
+        detail.contains("is no longer a git repository")
+            && detail.contains(&format!("feature/sprint-001 was made there (at {base})")),
+        "{detail}"
+    );
+    p.stop().await;
+}
