@@ -5,19 +5,32 @@
 use super::git::{GitError, Repo, is_branch_name};
 use crate::handoff::message::ImplPayload;
 
-/// `Ok` when the claim holds or cannot be checked (no git repository, no git binary);
-/// `Err(reason)` when it does not hold.
+/// `Ok` when the claim holds or there is nothing to check it against (the workdir holds
+/// no repository); `Err(reason)` when it does not hold, or git cannot check it.
 pub async fn check_impl_claim(repo: &Repo, payload: &ImplPayload) -> Result<(), String> {
     if !repo.is_repository() {
         return Ok(());
     }
     let workdir = repo.workdir();
+    // The workdir holds a repository: a claim git cannot check (a repository broken or
+    // made to hang) is not taken on trust.
     match repo.git(&["rev-parse", "--is-inside-work-tree"]).await {
         Ok(out) if out.trim() == "true" => {}
-        Ok(_) | Err(GitError::Failed(_)) => return Ok(()), // not a repository
-        Err(GitError::Unavailable(e)) => {
-            tracing::warn!(workdir = %workdir.display(), error = %e, "cannot run git: IMPL_DONE claims are not checked");
-            return Ok(());
+        Ok(out) => {
+            return Err(format!(
+                "{} is not a work tree to git ({}); the claims cannot be checked",
+                workdir.display(),
+                out.trim()
+            ));
+        }
+        Err(e) => {
+            return Err(super::git::failed(
+                &format!(
+                    "cannot check the claims in {}: git cannot read the repository",
+                    workdir.display()
+                ),
+                e,
+            ));
         }
     }
     let branch = payload.branch.trim();

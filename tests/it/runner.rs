@@ -735,3 +735,21 @@ async fn a_missing_message_quotes_the_envelope_s_status() {
     let usage = report.usage.expect("the envelope's usage of a failed run");
     assert_eq!(usage.cost_usd, Some(0.42));
 }
+
+/// A repository git cannot read (an agent broke its config) is no reason to take narang's
+/// word: the claim is bad output saying git could not check it.
+#[tokio::test]
+async fn an_impl_done_in_a_repository_git_cannot_read_is_bad_output() {
+    let f = Fixture::new(Actor::Narang, "impl_claim.sh");
+    let (on_feature, _) = repo(&f.request.workdir);
+    std::fs::write(f.request.workdir.join(".git/config"), "[core\nbroken").expect("config");
+    let f = f
+        .env("CLAIM_BRANCH", "feature/login")
+        .env("CLAIM_COMMIT", &on_feature);
+    let report = run_fixture(&f).await;
+    assert_outcome(
+        &report,
+        RunOutcome::BadOutput,
+        "git cannot read the repository",
+    );
+}
