@@ -167,6 +167,51 @@ pub(super) fn read_opened(
     String::from_utf8(bytes).map_err(|_| refused(format!("{shown} is not UTF-8 text")))
 }
 
+/// The text of the operator's file `path` (a prompt in a folder of no workdir; `path`
+/// canonical but for its last name), not a sister's: its last name, when a link, is
+/// followed only to a file that lies in none of `workdirs` (canonical), where a sister
+/// could put a link or a hard link to what it must not see; then as `read_opened`.
+pub(super) fn read_operators(
+    path: &Path,
+    workdirs: &[PathBuf],
+    key: &str,
+    own: &[PathBuf],
+    cap: u64,
+) -> Result<String, Refused> {
+    let refused = |reason: String| Refused {
+        key: key.to_string(),
+        reason,
+    };
+    let cannot = |e: std::io::Error| refused(format!("cannot read {}: {e}", path.display()));
+    let open = |path: &Path| nix::fcntl::open(path, flags() | OFlag::O_NOFOLLOW, Mode::empty());
+    let fd = match open(path) {
+        Ok(fd) => fd,
+        Err(Errno::ELOOP) => {
+            let resolved = std::fs::canonicalize(path).map_err(cannot)?;
+            if let Some(workdir) = workdirs.iter().find(|w| resolved.starts_with(w)) {
+                return Err(refused(format!(
+                    "{} links into the workdir {} (to {}), whose files are the agents' to \
+                     change; put the file itself there, or the prompts folder in the workdir",
+                    path.display(),
+                    workdir.display(),
+                    resolved.display()
+                )));
+            }
+            // Canonical: no link left on its way.
+            open(&resolved).map_err(|e| cannot(e.into()))?
+        }
+        Err(e) => return Err(cannot(e.into())),
+    };
+    read_opened(
+        std::fs::File::from(fd),
+        &path.display().to_string(),
+        "as prompts",
+        key,
+        own,
+        cap,
+    )
+}
+
 /// `path` as a path below the workdir, or `None` when it is not written below it (as
 /// configured, or resolved).
 fn relative_to(workdir: &Path, root: &Path, path: &Path) -> Option<PathBuf> {
