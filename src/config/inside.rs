@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
-use nix::sys::stat::Mode;
+use nix::sys::stat::{Mode, SFlag};
 
 /// Why a file of the workdir was not read: the key it was read for, and the reason (the
 /// target's path at most, never its bytes).
@@ -36,6 +36,22 @@ pub fn read_inside(
     own: &[PathBuf],
     cap: u64,
 ) -> Result<String, Refused> {
+    read_beneath(workdir, path, key, own, cap, open_beneath)
+}
+
+/// How a path below the workdir's canonical root is opened.
+type Opener = fn(&Path, &Path) -> Result<OwnedFd, Opened>;
+
+/// `read_inside` with the way of opening given, so a test can take the one without
+/// `openat2` on a kernel that has it.
+fn read_beneath(
+    workdir: &Path,
+    path: &Path,
+    key: &str,
+    own: &[PathBuf],
+    cap: u64,
+    open: Opener,
+) -> Result<String, Refused> {
     let refused = |reason: String| Refused {
         key: key.to_string(),
         reason,
@@ -54,12 +70,24 @@ pub fn read_inside(
         ))
     })?;
     let shown = relative.display();
-    let file = match open_beneath(&root, &relative) {
+    let file = match open(&root, &relative) {
         Ok(fd) => std::fs::File::from(fd),
         Err(Opened::Leaves) => {
             return Err(refused(format!(
                 "{shown} links out of the workdir (to {}); hanarang reads files inside it only",
                 target(&root, &relative)
+            )));
+        }
+        Err(Opened::Link(link)) => {
+            let which = if link == relative {
+                format!("{shown} is a link")
+            } else {
+                format!("{shown} goes through a link ({})", link.display())
+            };
+            return Err(refused(format!(
+                "{which}, and this kernel cannot open files beneath a folder (no openat2: \
+                 Linux before 5.6, or a seccomp filter), so hanarang follows no link in the \
+                 workdir; put the file itself there"
             )));
         }
         Err(Opened::Failed(e)) => {
@@ -68,6 +96,30 @@ pub fn read_inside(
                 workdir.join(&relative).display()
             )));
         }
+    };
+    read_opened(
+        file,
+        &shown.to_string(),
+        "inside the workdir",
+        key,
+        own,
+        cap,
+    )
+}
+
+/// The text of an opened file, `shown` as its name, read only if it is a regular file
+/// (`whose` saying which hanarang reads), none of `own`, at most `cap` bytes of UTF-8.
+pub(super) fn read_opened(
+    file: std::fs::File,
+    shown: &str,
+    whose: &str,
+    key: &str,
+    own: &[PathBuf],
+    cap: u64,
+) -> Result<String, Refused> {
+    let refused = |reason: String| Refused {
+        key: key.to_string(),
+        reason,
     };
     let meta = file
         .metadata()
@@ -86,7 +138,7 @@ pub fn read_inside(
     };
     if let Some(kind) = not_a_file {
         return Err(refused(format!(
-            "{shown} is {kind}, not a file; hanarang reads only regular files inside the workdir"
+            "{shown} is {kind}, not a file; hanarang reads only regular files {whose}"
         )));
     }
     if let Some(mine) = own.iter().find(|p| {
@@ -115,6 +167,51 @@ pub fn read_inside(
     String::from_utf8(bytes).map_err(|_| refused(format!("{shown} is not UTF-8 text")))
 }
 
+/// The text of the operator's file `path` (a prompt in a folder of no workdir; `path`
+/// canonical but for its last name), not a sister's: its last name, when a link, is
+/// followed only to a file that lies in none of `workdirs` (canonical), where a sister
+/// could put a link or a hard link to what it must not see; then as `read_opened`.
+pub(super) fn read_operators(
+    path: &Path,
+    workdirs: &[PathBuf],
+    key: &str,
+    own: &[PathBuf],
+    cap: u64,
+) -> Result<String, Refused> {
+    let refused = |reason: String| Refused {
+        key: key.to_string(),
+        reason,
+    };
+    let cannot = |e: std::io::Error| refused(format!("cannot read {}: {e}", path.display()));
+    let open = |path: &Path| nix::fcntl::open(path, flags() | OFlag::O_NOFOLLOW, Mode::empty());
+    let fd = match open(path) {
+        Ok(fd) => fd,
+        Err(Errno::ELOOP) => {
+            let resolved = std::fs::canonicalize(path).map_err(cannot)?;
+            if let Some(workdir) = workdirs.iter().find(|w| resolved.starts_with(w)) {
+                return Err(refused(format!(
+                    "{} links into the workdir {} (to {}), whose files are the agents' to \
+                     change; put the file itself there, or the prompts folder in the workdir",
+                    path.display(),
+                    workdir.display(),
+                    resolved.display()
+                )));
+            }
+            // Canonical: no link left on its way.
+            open(&resolved).map_err(|e| cannot(e.into()))?
+        }
+        Err(e) => return Err(cannot(e.into())),
+    };
+    read_opened(
+        std::fs::File::from(fd),
+        &path.display().to_string(),
+        "as prompts",
+        key,
+        own,
+        cap,
+    )
+}
+
 /// `path` as a path below the workdir, or `None` when it is not written below it (as
 /// configured, or resolved).
 fn relative_to(workdir: &Path, root: &Path, path: &Path) -> Option<PathBuf> {
@@ -128,9 +225,12 @@ fn relative_to(workdir: &Path, root: &Path, path: &Path) -> Option<PathBuf> {
     Some(below.to_path_buf())
 }
 
+#[derive(Debug)]
 enum Opened {
     /// Something on the way leads out of the workdir.
     Leaves,
+    /// Without `openat2`, this link on the way (a path below the workdir) was not followed.
+    Link(PathBuf),
     Failed(std::io::Error),
 }
 
@@ -143,7 +243,7 @@ fn flags() -> OFlag {
 /// `relative` opened below `root`: by the kernel's own walk (`openat2`, links resolved
 /// but never above `root`, none of `/proc`'s magic links), so no link swapped in meanwhile
 /// leads elsewhere; where the kernel lacks it (before Linux 5.6) or a seccomp filter
-/// denies it, `open_resolved`.
+/// denies it, `open_walked`.
 fn open_beneath(root: &Path, relative: &Path) -> Result<OwnedFd, Opened> {
     let failed = |e: Errno| Opened::Failed(std::io::Error::from(e));
     let dir = nix::fcntl::open(
@@ -171,29 +271,61 @@ fn open_beneath(root: &Path, relative: &Path) -> Result<OwnedFd, Opened> {
         },
         Err(Errno::ELOOP) if leads_out(root, relative) => Err(Opened::Leaves),
         // Older container seccomp profiles deny system calls they do not know with EPERM.
-        Err(Errno::ENOSYS | Errno::EPERM) => open_resolved(root, relative),
+        Err(Errno::ENOSYS | Errno::EPERM) => open_walked(root, relative),
         Err(e) => Err(failed(e)),
     }
 }
 
-/// Without `openat2`: the path resolved and checked, then opened without following a
-/// last link, and what was opened checked again by the kernel's name for it, so a link
-/// swapped in between is caught.
-fn open_resolved(root: &Path, relative: &Path) -> Result<OwnedFd, Opened> {
-    let failed = |e: std::io::Error| Opened::Failed(e);
-    let resolved = std::fs::canonicalize(root.join(relative)).map_err(failed)?;
-    if !resolved.starts_with(root) {
-        return Err(Opened::Leaves);
+/// Without `openat2`: the path walked one name at a time, each opened below the folder
+/// before it and none followed if it is a link, so what is opened is what was checked, and
+/// nothing (a link swapped in meanwhile, a `/proc` that cannot be read) can make it
+/// otherwise. The price: a link inside the workdir is refused too (`Opened::Link`).
+fn open_walked(root: &Path, relative: &Path) -> Result<OwnedFd, Opened> {
+    let failed = |e: Errno| Opened::Failed(std::io::Error::from(e));
+    let mut dir = nix::fcntl::open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(failed)?;
+    let names: Vec<&std::ffi::OsStr> = relative
+        .components()
+        .map(|c| match c {
+            Component::Normal(name) => Ok(Some(name)),
+            Component::CurDir => Ok(None),
+            // `..` (or a root) is a way out: never walked.
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => Err(Opened::Leaves),
+        })
+        .filter_map(Result::transpose)
+        .collect::<Result<_, _>>()?;
+    let Some((last, folders)) = names.split_last() else {
+        return Err(failed(Errno::EISDIR));
+    };
+    let mut walked = PathBuf::new();
+    for name in folders {
+        walked.push(name);
+        // O_PATH with O_NOFOLLOW opens a link itself, which its type then shows.
+        let next = nix::fcntl::openat(
+            &dir,
+            *name,
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(failed)?;
+        let kind = SFlag::from_bits_truncate(nix::sys::stat::fstat(&next).map_err(failed)?.st_mode)
+            & SFlag::S_IFMT;
+        if kind == SFlag::S_IFLNK {
+            return Err(Opened::Link(walked));
+        }
+        if kind != SFlag::S_IFDIR {
+            return Err(failed(Errno::ENOTDIR));
+        }
+        dir = next;
     }
-    let fd = nix::fcntl::open(&resolved, flags() | OFlag::O_NOFOLLOW, Mode::empty())
-        .map_err(|e| failed(e.into()))?;
-    let opened = std::fs::read_link(format!(
-        "/proc/self/fd/{}",
-        std::os::fd::AsRawFd::as_raw_fd(&fd)
-    ));
-    match opened {
-        Ok(opened) if !opened.starts_with(root) => Err(Opened::Leaves),
-        _ => Ok(fd),
+    match nix::fcntl::openat(&dir, *last, flags() | OFlag::O_NOFOLLOW, Mode::empty()) {
+        Ok(fd) => Ok(fd),
+        Err(Errno::ELOOP) => Err(Opened::Link(walked.join(last))),
+        Err(e) => Err(failed(e)),
     }
 }
 
@@ -364,15 +496,74 @@ mod tests {
     }
 
     #[test]
-    fn without_openat2_a_resolved_path_outside_is_refused_too() {
+    fn without_openat2_no_link_is_followed_and_no_way_up_walked() {
         let d = Dirs::new("fallback");
         let root = std::fs::canonicalize(&d.work).unwrap();
+        let walk = |path: &str| open_walked(&root, Path::new(path));
+        let content = |fd: OwnedFd| std::io::read_to_string(std::fs::File::from(fd)).unwrap();
+        assert_eq!(content(walk("docs/AGENTS.md").unwrap()), "be kind");
+        assert_eq!(content(walk("./docs/./AGENTS.md").unwrap()), "be kind");
         d.link("AGENTS.md", d.outside.join("config.toml"));
+        assert!(matches!(walk("AGENTS.md"), Err(Opened::Link(l)) if l == Path::new("AGENTS.md")));
+        // A link that stays inside is refused as well: nothing is resolved, so nothing
+        // swapped in between a check and the open can lead elsewhere.
+        d.link("INSIDE.md", "docs/AGENTS.md");
+        assert!(matches!(walk("INSIDE.md"), Err(Opened::Link(_))));
+        d.link("docs/up", "../..");
         assert!(matches!(
-            open_resolved(&root, Path::new("AGENTS.md")),
+            walk("docs/up/hanarang/config.toml"),
+            Err(Opened::Link(l)) if l == Path::new("docs/up")
+        ));
+        assert!(matches!(
+            walk("../hanarang/config.toml"),
             Err(Opened::Leaves)
         ));
-        d.link("INSIDE.md", "docs/AGENTS.md");
-        assert!(open_resolved(&root, Path::new("INSIDE.md")).is_ok());
+        assert!(matches!(
+            walk("docs/../../hanarang/config.toml"),
+            Err(Opened::Leaves)
+        ));
+        // A FIFO opens at once (and read_inside refuses it after).
+        nix::unistd::mkfifo(&d.work.join("FIFO.md"), Mode::S_IRWXU).unwrap();
+        assert!(walk("FIFO.md").is_ok());
+        assert!(matches!(walk("docs/AGENTS.md/x"), Err(Opened::Failed(_))));
+        assert!(matches!(walk("missing/x"), Err(Opened::Failed(_))));
+    }
+
+    #[test]
+    fn without_openat2_read_inside_names_the_link_it_did_not_follow() {
+        let d = Dirs::new("fallback-read");
+        let read = |path: &str| {
+            read_beneath(
+                &d.work,
+                Path::new(path),
+                "projects.app.instructions",
+                &[],
+                64,
+                open_walked,
+            )
+        };
+        assert_eq!(read("docs/AGENTS.md").unwrap(), "be kind");
+        d.link("AGENTS.md", d.outside.join("config.toml"));
+        assert_eq!(
+            read("AGENTS.md").unwrap_err().to_string(),
+            "projects.app.instructions: AGENTS.md is a link, and this kernel cannot open files \
+             beneath a folder (no openat2: Linux before 5.6, or a seccomp filter), so hanarang \
+             follows no link in the workdir; put the file itself there"
+        );
+        d.link("docs/up", "../..");
+        assert!(
+            read("docs/up/hanarang/config.toml")
+                .unwrap_err()
+                .reason
+                .starts_with("docs/up/hanarang/config.toml goes through a link (docs/up), ")
+        );
+        assert!(
+            read("../hanarang/config.toml")
+                .unwrap_err()
+                .reason
+                .contains("links out")
+        );
+        nix::unistd::mkfifo(&d.work.join("FIFO.md"), Mode::S_IRWXU).unwrap();
+        assert!(read("FIFO.md").unwrap_err().reason.contains("is a FIFO"));
     }
 }

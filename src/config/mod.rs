@@ -26,6 +26,7 @@ mod sections;
 
 pub use agent::*;
 use check::*;
+use inside::read_operators;
 pub use inside::{MAX_RECIPE_BYTES, Refused, read_inside};
 pub use paths::*;
 pub use project::*;
@@ -230,6 +231,14 @@ impl Config {
         } else {
             Err(ParseError::Invalid(problems))
         }
+    }
+
+    /// Every project's workdir: a file in any of them is the agents' to change.
+    pub fn workdirs(&self) -> Vec<&Path> {
+        self.projects
+            .values()
+            .map(|p| p.workdir.as_path())
+            .collect()
     }
 
     /// The resolved config as TOML, defaults filled in, for people to read: the values of

@@ -29,7 +29,7 @@ pub struct ProjectConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deploy: Option<String>,
     /// A folder of `<actor>.md` files replacing the built-in role text; relative to the
-    /// config file.
+    /// config file. One that lies in a workdir is read as its files are (`read_prompt`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompts: Option<PathBuf>,
 }
@@ -78,26 +78,35 @@ impl ProjectConfig {
     }
 
     /// The text of one of the `prompts` files: the operator's, beside the config; but one
-    /// that lies in the workdir is the agents' to change, and is read as the workdir's
-    /// files are (`read_inside`).
-    pub fn read_prompt(&self, path: &Path, key: &str, own: &[PathBuf]) -> Result<String, Refused> {
-        if let Some(inside) = self.in_workdir(path) {
-            return read_inside(&self.workdir, &inside, key, own, MAX_RECIPE_BYTES);
-        }
-        std::fs::read_to_string(path).map_err(|e| Refused {
+    /// in a workdir (this project's or another of `workdirs`) is the agents' to change,
+    /// and is read as the workdir's files are (`read_inside`). Where the folder lies is
+    /// decided now, on its canonical path: spelled through `..` or a link, a folder in a
+    /// workdir is still in it.
+    pub fn read_prompt(
+        &self,
+        path: &Path,
+        key: &str,
+        own: &[PathBuf],
+        workdirs: &[&Path],
+    ) -> Result<String, Refused> {
+        let refused = |reason: String| Refused {
             key: key.to_string(),
-            reason: format!("cannot read {}: {e}", path.display()),
-        })
-    }
-
-    /// `path` as a path in the workdir, written there or leading there.
-    fn in_workdir(&self, path: &Path) -> Option<PathBuf> {
-        if path.starts_with(&self.workdir) {
-            return Some(path.to_path_buf());
+            reason,
+        };
+        let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(refused(format!("{} is not a file", path.display())));
+        };
+        let folder = std::fs::canonicalize(folder)
+            .map_err(|e| refused(format!("cannot read {}: {e}", folder.display())))?;
+        // A workdir that cannot be resolved holds no file to be read here.
+        let roots: Vec<PathBuf> = std::iter::once(self.workdir.as_path())
+            .chain(workdirs.iter().copied())
+            .filter_map(|w| std::fs::canonicalize(w).ok())
+            .collect();
+        match roots.iter().find(|root| folder.starts_with(root)) {
+            Some(root) => read_inside(root, &folder.join(name), key, own, MAX_RECIPE_BYTES),
+            None => read_operators(&folder.join(name), &roots, key, own, MAX_RECIPE_BYTES),
         }
-        let resolved = std::fs::canonicalize(path).ok()?;
-        let root = std::fs::canonicalize(&self.workdir).ok()?;
-        resolved.starts_with(&root).then_some(resolved)
     }
 }
 
@@ -110,10 +119,11 @@ pub(super) fn default_check_timeout() -> Dur {
 }
 
 /// What is wrong with a project's recipe keys (SPEC §12), as (key, reason); `own` are
-/// hanarang's files, which a recipe file must not be.
+/// hanarang's files, which a recipe file must not be; `workdirs` every project's.
 pub(super) fn project_recipe(
     project: &ProjectConfig,
     own: &[PathBuf],
+    workdirs: &[&Path],
 ) -> Vec<(&'static str, String)> {
     let mut problems = Vec::new();
     if project
@@ -164,7 +174,7 @@ pub(super) fn project_recipe(
             let Some(path) = project.prompt_file(actor) else {
                 continue;
             };
-            match project.read_prompt(&path, "prompts", own) {
+            match project.read_prompt(&path, "prompts", own, workdirs) {
                 Err(refused) => problems.push(("prompts", refused.reason)),
                 Ok(text) => {
                     if let Some(name) = placeholder::first_unknown(&text, placeholder::PROMPT) {
@@ -182,4 +192,123 @@ pub(super) fn project_recipe(
         }
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A config's folder with the operator's prompts, a project's workdir with a prompts
+    /// folder of its own, and another project's workdir.
+    struct Dirs {
+        base: PathBuf,
+        config: PathBuf,
+        work: PathBuf,
+        other: PathBuf,
+    }
+
+    impl Dirs {
+        fn new(label: &str) -> Dirs {
+            let base = std::env::temp_dir()
+                .join(format!("hanarang-prompts-{label}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&base);
+            let (etc, work, other) = (base.join("etc"), base.join("app"), base.join("web"));
+            for folder in [
+                etc.join("prompts"),
+                work.join("prompts"),
+                other.join("prompts"),
+            ] {
+                std::fs::create_dir_all(folder).unwrap();
+            }
+            let config = etc.join("config.toml");
+            std::fs::write(&config, "api_key = \"sk-secret\"").unwrap();
+            std::fs::write(work.join("notes.md"), "the agents' notes").unwrap();
+            Dirs {
+                base,
+                config,
+                work,
+                other,
+            }
+        }
+
+        /// narang's prompt in `folder`, as `projects.app.prompts` reads it.
+        fn read(&self, folder: &Path) -> Result<String, Refused> {
+            let project = ProjectConfig::at(self.work.clone());
+            let own = [self.config.clone()];
+            let path = folder.join("narang.md");
+            project.read_prompt(&path, "projects.app.prompts", &own, &[self.other.as_path()])
+        }
+    }
+
+    impl Drop for Dirs {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.base);
+        }
+    }
+
+    fn link(to: &Path, at: &Path) {
+        std::os::unix::fs::symlink(to, at).unwrap();
+    }
+
+    #[test]
+    fn an_operators_prompt_is_read_and_may_be_a_link_to_another_of_theirs() {
+        let d = Dirs::new("operator");
+        let prompts = d.base.join("etc/prompts");
+        std::fs::write(prompts.join("narang.md"), "Build it well.").unwrap();
+        assert_eq!(d.read(&prompts).unwrap(), "Build it well.");
+        std::fs::rename(prompts.join("narang.md"), d.base.join("etc/shared.md")).unwrap();
+        link(Path::new("../shared.md"), &prompts.join("narang.md"));
+        assert_eq!(d.read(&prompts).unwrap(), "Build it well.");
+    }
+
+    #[test]
+    fn a_prompts_folder_in_a_workdir_however_spelled_is_read_as_the_workdirs() {
+        let d = Dirs::new("spelled");
+        link(&d.config, &d.work.join("prompts/narang.md"));
+        let config = std::fs::canonicalize(&d.config).unwrap();
+        let refusal = format!(
+            "projects.app.prompts: prompts/narang.md links out of the workdir (to {}); hanarang reads files inside it only",
+            config.display()
+        );
+        // Through `..` from the config's folder, and through a link to the workdir.
+        let dotdot = d.base.join("etc/../app/prompts");
+        assert_eq!(d.read(&dotdot).unwrap_err().to_string(), refusal);
+        link(&d.work, &d.base.join("etc/app"));
+        assert_eq!(
+            d.read(&d.base.join("etc/app/prompts"))
+                .unwrap_err()
+                .to_string(),
+            refusal
+        );
+        // In another project's workdir, the same.
+        link(&d.config, &d.other.join("prompts/narang.md"));
+        let other = d.base.join("etc/../web/prompts");
+        assert_eq!(d.read(&other).unwrap_err().to_string(), refusal);
+    }
+
+    #[test]
+    fn an_operators_prompt_linked_into_a_workdir_or_to_hanarangs_file_is_refused() {
+        let d = Dirs::new("into");
+        let prompts = d.base.join("etc/prompts");
+        link(&d.work.join("notes.md"), &prompts.join("narang.md"));
+        let e = d.read(&prompts).unwrap_err();
+        let work = std::fs::canonicalize(&d.work).unwrap();
+        assert!(
+            e.reason
+                .contains(&format!(" links into the workdir {} (to ", work.display())),
+            "{e}"
+        );
+        std::fs::remove_file(prompts.join("narang.md")).unwrap();
+        std::fs::hard_link(&d.config, prompts.join("narang.md")).unwrap();
+        let e = d.read(&prompts).unwrap_err();
+        assert!(e.reason.contains("is one of hanarang's own files"), "{e}");
+        std::fs::remove_file(prompts.join("narang.md")).unwrap();
+        nix::unistd::mkfifo(&prompts.join("narang.md"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let e = d.read(&prompts).unwrap_err();
+        assert!(
+            e.reason
+                .ends_with("is a FIFO, not a file; hanarang reads only regular files as prompts"),
+            "{e}"
+        );
+    }
 }

