@@ -312,7 +312,13 @@ async fn sprint_diff_is_exact_in_a_pipe_and_escaped_at_a_terminal() {
     let diff = files.hanarang(&["sprint", "diff", &s.id]);
     assert_eq!(diff.status.code(), Some(0));
     let expected = std::process::Command::new("git")
-        .args(["-C", &repo.display().to_string(), "diff", "--no-color"])
+        .args([
+            "-C",
+            &repo.display().to_string(),
+            "diff",
+            "--no-color",
+            "--full-index",
+        ])
         .arg(format!("{base}..{head}"))
         .arg("--")
         .output()
