@@ -21,6 +21,15 @@ pub struct Refused {
     pub reason: String,
 }
 
+impl Refused {
+    pub fn new(key: &str, reason: String) -> Refused {
+        Refused {
+            key: key.to_string(),
+            reason,
+        }
+    }
+}
+
 /// The most of a recipe's text (the instructions, a prompt) hanarang reads.
 pub const MAX_RECIPE_BYTES: u64 = 1024 * 1024;
 
@@ -52,10 +61,7 @@ fn read_beneath(
     cap: u64,
     open: Opener,
 ) -> Result<String, Refused> {
-    let refused = |reason: String| Refused {
-        key: key.to_string(),
-        reason,
-    };
+    let refused = |reason: String| Refused::new(key, reason);
     let root = std::fs::canonicalize(workdir).map_err(|e| {
         refused(format!(
             "the workdir {} cannot be opened: {e}",
@@ -117,10 +123,7 @@ pub(super) fn read_opened(
     own: &[PathBuf],
     cap: u64,
 ) -> Result<String, Refused> {
-    let refused = |reason: String| Refused {
-        key: key.to_string(),
-        reason,
-    };
+    let refused = |reason: String| Refused::new(key, reason);
     let meta = file
         .metadata()
         .map_err(|e| refused(format!("cannot read {shown}: {e}")))?;
@@ -178,10 +181,7 @@ pub(super) fn read_operators(
     own: &[PathBuf],
     cap: u64,
 ) -> Result<String, Refused> {
-    let refused = |reason: String| Refused {
-        key: key.to_string(),
-        reason,
-    };
+    let refused = |reason: String| Refused::new(key, reason);
     let cannot = |e: std::io::Error| refused(format!("cannot read {}: {e}", path.display()));
     let open = |path: &Path| nix::fcntl::open(path, flags() | OFlag::O_NOFOLLOW, Mode::empty());
     let fd = match open(path) {

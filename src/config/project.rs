@@ -89,10 +89,7 @@ impl ProjectConfig {
         own: &[PathBuf],
         workdirs: &[&Path],
     ) -> Result<String, Refused> {
-        let refused = |reason: String| Refused {
-            key: key.to_string(),
-            reason,
-        };
+        let refused = |reason: String| Refused::new(key, reason);
         let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
             return Err(refused(format!("{} is not a file", path.display())));
         };
