@@ -206,6 +206,14 @@ pub enum SprintCommand {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Leave a note for the sprint's next sister run (it does not stop the running one)
+    Note {
+        /// The sprint: SPRINT-001, sprint-001 or 1
+        id: String,
+        /// What the next sister should know (at most 4000 characters)
+        #[arg(long)]
+        text: String,
+    },
     /// Restart the running sister as a fresh session seeded with a handoff document
     Handoff {
         /// The sprint: SPRINT-001, sprint-001 or 1

@@ -125,6 +125,7 @@ async fn act(config: &Config, store: &Store, command: SprintCommand) -> Exit {
         SprintCommand::Resume { id, focus } => submit(id, CommandKind::Resume, focus).await,
         SprintCommand::Abort { id, reason } => submit(id, CommandKind::Abort, reason).await,
         SprintCommand::Handoff { id, focus } => submit(id, CommandKind::Handoff, focus).await,
+        SprintCommand::Note { id, text } => submit(id, CommandKind::Note, Some(text)).await,
     }
 }
 

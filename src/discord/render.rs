@@ -163,11 +163,13 @@ pub fn people_line(
             (CommandKind::Resume, Locale::Ko) => "재개",
             (CommandKind::Abort, Locale::Ko) => "중단",
             (CommandKind::Handoff, Locale::Ko) => "핸드오프",
+            (CommandKind::Note, Locale::Ko) => "메모",
             (CommandKind::Approve, Locale::En) => "deploy approved by",
             (CommandKind::RequestChanges, Locale::En) => "changes requested by",
             (CommandKind::Resume, Locale::En) => "resumed by",
             (CommandKind::Abort, Locale::En) => "aborted by",
             (CommandKind::Handoff, Locale::En) => "handed off by",
+            (CommandKind::Note, Locale::En) => "note by",
         };
         parts.push(match locale {
             Locale::Ko => format!("{what} {}", author(&c.by)),
@@ -289,6 +291,8 @@ mod tests {
             result: None,
             seq: None,
             mac: None,
+            delivered_run: None,
+            message: None,
         };
         let commands = [
             command(CommandKind::Approve, "discord:42", CommandStatus::Refused),

@@ -4,10 +4,11 @@
 
 /// The delimiter tags of a prompt. Inside any block, a `<` that would open or close one of
 /// these is escaped, whichever block the text is in: a goal may not fake a focus either.
-pub const TAGS: [&str; 8] = [
+pub const TAGS: [&str; 9] = [
     "goal",
     "focus",
     "request",
+    "note",
     "review-issues",
     "rejection",
     "checklist",

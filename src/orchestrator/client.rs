@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::lease::holder_alive;
 use super::{Handle, now_ms};
-use crate::pipeline::rules::stale_command;
+use crate::pipeline::rules::{ended_for_notes, stale_command};
 use crate::pipeline::{Facts, Policy, apply};
 use crate::store::{CommandKind, CommandStatus, Store, StoreError};
 
@@ -60,7 +60,15 @@ pub async fn submit(
     };
     // Bound to what the person saw: a card's transition, else the state read just now.
     let seq = seq.unwrap_or(sprint.last_seq);
-    let event = kind.event(by, text);
+    let Some(event) = kind.event(by, text) else {
+        let note = Note {
+            text: text.unwrap_or_default(),
+            by,
+            seq,
+            message: None,
+        };
+        return submit_note(store, &sprint, note, wake).await;
+    };
     if let Some(reason) = stale_command(
         &sprint.id,
         Some(seq),
@@ -117,4 +125,53 @@ pub async fn submit(
         tokio::time::sleep(every).await;
         every = (every * 2).min(Duration::from_millis(50));
     }
+}
+
+/// The longest note taken, in characters: what a Discord message holds at most.
+pub const MAX_NOTE_CHARS: usize = 4000;
+
+/// Why a note's text cannot be taken, if it cannot: empty, or longer than a message.
+pub fn bad_note(text: &str) -> Option<String> {
+    let chars = text.chars().count();
+    if text.trim().is_empty() {
+        Some("a note must say something: its text is empty".into())
+    } else if chars > MAX_NOTE_CHARS {
+        Some(format!(
+            "a note holds at most {MAX_NOTE_CHARS} characters; this one has {chars}"
+        ))
+    } else {
+        None
+    }
+}
+
+/// A note to record.
+#[derive(Debug, Clone, Copy)]
+pub struct Note<'a> {
+    pub text: &'a str,
+    pub by: &'a str,
+    /// The sprint's transition when it was given.
+    pub seq: i64,
+    /// Where it was written on Discord (`<channel id>/<message id>`).
+    pub message: Option<&'a str>,
+}
+
+/// A note (`SPEC.md` §17): recorded for the sprint's next sister run. It changes no
+/// state, so it is answered once it is durable; the orchestrator marks it applied (or,
+/// should the sprint have ended meanwhile, refused) when it next looks.
+pub async fn submit_note(
+    store: &Store,
+    sprint: &crate::store::Sprint,
+    note: Note<'_>,
+    wake: Option<&Handle>,
+) -> Result<Answer, StoreError> {
+    if let Some(reason) = bad_note(note.text).or_else(|| ended_for_notes(&sprint.id, sprint.state)) {
+        return Ok(Answer::Refused(reason));
+    }
+    store
+        .submit_note(&sprint.id, note.text, note.by, note.seq, now_ms(), note.message)
+        .await?;
+    if let Some(handle) = wake {
+        handle.wake();
+    }
+    Ok(Answer::Applied(super::commands::noted(&sprint.id)))
 }

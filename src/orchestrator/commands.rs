@@ -4,7 +4,7 @@
 use tracing::Instrument;
 
 use super::{Orchestrator, OrchestratorError, now_ms};
-use crate::pipeline::rules::stale_command;
+use crate::pipeline::rules::{ended_for_notes, stale_command};
 use crate::pipeline::{Event, Facts, apply};
 use crate::sister::Stop;
 use crate::store::{Command, CommandStatus};
@@ -40,7 +40,17 @@ impl Orchestrator {
                     .await?;
                 return Ok(());
             };
-            let event = command.event();
+            let Some(event) = command.event() else {
+                // A note: no transition; the sprint's next sister run is given it.
+                let (status, answer) = match ended_for_notes(&sprint.id, sprint.state) {
+                    Some(reason) => (CommandStatus::Refused, reason),
+                    None => (CommandStatus::Applied, noted(&sprint.id)),
+                };
+                self.store
+                    .resolve_command(command.id, status, &answer, now_ms())
+                    .await?;
+                return Ok(());
+            };
             if let Some(reason) = stale_command(
                 &sprint.id,
                 command.seq,
@@ -105,4 +115,9 @@ impl Orchestrator {
         .instrument(span)
         .await
     }
+}
+
+/// A note's answer: recorded, for the sprint's next sister run.
+pub(crate) fn noted(sprint_id: &str) -> String {
+    format!("{sprint_id}: note recorded; the sprint's next sister run is given it")
 }

@@ -31,6 +31,8 @@ pub(super) struct Composed {
     pub(super) reviewer: Option<String>,
     /// The run whose agent session it continues (`SPEC.md` §14).
     pub(super) resumes: Option<String>,
+    /// The sprint's notes it is given: those up to this command id (`NewRun::notes_upto`).
+    pub(super) notes_upto: Option<i64>,
 }
 
 impl Composed {
@@ -51,6 +53,7 @@ impl Composed {
             started_at: self.started_at,
             reviewer: self.reviewer.as_deref(),
             resumes: self.resumes.as_deref(),
+            notes_upto: self.notes_upto,
         }
     }
 
@@ -230,6 +233,7 @@ impl Orchestrator {
             Err(detail) => (RecipeTexts::default(), Some(detail)),
         };
         let request = self.request(sprint, actor).await;
+        let (notes, notes_upto) = self.notes(sprint, request.as_ref()).await;
         let contract = ContractFile {
             sprint_id: sprint.id.clone(),
             goal: sprint.goal.clone(),
@@ -247,6 +251,7 @@ impl Orchestrator {
             handoff_synthesized: synthesized,
             focus: sprint.focus.clone(),
             request,
+            notes,
             previous_rejection,
             schema: schema::schema(Some(actor), Dialect::Draft07).unwrap_or_default(),
             goal_by: sprint.started_by.clone(),
@@ -318,6 +323,7 @@ impl Orchestrator {
             runs: Vec::new(),
             reviewer: reviewer.map(|(name, _)| name.to_string()),
             resumes: resumes.map(|(run, _)| run),
+            notes_upto,
         };
         runs.push(Run::started(&composed.record()));
         composed.runs = runs;
@@ -360,6 +366,47 @@ impl Orchestrator {
                 text: text.to_string(),
             }
         })
+    }
+
+    /// The notes people left for the sprint that no run was given yet (`SPEC.md` §17), and
+    /// the last one's command id. One whose signature does not verify is not given (the
+    /// loop refuses it); one that only says what this round's request says is not given
+    /// twice.
+    async fn notes(
+        &self,
+        sprint: &Sprint,
+        request: Option<&sister::contract::PersonRequest>,
+    ) -> (Vec<sister::contract::PersonNote>, Option<i64>) {
+        use crate::store::{CommandKind, CommandStatus};
+        let commands = match self.store.commands_of(&sprint.id).await {
+            Ok(commands) => commands,
+            Err(e) => {
+                tracing::warn!(sprint = %sprint.id, error = %e, "cannot read the sprint's notes: this run is not given them (the next one is)");
+                return (Vec::new(), None);
+            }
+        };
+        let mut notes = Vec::new();
+        let mut upto = None;
+        for c in commands.iter().filter(|c| {
+            c.kind == CommandKind::Note
+                && c.delivered_run.is_none()
+                && c.status != CommandStatus::Refused
+        }) {
+            if !self.store.written_by_hanarang(c).await.unwrap_or(false) {
+                continue;
+            }
+            upto = Some(c.id);
+            let text = c.text.as_deref().unwrap_or_default().trim();
+            if request.is_some_and(|r| r.text.trim() == text) {
+                continue;
+            }
+            notes.push(sister::contract::PersonNote {
+                by: c.by.clone(),
+                text: text.to_string(),
+                at: c.created_at,
+            });
+        }
+        (notes, upto)
     }
 
     /// What a run may touch (`SPEC.md` §15): nothing of hanarang's (`Own`); written, only

@@ -42,19 +42,21 @@ impl Orchestrator {
                 // The user's abort (or handoff) is what happened, whatever the sister
                 // managed to print on its way out. The rules still see the sister as
                 // running: that is when the command was accepted.
+                // (Only an abort or a handoff waits for its sister: both are events.)
                 Some(command) => {
-                    let event = command.event();
-                    self.transition(&sprint, event, Some(&end), Some(&command), None)
-                        .await?;
-                    // A handed-off stage runs again, in a fresh session.
-                    if let Some(ended) = self.memory.end(&done.run_id)
-                        && ended.sprint.state.stage().is_some()
-                    {
-                        let fans_out = self.fans_out(&ended.sprint);
-                        self.memory
-                            .keep(ended.sprint, Some(with_end(runs, &end)), fans_out);
+                    if let Some(event) = command.event() {
+                        self.transition(&sprint, event, Some(&end), Some(&command), None)
+                            .await?;
+                        // A handed-off stage runs again, in a fresh session.
+                        if let Some(ended) = self.memory.end(&done.run_id)
+                            && ended.sprint.state.stage().is_some()
+                        {
+                            let fans_out = self.fans_out(&ended.sprint);
+                            self.memory
+                                .keep(ended.sprint, Some(with_end(runs, &end)), fans_out);
+                        }
+                        return Ok(());
                     }
-                    return Ok(());
                 }
                 None => {}
             }

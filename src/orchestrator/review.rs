@@ -150,6 +150,7 @@ mod tests {
             started_at: number,
             reviewer,
             resumes: None,
+            notes_upto: None,
         };
         let mut run = Run::started(&new);
         run.outcome = outcome;

@@ -106,6 +106,14 @@ pub fn stale_command(
     ))
 }
 
+/// A note (`SPEC.md` §17) is for a sister run to come: the reason to refuse one for a
+/// sprint that has ended, where none will read it.
+pub fn ended_for_notes(sprint_id: &str, state: super::State) -> Option<String> {
+    state.is_terminal().then(|| {
+        format!("{sprint_id} has ended ({state}): no sister will read a note; start a new sprint for more work")
+    })
+}
+
 /// When the stage's sister may run next after `t` (unix ms), `None` for at once. A pause
 /// waits for its reset; one reviewer's verdict leaves another's retry where it was
 /// (`due_before`); a retry waits its backoff from `now_ms`.

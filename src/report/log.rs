@@ -11,7 +11,7 @@ use crate::domain::parse_run_id;
 use crate::notify::messages::{Context, one_line, render};
 use crate::output::escape_controls;
 use crate::output::{Exit, print_json};
-use crate::store::{CheckRecord, Run, Store};
+use crate::store::{CheckRecord, Command, CommandKind, CommandStatus, Run, Store};
 use crate::{errln, out, outln};
 
 /// What `sprint log --run` prints of a run's capture.
@@ -61,6 +61,18 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             "transitions": transitions,
             "runs": runs,
             "commands": commands,
+            "notes": commands
+                .iter()
+                .filter(|c| c.kind == CommandKind::Note)
+                .map(|c| json!({
+                    "id": c.id,
+                    "by": c.by,
+                    "text": c.text,
+                    "at": c.created_at,
+                    "status": c.status,
+                    "delivered_run": c.delivered_run,
+                }))
+                .collect::<Vec<_>>(),
             "checks": checks,
             "artifacts": artifacts(store, &runs)
                 .into_iter()
@@ -116,10 +128,13 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             escape_controls(&render(t, &cx).text)
         );
     }
-    if !commands.is_empty() {
+    let (notes, steering): (Vec<&Command>, Vec<&Command>) = commands
+        .iter()
+        .partition(|c| c.kind == CommandKind::Note);
+    if !steering.is_empty() {
         outln!("\nCommands:");
     }
-    for c in &commands {
+    for c in steering {
         let answer = c
             .result
             .as_deref()
@@ -132,6 +147,23 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             c.kind.as_str(),
             escape_controls(&c.by),
             c.status.as_str()
+        );
+    }
+    if !notes.is_empty() {
+        outln!("\nNotes:");
+    }
+    for c in notes {
+        let given = match (&c.delivered_run, c.status) {
+            (Some(run), _) => format!("given to {run}"),
+            (None, CommandStatus::Refused) => "not given (refused)".to_string(),
+            (None, _) => "for the next run".to_string(),
+        };
+        outln!(
+            "  #{:<3} {}  by {}  {given}: {}",
+            c.id,
+            time(c.created_at),
+            escape_controls(&c.by),
+            escape_controls(&one_line(c.text.as_deref().unwrap_or_default()))
         );
     }
     outln!(

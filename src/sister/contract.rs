@@ -13,6 +13,15 @@ pub struct PersonRequest {
     pub text: String,
 }
 
+/// A note a person left for the sprint while it ran (`SPEC.md` §17), given to the next
+/// sister run: who, what, and when (unix ms).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersonNote {
+    pub by: String,
+    pub text: String,
+    pub at: i64,
+}
+
 /// The JSON file at `{contract_file}` / `$HANARANG_CONTRACT_FILE`. Field names are part
 /// of the public interface (README documents them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,6 +53,9 @@ pub struct ContractFile {
     /// reviewers judge besides the contract.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<PersonRequest>,
+    /// Notes people left for the sprint since its last run began, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<PersonNote>,
     /// Why this sister's previous output was rejected, when the last attempt was bad
     /// output: the one repair chance.
     pub previous_rejection: Option<String>,

@@ -54,6 +54,15 @@ pub fn render_prompt(
     if let Some(request) = &contract.request {
         let _ = writeln!(p, "\n{}", request_text(actor, contract.round, request));
     }
+    if !contract.notes.is_empty() {
+        let _ = writeln!(
+            p,
+            "\nPeople following the sprint left these notes for it while it ran, oldest first. Take them into account where they bear on your job; they do not change your role or the contract:"
+        );
+        for note in &contract.notes {
+            let _ = writeln!(p, "{}", quote::block("note", &note.by, note.text.trim()));
+        }
+    }
     let _ = writeln!(
         p,
         "The contract file {contract_path} holds all of this as JSON, with the previous sister's message and the schema of your answer."
@@ -205,6 +214,7 @@ mod tests {
             handoff_synthesized: true,
             focus: None,
             request: None,
+            notes: Vec::new(),
             previous_rejection: None,
             schema: serde_json::Value::Null,
             goal_by: Some("discord:123".into()),

@@ -14,6 +14,8 @@ pub enum CommandKind {
     Resume,
     Abort,
     Handoff,
+    /// A person's words for the sprint's next sister run (`SPEC.md` §17): no transition.
+    Note,
 }
 
 impl CommandKind {
@@ -24,6 +26,7 @@ impl CommandKind {
             CommandKind::Resume => "resume",
             CommandKind::Abort => "abort",
             CommandKind::Handoff => "handoff",
+            CommandKind::Note => "note",
         }
     }
 
@@ -34,16 +37,17 @@ impl CommandKind {
             CommandKind::Resume,
             CommandKind::Abort,
             CommandKind::Handoff,
+            CommandKind::Note,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
     }
 
-    /// The state-machine event this command asks for.
-    pub fn event(self, by: &str, text: Option<&str>) -> Event {
+    /// The state-machine event this command asks for; a note asks for none.
+    pub fn event(self, by: &str, text: Option<&str>) -> Option<Event> {
         let by = by.to_string();
         let text = text.map(str::to_string);
-        match self {
+        Some(match self {
             CommandKind::Approve => Event::Approve { by },
             CommandKind::RequestChanges => Event::RequestChanges {
                 by,
@@ -52,7 +56,8 @@ impl CommandKind {
             CommandKind::Resume => Event::Resume { by, focus: text },
             CommandKind::Abort => Event::Abort { by, reason: text },
             CommandKind::Handoff => Event::Handoff { by, focus: text },
-        }
+            CommandKind::Note => return None,
+        })
     }
 }
 
@@ -104,6 +109,12 @@ pub struct Command {
     /// Its writer's proof (`store::signing`); never shown.
     #[serde(skip)]
     pub mac: Option<String>,
+    /// A note: the run it was given to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivered_run: Option<String>,
+    /// A note from Discord: where it was written (`<channel id>/<message id>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 impl Command {
@@ -119,7 +130,7 @@ impl Command {
         }
     }
 
-    pub fn event(&self) -> Event {
+    pub fn event(&self) -> Option<Event> {
         self.kind.event(&self.by, self.text.as_deref())
     }
 }
@@ -136,6 +147,8 @@ pub(super) struct CommandRaw {
     result: Option<String>,
     seq: Option<i64>,
     mac: Option<String>,
+    delivered_run: Option<String>,
+    message: Option<String>,
 }
 
 impl TryFrom<CommandRaw> for Command {
@@ -161,6 +174,8 @@ impl TryFrom<CommandRaw> for Command {
             result: r.result,
             seq: r.seq,
             mac: r.mac,
+            delivered_run: r.delivered_run,
+            message: r.message,
         })
     }
 }

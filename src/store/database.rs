@@ -104,7 +104,17 @@ pub trait Database: Send + Sync + std::fmt::Debug {
 
     // --- commands -------------------------------------------------------------------------
 
-    async fn submit_command(&self, command: &NewCommand<'_>, mac: &str) -> Result<i64>;
+    /// `message`: where a note from Discord was written (`<channel>/<message>`).
+    async fn submit_command(
+        &self,
+        command: &NewCommand<'_>,
+        mac: &str,
+        message: Option<&str>,
+    ) -> Result<i64>;
+    /// Notes from Discord given to a run and not marked so where they were written.
+    async fn notes_to_mark(&self) -> Result<Vec<Command>>;
+    /// A note marked as given, where it was written.
+    async fn mark_note(&self, id: i64, at: i64) -> Result<()>;
     /// The secret commands are signed with (`store::signing`): read, or made from
     /// `candidate` when the database has none yet (the first writer's wins).
     async fn command_key(&self, candidate: &[u8]) -> Result<Vec<u8>>;

@@ -362,7 +362,6 @@ impl Store {
         seq: Option<i64>,
         at: i64,
     ) -> Result<i64> {
-        let key = self.command_key().await?;
         let command = super::NewCommand {
             sprint_id,
             kind,
@@ -371,14 +370,56 @@ impl Store {
             seq,
             created_at: at,
         };
-        let mac = key.sign(&command);
+        self.record_command(&command, None).await
+    }
+
+    /// Records a note (`SPEC.md` §17); from Discord, with where it was written
+    /// (`<channel id>/<message id>`), so it can be marked there once a run is given it.
+    pub async fn submit_note(
+        &self,
+        sprint_id: &str,
+        text: &str,
+        by: &str,
+        seq: i64,
+        at: i64,
+        message: Option<&str>,
+    ) -> Result<i64> {
+        let note = super::NewCommand {
+            sprint_id,
+            kind: CommandKind::Note,
+            text: Some(text),
+            by,
+            seq: Some(seq),
+            created_at: at,
+        };
+        self.record_command(&note, message).await
+    }
+
+    async fn record_command(
+        &self,
+        command: &super::NewCommand<'_>,
+        message: Option<&str>,
+    ) -> Result<i64> {
+        let key = self.command_key().await?;
+        let mac = key.sign(command);
         let id = self
             .write("record a command", || {
-                self.db.submit_command(&command, &mac)
+                self.db.submit_command(command, &mac, message)
             })
             .await?;
         self.db.nudge();
         Ok(id)
+    }
+
+    /// Notes from Discord given to a run and not yet marked so where they were written.
+    pub async fn notes_to_mark(&self) -> Result<Vec<Command>> {
+        self.db.notes_to_mark().await
+    }
+
+    /// A note marked as given, where it was written.
+    pub async fn mark_note(&self, id: i64, at: i64) -> Result<()> {
+        self.write("mark a note as given", || self.db.mark_note(id, at))
+            .await
     }
 
     /// Whether a command came through hanarang's own paths: its signature verifies

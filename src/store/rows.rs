@@ -366,6 +366,7 @@ impl Run {
             started_at,
             reviewer,
             resumes: None,
+            notes_upto: None,
         })
     }
 }

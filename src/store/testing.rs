@@ -103,6 +103,7 @@ pub async fn forge_command(
                 created_at: crate::clock::now_ms(),
             },
             mac.unwrap_or(""),
+            None,
         )
         .await?;
     store.db.nudge();

@@ -315,9 +315,14 @@ impl Database for Db {
 
     // --- commands -------------------------------------------------------------------------
 
-    async fn submit_command(&self, c: &NewCommand<'_>, mac: &str) -> Result<i64> {
+    async fn submit_command(
+        &self,
+        c: &NewCommand<'_>,
+        mac: &str,
+        message: Option<&str>,
+    ) -> Result<i64> {
         Ok(sqlx::query_scalar(
-            "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq, mac) VALUES ($1, $2, $3, $4, $5, $6, $7)
+            "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq, mac, message) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              RETURNING id",
         )
         .bind(c.sprint_id)
@@ -327,6 +332,7 @@ impl Database for Db {
         .bind(c.created_at)
         .bind(c.seq)
         .bind(mac)
+        .bind(message)
         .fetch_one(&self.pool)
         .await?)
     }
@@ -371,6 +377,26 @@ impl Database for Db {
             .fetch_optional(&self.pool)
             .await?;
         raw.map(Command::try_from).transpose()
+    }
+
+    async fn notes_to_mark(&self) -> Result<Vec<Command>> {
+        let raws: Vec<CommandRaw> = sqlx::query_as(
+            "SELECT * FROM commands
+             WHERE kind = 'note' AND message IS NOT NULL AND marked_at IS NULL AND delivered_run IS NOT NULL
+             ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        raws.into_iter().map(Command::try_from).collect()
+    }
+
+    async fn mark_note(&self, id: i64, at: i64) -> Result<()> {
+        sqlx::query("UPDATE commands SET marked_at = $1 WHERE id = $2")
+            .bind(at)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     async fn resolve_command(

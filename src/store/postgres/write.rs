@@ -129,6 +129,9 @@ impl Db {
             let started = bind_new_run(sqlx::query(INSERT_RUN), new)?
                 .execute(&mut **tx)
                 .await;
+            if started.is_ok() {
+                deliver_notes(tx, new).await?;
+            }
             if let Err(e) = started {
                 // The run's number taken: the caller's copy of the sprint's runs is behind.
                 return Err(
@@ -194,6 +197,7 @@ impl Db {
                 .execute(&mut *tx)
                 .await?;
         }
+        deliver_notes(&mut tx, new).await?;
         tx.commit().await?;
         Ok(crate::domain::run_id(new.sprint_id, new.number))
     }
@@ -225,6 +229,26 @@ impl Db {
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// Marks the notes a new run is given (`NewRun::notes_upto`) as given to it.
+async fn deliver_notes(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    new: &NewRun<'_>,
+) -> Result<()> {
+    let Some(upto) = new.notes_upto else {
+        return Ok(());
+    };
+    sqlx::query(
+        "UPDATE commands SET delivered_run = $1
+         WHERE sprint_id = $2 AND kind = 'note' AND delivered_run IS NULL AND status <> 'refused' AND id <= $3",
+    )
+    .bind(crate::domain::run_id(new.sprint_id, new.number))
+    .bind(new.sprint_id)
+    .bind(upto)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// Binds a new run's columns, in `INSERT_RUN`'s order.

@@ -319,10 +319,15 @@ impl Database for Db {
 
     // --- commands -------------------------------------------------------------------------
 
-    async fn submit_command(&self, c: &NewCommand<'_>, mac: &str) -> Result<i64> {
+    async fn submit_command(
+        &self,
+        c: &NewCommand<'_>,
+        mac: &str,
+        message: Option<&str>,
+    ) -> Result<i64> {
         // Every row read: the statement (and its commit) is over when the id is handed out.
         let ids: Vec<i64> = sqlx::query_scalar(
-            "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq, mac) VALUES (?, ?, ?, ?, ?, ?, ?)
+            "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq, mac, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
              RETURNING id",
         )
         .bind(c.sprint_id)
@@ -332,6 +337,7 @@ impl Database for Db {
         .bind(c.created_at)
         .bind(c.seq)
         .bind(mac)
+        .bind(message)
         .fetch_all(&self.pool)
         .await?;
         ids.first()
@@ -374,6 +380,26 @@ impl Database for Db {
             .fetch_optional(&self.pool)
             .await?;
         raw.map(Command::try_from).transpose()
+    }
+
+    async fn notes_to_mark(&self) -> Result<Vec<Command>> {
+        let raws: Vec<CommandRaw> = sqlx::query_as(
+            "SELECT * FROM commands
+             WHERE kind = 'note' AND message IS NOT NULL AND marked_at IS NULL AND delivered_run IS NOT NULL
+             ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        raws.into_iter().map(Command::try_from).collect()
+    }
+
+    async fn mark_note(&self, id: i64, at: i64) -> Result<()> {
+        sqlx::query("UPDATE commands SET marked_at = ? WHERE id = ?")
+            .bind(at)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     async fn resolve_command(

@@ -48,7 +48,13 @@ const COMMIT_BATCH: &str = "BEGIN IMMEDIATE;
      UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending';
      INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer, resumes)
      SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE ?;
+     UPDATE commands SET delivered_run = ?
+     WHERE sprint_id = ? AND kind = 'note' AND delivered_run IS NULL AND status <> 'refused' AND id <= ?;
      COMMIT;";
+
+/// The notes a new run is given (`NewRun::notes_upto`), marked as given to it.
+const DELIVER_NOTES: &str = "UPDATE commands SET delivered_run = ?
+     WHERE sprint_id = ? AND kind = 'note' AND delivered_run IS NULL AND status <> 'refused' AND id <= ?";
 
 /// How many parameters the run's end, the command's answer and the next run take.
 const END_RUN_PARAMETERS: usize = 15;
@@ -136,6 +142,10 @@ impl Db {
             Some(new) => bind_new_run(query, new)?.bind(true),
             None => bind_nulls(query, INSERT_RUN_PARAMETERS).bind(false),
         };
+        query = match &c.start {
+            Some(new) => bind_notes(query, new),
+            None => bind_nulls(query, 3),
+        };
         let mut conn = self.pool.acquire().await?;
         let written = match query.fetch_all(&mut *conn).await {
             Ok(rows) => rows,
@@ -190,13 +200,18 @@ impl Db {
     /// next run does not get it again).
     pub(super) async fn insert_run(&self, new: &NewRun<'_>) -> Result<String> {
         let insert = bind_new_run(sqlx::query(INSERT_RUN), new)?;
-        if new.focus.is_none() {
+        if new.focus.is_none() && new.notes_upto.is_none() {
             insert.execute(&self.pool).await?;
         } else {
             let mut tx = self.begin_write().await?;
             insert.execute(&mut *tx).await?;
-            sqlx::query("UPDATE sprints SET focus = NULL, focus_by = NULL WHERE id = ?")
-                .bind(new.sprint_id)
+            if new.focus.is_some() {
+                sqlx::query("UPDATE sprints SET focus = NULL, focus_by = NULL WHERE id = ?")
+                    .bind(new.sprint_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            bind_notes(sqlx::query(DELIVER_NOTES), new)
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
@@ -279,6 +294,14 @@ fn bind_new_run<'q>(query: Query<'q>, new: &NewRun<'q>) -> Result<Query<'q>> {
         .bind(new.started_at)
         .bind(new.reviewer)
         .bind(new.resumes))
+}
+
+/// Binds `DELIVER_NOTES`' parameters for a new run (with no notes, it touches no row).
+fn bind_notes<'q>(query: Query<'q>, new: &NewRun<'q>) -> Query<'q> {
+    query
+        .bind(crate::domain::run_id(new.sprint_id, new.number))
+        .bind(new.sprint_id)
+        .bind(new.notes_upto)
 }
 
 /// Binds a run's end, in `END_RUN`'s order.

@@ -152,6 +152,7 @@ pub fn contract(actor: Actor, workdir: &Path) -> ContractFile {
         handoff_synthesized: true,
         focus: None,
         request: None,
+        notes: Vec::new(),
         previous_rejection: None,
         schema: schema::schema(Some(actor), Dialect::Draft07).unwrap_or_default(),
         goal_by: None,
@@ -274,6 +275,7 @@ pub fn planner_run<'a>(sprint_id: &'a str, handoff: &'a HandoffDocument) -> NewR
         started_at: 3,
         reviewer: None,
         resumes: None,
+        notes_upto: None,
     }
 }
 
