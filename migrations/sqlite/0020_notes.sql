@@ -7,3 +7,5 @@ ALTER TABLE commands ADD COLUMN message TEXT;
 ALTER TABLE commands ADD COLUMN marked_at INTEGER;
 CREATE INDEX commands_unmarked ON commands (id)
     WHERE kind = 'note' AND message IS NOT NULL AND marked_at IS NULL;
+-- A reply in a thread finds its sprint.
+CREATE INDEX discord_threads_thread ON discord_threads (thread_id);

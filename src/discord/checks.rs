@@ -23,6 +23,18 @@ pub fn may_start(discord: &DiscordConfig, user_id: u64, role_ids: &[u64]) -> boo
             .any(|r| discord.starter_role_ids.iter().any(|s| s.0 == *r))
 }
 
+/// Whether this member's reply in a sprint's thread is a note for it (`SPEC.md` §17):
+/// whoever may steer, and the one who started it.
+pub fn may_note(
+    discord: &DiscordConfig,
+    user_id: u64,
+    role_ids: &[u64],
+    started_by: Option<&str>,
+) -> bool {
+    may_steer(discord, user_id, role_ids)
+        || started_by == Some(format!("discord:{user_id}").as_str())
+}
+
 /// Whether an approver may approve the deploy of a sprint `started_by` someone: not
 /// their own under `approval = "not-starter"`.
 pub fn may_approve(discord: &DiscordConfig, user_id: u64, started_by: Option<&str>) -> bool {

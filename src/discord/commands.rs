@@ -368,6 +368,14 @@ impl Data {
 }
 
 impl Data {
+    /// The text of a note of this sprint (`SPEC.md` §17), to fill a form with.
+    async fn note_text(&self, sprint_id: &str, note: Option<i64>) -> Option<String> {
+        let command = self.handle.store.command(note?).await.ok()??;
+        (command.kind == CommandKind::Note && command.sprint_id == sprint_id)
+            .then_some(command.text)
+            .flatten()
+    }
+
     /// A link to the sprint's `done` card that stands now (its buttons answer for the
     /// state it is in), when it waits in `done`.
     async fn current_card(&self, sprint_id: &str) -> Option<String> {
@@ -388,20 +396,36 @@ impl Data {
 // --- the buttons of the `done` line ------------------------------------------------------
 
 const PREFIX: &str = "hanarang";
+/// The longest text a request-changes form takes (Discord's limit for a text input).
+const FORM_MAX: u16 = 4000;
 
 /// The approve / request changes / abort buttons of the `done` reached at transition
 /// `seq`. Their ids carry the sprint and that `seq`: they keep working after a restart,
 /// and a card whose state has passed (a later round's `done`) gives nothing.
 pub fn done_buttons(sprint_id: &str, seq: i64, locale: Locale) -> Vec<CreateActionRow> {
+    decision_buttons(sprint_id, seq, None, locale)
+}
+
+/// `done_buttons`, with the request-changes form prefilled from a note (its command id).
+pub fn decision_buttons(
+    sprint_id: &str,
+    seq: i64,
+    note: Option<i64>,
+    locale: Locale,
+) -> Vec<CreateActionRow> {
     let (approve, changes, abort) = match locale {
         Locale::Ko => ("배포 승인", "변경 요청", "중단"),
         Locale::En => ("Approve deploy", "Request changes", "Abort"),
+    };
+    let changes_id = match note {
+        Some(note) => format!("{PREFIX}:changes:{sprint_id}:{seq}:{note}"),
+        None => format!("{PREFIX}:changes:{sprint_id}:{seq}"),
     };
     vec![CreateActionRow::Buttons(vec![
         CreateButton::new(format!("{PREFIX}:approve:{sprint_id}:{seq}"))
             .label(approve)
             .style(serenity::ButtonStyle::Success),
-        CreateButton::new(format!("{PREFIX}:changes:{sprint_id}:{seq}"))
+        CreateButton::new(changes_id)
             .label(changes)
             .style(serenity::ButtonStyle::Primary),
         CreateButton::new(format!("{PREFIX}:abort:{sprint_id}:{seq}"))
@@ -410,13 +434,30 @@ pub fn done_buttons(sprint_id: &str, seq: i64, locale: Locale) -> Vec<CreateActi
     ])]
 }
 
-/// `hanarang:<action>:<sprint>[:<seq>]`: the action, the sprint and the transition the
-/// card was posted at (cards posted before hanarang bound them carry none).
-fn parse_custom_id(id: &str) -> Option<(&str, &str, Option<i64>)> {
-    let mut parts = id.splitn(4, ':');
+/// The button a note's acknowledgement offers while a sister runs: hand the stage to a
+/// fresh session now, which is given the note (`SPEC.md` §17).
+pub fn handoff_button(sprint_id: &str, seq: i64, locale: Locale) -> Vec<CreateActionRow> {
+    let label = match locale {
+        Locale::Ko => "지금 핸드오프",
+        Locale::En => "Hand off now",
+    };
+    vec![CreateActionRow::Buttons(vec![
+        CreateButton::new(format!("{PREFIX}:handoff:{sprint_id}:{seq}"))
+            .label(label)
+            .style(serenity::ButtonStyle::Secondary),
+    ])]
+}
+
+/// `hanarang:<action>:<sprint>[:<seq>[:<note>]]`: the action, the sprint, the transition
+/// the card was posted at (cards posted before hanarang bound them carry none) and, for a
+/// note's request-changes button, the note whose text fills its form.
+fn parse_custom_id(id: &str) -> Option<(&str, &str, Option<i64>, Option<i64>)> {
+    let mut parts = id.splitn(5, ':');
     (parts.next()? == PREFIX).then_some(())?;
     let (action, sprint) = (parts.next()?, parts.next()?);
-    Some((action, sprint, parts.next().and_then(|s| s.parse().ok())))
+    let seq = parts.next().and_then(|s| s.parse().ok());
+    let note = parts.next().and_then(|s| s.parse().ok());
+    Some((action, sprint, seq, note))
 }
 
 fn member_of(member: Option<&serenity::Member>, user: &serenity::User) -> (u64, Vec<u64>) {
@@ -441,7 +482,7 @@ pub async fn on_button(
     data: &Data,
     click: &ComponentInteraction,
 ) -> Result<(), Error> {
-    let Some((action, sprint_id, seq)) = parse_custom_id(&click.data.custom_id) else {
+    let Some((action, sprint_id, seq, note)) = parse_custom_id(&click.data.custom_id) else {
         return Ok(()); // not ours
     };
     let locale = data.config.pipeline.locale;
@@ -449,6 +490,7 @@ pub async fn on_button(
     let asked = match action {
         "approve" => CommandKind::Approve,
         "abort" => CommandKind::Abort,
+        "handoff" => CommandKind::Handoff,
         _ => CommandKind::RequestChanges,
     };
     if let Some(refusal) = data.refusal(sprint_id, asked, user, &roles).await {
@@ -458,6 +500,7 @@ pub async fn on_button(
     let kind = match action {
         "approve" => CommandKind::Approve,
         "abort" => CommandKind::Abort,
+        "handoff" => CommandKind::Handoff,
         "changes" => {
             // The note is asked for in a modal; the command is given when it is submitted.
             let (title, label) = match locale {
@@ -468,11 +511,14 @@ pub async fn on_button(
                 Some(seq) => format!("{PREFIX}:changes:{sprint_id}:{seq}"),
                 None => format!("{PREFIX}:changes:{sprint_id}"),
             };
-            let modal = CreateModal::new(id, title).components(vec![CreateActionRow::InputText(
-                CreateInputText::new(InputTextStyle::Paragraph, label, "note")
-                    .required(true)
-                    .max_length(1500),
-            )]);
+            let mut input = CreateInputText::new(InputTextStyle::Paragraph, label, "note")
+                .required(true)
+                .max_length(FORM_MAX);
+            if let Some(text) = data.note_text(sprint_id, note).await {
+                input = input.value(text.chars().take(usize::from(FORM_MAX)).collect::<String>());
+            }
+            let modal =
+                CreateModal::new(id, title).components(vec![CreateActionRow::InputText(input)]);
             click
                 .create_response(ctx, CreateInteractionResponse::Modal(modal))
                 .await?;
@@ -500,7 +546,7 @@ pub async fn on_modal(
     data: &Data,
     submit: &ModalInteraction,
 ) -> Result<(), Error> {
-    let Some(("changes", sprint_id, seq)) = parse_custom_id(&submit.data.custom_id) else {
+    let Some(("changes", sprint_id, seq, _)) = parse_custom_id(&submit.data.custom_id) else {
         return Ok(());
     };
     let (user, roles) = member_of(submit.member.as_ref(), &submit.user);
@@ -552,11 +598,15 @@ mod tests {
     fn button_ids_carry_the_action_the_sprint_and_the_cards_transition() {
         assert_eq!(
             parse_custom_id("hanarang:approve:SPRINT-007:12"),
-            Some(("approve", "SPRINT-007", Some(12)))
+            Some(("approve", "SPRINT-007", Some(12), None))
         );
         assert_eq!(
             parse_custom_id("hanarang:approve:SPRINT-007"),
-            Some(("approve", "SPRINT-007", None))
+            Some(("approve", "SPRINT-007", None, None))
+        );
+        assert_eq!(
+            parse_custom_id("hanarang:changes:SPRINT-007:12:45"),
+            Some(("changes", "SPRINT-007", Some(12), Some(45)))
         );
         assert_eq!(parse_custom_id("other:approve:SPRINT-007"), None);
         assert_eq!(parse_custom_id("hanarang:approve"), None);

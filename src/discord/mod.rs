@@ -6,6 +6,7 @@
 mod bridge;
 pub mod checks;
 pub mod commands;
+pub mod notes;
 pub mod render;
 mod rest;
 pub mod summary;
@@ -251,9 +252,15 @@ async fn start_client(
         config: config.clone(),
         discord: discord.clone(),
     };
+    let intents = intents(&http).await;
     let framework = poise::Framework::builder()
         .options(poise::FrameworkOptions {
             commands: commands::all(),
+            // Replies in a thread are notes (`notes`), never commands.
+            prefix_options: poise::PrefixFrameworkOptions {
+                mention_as_prefix: false,
+                ..Default::default()
+            },
             event_handler: |ctx, event| Box::pin(on_event(ctx, event)),
             on_error: |error| Box::pin(on_error(error)),
             ..Default::default()
@@ -267,7 +274,7 @@ async fn start_client(
             })
         })
         .build();
-    let mut client = serenity::ClientBuilder::new_with_http(http, serenity::GatewayIntents::GUILDS)
+    let mut client = serenity::ClientBuilder::new_with_http(http, intents)
         .framework(framework)
         .await
         .map_err(|e| StartError::Client(e.to_string()))?;
@@ -276,6 +283,38 @@ async fn start_client(
         .start()
         .await
         .map_err(|e| refused_or(discord, e, StartError::Client))
+}
+
+/// The gateway intents: the guild, and its messages for the replies in sprint threads
+/// (`notes`). Their text needs the privileged Message Content intent, asked for only when
+/// the application has it: Discord closes the gateway (4014) on a bot that asks for one it
+/// was not granted, which would leave the bot offline.
+async fn intents(http: &serenity::Http) -> serenity::GatewayIntents {
+    use serenity::GatewayIntents as I;
+    let base = I::GUILDS | I::GUILD_MESSAGES;
+    match message_content_granted(http).await {
+        Ok(true) => base | I::MESSAGE_CONTENT,
+        Ok(false) => {
+            tracing::warn!(
+                "the bot has no Message Content intent: replies in sprint threads are not read as notes (README, Replies in the thread, says how to turn it on)"
+            );
+            base
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot ask Discord whether the bot has the Message Content intent: replies in sprint threads are not read as notes until the bot connects again");
+            base
+        }
+    }
+}
+
+/// Whether the application may receive message text (`GATEWAY_MESSAGE_CONTENT`, or its
+/// `_LIMITED` form under 100 guilds, turned on in the developer portal).
+pub async fn message_content_granted(http: &serenity::Http) -> Result<bool, serenity::Error> {
+    use serenity::ApplicationFlags as F;
+    let app = http.get_current_application_info().await?;
+    Ok(app.flags.is_some_and(|f| {
+        f.intersects(F::GATEWAY_MESSAGE_CONTENT | F::GATEWAY_MESSAGE_CONTENT_LIMITED)
+    }))
 }
 
 /// A 401 from REST or an invalid-authentication close (4004) from the gateway: Discord
@@ -310,6 +349,9 @@ async fn on_event(
     ctx: poise::FrameworkContext<'_, Data, Error>,
     event: &serenity::FullEvent,
 ) -> Result<(), Error> {
+    if let serenity::FullEvent::Message { new_message } = event {
+        notes::on_message(ctx.serenity_context, ctx.user_data, new_message).await?;
+    }
     if let serenity::FullEvent::InteractionCreate { interaction } = event {
         let data = ctx.user_data;
         match interaction {

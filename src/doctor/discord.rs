@@ -8,7 +8,7 @@ use serenity::{Channel, ChannelId, ChannelType, GuildId, Permissions};
 
 use super::Check;
 use crate::config::{DiscordConfig, TOKEN_CREDENTIAL, TokenSource};
-use crate::discord::{StartError, check_token, http, read_token};
+use crate::discord::{StartError, check_token, http, message_content_granted, read_token};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -55,6 +55,24 @@ pub async fn checks(discord: &DiscordConfig) -> Vec<Check> {
             return checks;
         }
     }
+    checks.push(
+        match tokio::time::timeout(TIMEOUT, message_content_granted(&http)).await {
+            Ok(Ok(true)) => Check::pass(
+                "discord message content",
+                "the bot may read replies in sprint threads (they become notes)",
+            ),
+            Ok(Ok(false)) => Check::warn(
+                "discord message content",
+                "the bot has no Message Content intent: replies in sprint threads are not read as notes",
+                "turn on Message Content Intent in the developer portal (Bot, Privileged Gateway Intents), then restart serve",
+            ),
+            other => Check::warn(
+                "discord message content",
+                format!("the application cannot be read: {}", error_of(other)),
+                "check the network",
+            ),
+        },
+    );
     let guild_id = GuildId::new(discord.guild_id.0);
     let guild = match tokio::time::timeout(TIMEOUT, http.get_guild(guild_id)).await {
         Ok(Ok(g)) => {

@@ -67,7 +67,10 @@ pub async fn submit(
             seq,
             message: None,
         };
-        return submit_note(store, &sprint, note, wake).await;
+        return Ok(match submit_note(store, &sprint, note, wake).await? {
+            Ok(_) => Answer::Applied(super::commands::noted(&sprint.id)),
+            Err(reason) => Answer::Refused(reason),
+        });
     };
     if let Some(reason) = stale_command(
         &sprint.id,
@@ -156,22 +159,31 @@ pub struct Note<'a> {
 }
 
 /// A note (`SPEC.md` §17): recorded for the sprint's next sister run. It changes no
-/// state, so it is answered once it is durable; the orchestrator marks it applied (or,
-/// should the sprint have ended meanwhile, refused) when it next looks.
+/// state, so it is answered once it is durable (its command id), or refused (why); the
+/// orchestrator marks it applied (or, should the sprint have ended meanwhile, refused)
+/// when it next looks.
 pub async fn submit_note(
     store: &Store,
     sprint: &crate::store::Sprint,
     note: Note<'_>,
     wake: Option<&Handle>,
-) -> Result<Answer, StoreError> {
-    if let Some(reason) = bad_note(note.text).or_else(|| ended_for_notes(&sprint.id, sprint.state)) {
-        return Ok(Answer::Refused(reason));
+) -> Result<Result<i64, String>, StoreError> {
+    if let Some(reason) = bad_note(note.text).or_else(|| ended_for_notes(&sprint.id, sprint.state))
+    {
+        return Ok(Err(reason));
     }
-    store
-        .submit_note(&sprint.id, note.text, note.by, note.seq, now_ms(), note.message)
+    let id = store
+        .submit_note(
+            &sprint.id,
+            note.text,
+            note.by,
+            note.seq,
+            now_ms(),
+            note.message,
+        )
         .await?;
     if let Some(handle) = wake {
         handle.wake();
     }
-    Ok(Answer::Applied(super::commands::noted(&sprint.id)))
+    Ok(Ok(id))
 }

@@ -128,9 +128,8 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             escape_controls(&render(t, &cx).text)
         );
     }
-    let (notes, steering): (Vec<&Command>, Vec<&Command>) = commands
-        .iter()
-        .partition(|c| c.kind == CommandKind::Note);
+    let (notes, steering): (Vec<&Command>, Vec<&Command>) =
+        commands.iter().partition(|c| c.kind == CommandKind::Note);
     if !steering.is_empty() {
         outln!("\nCommands:");
     }

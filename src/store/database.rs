@@ -162,6 +162,8 @@ pub trait Database: Send + Sync + std::fmt::Debug {
     // --- Discord forum posts and delivery cursors ---------------------------------------------
 
     async fn forum_post(&self, sprint_id: &str) -> Result<Option<ForumPost>>;
+    /// The post whose thread this is, if it is a sprint's.
+    async fn forum_post_of_thread(&self, thread_id: i64) -> Result<Option<ForumPost>>;
     async fn save_forum_post(&self, post: &ForumPost) -> Result<()>;
     async fn record_new_forum_post(
         &self,

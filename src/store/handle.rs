@@ -555,6 +555,11 @@ impl Store {
 
     // --- Discord forum posts --------------------------------------------------------------
 
+    /// The sprint post whose thread this is, if any.
+    pub async fn forum_post_of_thread(&self, thread_id: i64) -> Result<Option<ForumPost>> {
+        self.db.forum_post_of_thread(thread_id).await
+    }
+
     pub async fn forum_post(&self, sprint_id: &str) -> Result<Option<ForumPost>> {
         self.db.forum_post(sprint_id).await
     }

@@ -496,6 +496,15 @@ impl Database for Db {
         )
     }
 
+    async fn forum_post_of_thread(&self, thread_id: i64) -> Result<Option<ForumPost>> {
+        Ok(
+            sqlx::query_as("SELECT * FROM discord_threads WHERE thread_id = ?")
+                .bind(thread_id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
     async fn save_forum_post(&self, post: &ForumPost) -> Result<()> {
         sqlx::query(
             "INSERT INTO discord_threads (sprint_id, thread_id, board_message_id, done_message_id) VALUES (?, ?, ?, ?)
