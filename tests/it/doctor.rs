@@ -302,7 +302,8 @@ async fn a_postgres_database_is_checked_without_being_set_up() {
         .await;
     let ((code, out), files) = run(files).await.unwrap();
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("10 migrations applied"), "{out}");
+    let applied = support::db::Engine::Postgres.migrations().len();
+    assert!(out.contains(&format!("{applied} migrations applied")), "{out}");
 
     // A server that does not answer, with a password in the URL.
     let config = std::fs::read_to_string(&files.config_path).unwrap();

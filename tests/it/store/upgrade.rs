@@ -76,13 +76,23 @@ async fn reads_back(store: &Store, printed_by_9ae7f17: &str, engine: Engine) {
     );
 }
 
+/// The engine's migrations after `applied`: what a database made by 9ae7f17 still lacks.
+fn since(engine: Engine, applied: u64) -> Vec<i64> {
+    engine
+        .migrations()
+        .into_iter()
+        .filter(|v| *v > applied)
+        .map(|v| v as i64)
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sqlite_database_from_9ae7f17_is_backed_up_migrated_and_read_back() {
     let db = TestDb::new(Engine::Sqlite, "upgrade").await;
     std::fs::copy(fixture("9ae7f17.sqlite"), db.dir.path().join("hanarang.db")).unwrap();
     assert_eq!(
         Store::migration_status(&db.url).await.unwrap(),
-        MigrationStatus::Pending(vec![11, 12, 13, 14, 15, 16, 17])
+        MigrationStatus::Pending(since(Engine::Sqlite, 10))
     );
 
     let store = Store::open(&db.url).await.unwrap();
@@ -107,7 +117,7 @@ async fn a_sqlite_database_from_9ae7f17_is_backed_up_migrated_and_read_back() {
     let backup = format!("sqlite://{}", backups[0].path().display());
     assert_eq!(
         Store::migration_status(&backup).await.unwrap(),
-        MigrationStatus::Pending(vec![11, 12, 13, 14, 15, 16, 17])
+        MigrationStatus::Pending(since(Engine::Sqlite, 10))
     );
 }
 
@@ -119,7 +129,7 @@ async fn a_postgres_database_from_9ae7f17_is_migrated_and_read_back() {
         .unwrap();
     assert_eq!(
         Store::migration_status(&db.url).await.unwrap(),
-        MigrationStatus::Pending(vec![5, 6, 7, 8, 9, 10])
+        MigrationStatus::Pending(since(Engine::Postgres, 4))
     );
 
     let store = Store::open(&db.url).await.unwrap();

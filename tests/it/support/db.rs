@@ -17,6 +17,29 @@ pub enum Engine {
     Postgres,
 }
 
+impl Engine {
+    /// The versions of the migrations this build ships for the engine, read from the
+    /// repository's `migrations/` folder, in order.
+    pub fn migrations(self) -> Vec<u64> {
+        let folder = match self {
+            Engine::Sqlite => "sqlite",
+            Engine::Postgres => "postgres",
+        };
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("migrations")
+            .join(folder);
+        let mut versions: Vec<u64> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|entry| {
+                let name = entry.unwrap().file_name().into_string().unwrap();
+                name.split('_').next()?.parse().ok()
+            })
+            .collect();
+        versions.sort_unstable();
+        versions
+    }
+}
+
 pub struct TestDb {
     pub url: String,
     pub engine: Engine,
