@@ -30,6 +30,8 @@ pub type Context<'a> = poise::Context<'a, Data, Error>;
 /// What every command and click can reach.
 pub struct Data {
     pub handle: Handle,
+    /// Tells the forum bridge a note from a thread was recorded (it marks it when given).
+    pub notes: Arc<tokio::sync::Notify>,
     pub config: Arc<Config>,
     pub discord: DiscordConfig,
     pub policy: Policy,
@@ -173,12 +175,13 @@ pub async fn run_leading(
         discord.clone(),
     );
     bridge.lead = lead;
+    let notes = bridge.notes.clone();
     let (stop_bridge, bridge_stopped) = tokio::sync::oneshot::channel::<()>();
     let mut bridge_task = tokio::spawn(bridge.run(handle.subscribe(), async {
         let _ = bridge_stopped.await;
     }));
     let result = tokio::select! {
-        r = connect(&config, &discord, &handle, &token) => r,
+        r = connect(&config, &discord, &handle, &token, &notes) => r,
         // It ends early only when Discord refused the token, or when it failed.
         r = &mut bridge_task => {
             return r.unwrap_or_else(|e| {
@@ -205,11 +208,12 @@ async fn connect(
     discord: &DiscordConfig,
     handle: &Handle,
     token: &Token,
+    notes: &Arc<tokio::sync::Notify>,
 ) -> Result<(), StartError> {
     let mut failures: u32 = 0;
     let mut repeated = Repeated::default();
     loop {
-        let why = match start_client(config, discord, handle, token).await {
+        let why = match start_client(config, discord, handle, token, notes).await {
             Err(e @ StartError::TokenRefused(..)) => return Err(e),
             Err(e) => e.to_string(),
             Ok(()) => {
@@ -236,6 +240,7 @@ async fn start_client(
     discord: &DiscordConfig,
     handle: &Handle,
     token: &Token,
+    notes: &Arc<tokio::sync::Notify>,
 ) -> Result<(), StartError> {
     let http = http(discord, token);
     // Asked here first: serenity falls back to the public gateway address when this
@@ -249,6 +254,7 @@ async fn start_client(
     let data = Data {
         policy: Policy::from(&config.pipeline),
         handle: handle.clone(),
+        notes: notes.clone(),
         config: config.clone(),
         discord: discord.clone(),
     };

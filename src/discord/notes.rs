@@ -105,6 +105,7 @@ pub async fn on_message(
         }
     };
     tracing::info!(note = id, by = %by, "note recorded");
+    data.notes.notify_one();
     msg.react(ctx, ReactionType::Unicode(NOTED.to_string()))
         .await?;
     if sprint.state == State::Done {

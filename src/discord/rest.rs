@@ -272,6 +272,22 @@ impl Rest {
         Ok(all)
     }
 
+    /// Adds the bot's reaction `emoji` (a Unicode emoji) to a message.
+    pub async fn react(
+        &self,
+        channel: ChannelId,
+        message: MessageId,
+        emoji: &str,
+    ) -> Result<(), RestError> {
+        let emoji = url_encode(emoji);
+        self.request(
+            reqwest::Method::PUT,
+            &format!("/channels/{channel}/messages/{message}/reactions/{emoji}/@me"),
+            Body::None,
+        )
+        .await
+    }
+
     /// Opens an archived thread again.
     pub async fn unarchive(&self, thread: ChannelId) -> Result<GuildChannel, RestError> {
         self.call(
@@ -329,7 +345,9 @@ impl Rest {
             .await
             .map_err(|e| RestError::Transport(e.without_url().to_string()))?;
         if status.is_success() {
-            return serde_json::from_slice(&bytes).map_err(|e| RestError::Decode(e.to_string()));
+            // 204 No Content reads as `null`: what `()` is read from.
+            let body: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
+            return serde_json::from_slice(body).map_err(|e| RestError::Decode(e.to_string()));
         }
         let error: ErrorBody = serde_json::from_slice(&bytes).unwrap_or_default();
         let retry_after = error

@@ -111,7 +111,8 @@ pub trait Database: Send + Sync + std::fmt::Debug {
         mac: &str,
         message: Option<&str>,
     ) -> Result<i64>;
-    /// Notes from Discord given to a run and not marked so where they were written.
+    /// Notes from Discord not yet marked where they were written: given to a run, or
+    /// still waiting for one.
     async fn notes_to_mark(&self) -> Result<Vec<Command>>;
     /// A note marked as given, where it was written.
     async fn mark_note(&self, id: i64, at: i64) -> Result<()>;

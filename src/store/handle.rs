@@ -411,7 +411,8 @@ impl Store {
         Ok(id)
     }
 
-    /// Notes from Discord given to a run and not yet marked so where they were written.
+    /// Notes from Discord not yet marked where they were written: given to a run, or
+    /// still waiting for one.
     pub async fn notes_to_mark(&self) -> Result<Vec<Command>> {
         self.db.notes_to_mark().await
     }

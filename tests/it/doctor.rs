@@ -65,6 +65,7 @@ async fn a_sound_deployment_passes_every_check() {
         "not a git repository",
         from_file.as_str(),
         "ok   discord login: Discord accepted the token",
+        "ok   discord message content: the bot may read replies in sprint threads",
         "ok   discord guild: ",
         "ok   discord forum: ",
         "is a forum channel",
@@ -72,13 +73,30 @@ async fn a_sound_deployment_passes_every_check() {
         "ok   discord start: start sprints: user ",
         "ok   discord approve: steer and approve: user ",
         "confinement: sisters and checks run fenced with Landlock",
-        "all 15 checks passed",
+        "all 16 checks passed",
     ] {
         assert!(out.contains(line), "{line:?} missing from\n{out}");
     }
     assert!(
         !out.contains(support::fake_discord::FAKE_TOKEN),
         "the token is never printed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bot_without_the_message_content_intent_is_told_how_to_turn_it_on() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    fake.set_app_flags(0);
+    let files = Files::new(&Setup::default());
+    files.append_config(&discord(&fake, fake.config().forum_channel_id));
+    token_file(&files);
+    let (code, out) = tokio::task::spawn_blocking(move || doctor(&files, None))
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "replies are optional: a warning, not a failure: {out}");
+    assert!(
+        out.contains("warn discord message content: the bot has no Message Content intent: replies in sprint threads are not read as notes\n     fix: turn on Message Content Intent in the developer portal (Bot, Privileged Gateway Intents), then restart serve"),
+        "{out}"
     );
 }
 

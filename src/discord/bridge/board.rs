@@ -70,6 +70,54 @@ impl Bridge {
         next
     }
 
+    /// Marks 📨 each note from a thread that a run was given, where it was written. Returns
+    /// whether notes still wait for a run (or for a mark that failed for now).
+    pub(super) async fn mark_notes(&self) -> Result<bool, DeliveryError> {
+        let mut waiting = false;
+        for note in self.store.notes_to_mark().await? {
+            let place = note.message.as_deref().and_then(|m| m.split_once('/'));
+            let ids = place.and_then(|(c, m)| Some((c.parse::<u64>().ok()?, m.parse::<u64>().ok()?)));
+            if note.delivered_run.is_none() {
+                // A sprint that ended before a run was given the note never will be: the
+                // note stops waiting, unmarked in Discord.
+                let ended = self
+                    .store
+                    .sprint(&note.sprint_id)
+                    .await?
+                    .is_none_or(|s| s.state.is_terminal());
+                if ended {
+                    self.store.mark_note(note.id, crate::clock::now_ms()).await?;
+                } else {
+                    waiting = true;
+                }
+                continue;
+            }
+            if let Some((channel, message)) = ids.filter(|(c, m)| *c != 0 && *m != 0) {
+                let reacted = call(self.rest.react(
+                    ChannelId::new(channel),
+                    MessageId::new(message),
+                    crate::discord::notes::GIVEN,
+                ))
+                .await;
+                match reacted {
+                    Ok(()) => {}
+                    // The message was deleted, the thread archived or closed to the bot:
+                    // the note was given all the same; nothing more to show.
+                    Err(e) if e.is_permanent() || e.is_thread_archived() => {
+                        tracing::info!(sprint = %note.sprint_id, note = note.id, error = %e, "a given note could not be marked");
+                    }
+                    Err(e) => {
+                        tracing::warn!(sprint = %note.sprint_id, note = note.id, error = %e, "marking a given note failed; will retry");
+                        waiting = true;
+                        continue;
+                    }
+                }
+            }
+            self.store.mark_note(note.id, crate::clock::now_ms()).await?;
+        }
+        Ok(waiting)
+    }
+
     pub(super) async fn edit_board(&self, sprint_id: &str) -> Result<(), DeliveryError> {
         let (Some(sprint), Some(post)) = (
             self.store.sprint(sprint_id).await?,

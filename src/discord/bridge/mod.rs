@@ -66,6 +66,9 @@ pub enum DeliveryError {
 /// How often a bot on a shared database reads the log at least (other hosts' transitions
 /// also wake it through the database).
 const SHARED_POLL: Duration = Duration::from_secs(1);
+/// How often notes from the thread that wait for a run are looked at again, to mark them
+/// 📨 when one was given them (only while some wait).
+const NOTES_POLL: Duration = Duration::from_secs(5);
 
 impl DeliveryError {
     /// Discord's answer will not change by asking again: the channel or message is gone
@@ -178,6 +181,8 @@ pub struct Bridge {
     /// One listing of the forum's posts at a time (the sprints delivered at once may all
     /// want it at the start of a term).
     listing: tokio::sync::Mutex<()>,
+    /// Told when a note from the thread was recorded: it waits for a run, to be marked.
+    pub notes: Arc<tokio::sync::Notify>,
 }
 
 async fn call<T>(
@@ -282,6 +287,7 @@ impl Bridge {
             lead: None,
             shared: std::sync::Mutex::new(Shared::default()),
             listing: tokio::sync::Mutex::new(()),
+            notes: Arc::new(tokio::sync::Notify::new()),
         }
     }
 
@@ -321,7 +327,8 @@ impl Bridge {
         let mut lines: JoinSet<Result<Turn, DeliveryError>> = JoinSet::new();
         let mut sprint_of: HashMap<tokio::task::Id, String> = HashMap::new();
         let mut boards: JoinSet<Duration> = JoinSet::new();
-        let mut boards_due: Option<Instant> = None;
+        // The first round also marks the notes given while no bot ran.
+        let mut boards_due: Option<Instant> = Some(Instant::now());
         let mut read_due = true;
         let mut events_open = true;
         // The database failed: nothing starts until the lines on their way are back,
@@ -379,7 +386,17 @@ impl Bridge {
             if boards.is_empty() && boards_due.is_some_and(|at| at <= now) {
                 boards_due = None;
                 let bridge = bridge.clone();
-                boards.spawn(async move { bridge.flush_boards().await });
+                boards.spawn(async move {
+                    let next = bridge.flush_boards().await;
+                    match bridge.mark_notes().await {
+                        Ok(false) => next,
+                        Ok(true) => next.min(NOTES_POLL),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "notes could not be marked as given; will retry");
+                            next.min(NOTES_POLL)
+                        }
+                    }
+                });
             }
             let wake = bridge
                 .with(|s| {
@@ -443,6 +460,9 @@ impl Bridge {
                     read_due = true;
                 }
                 () = news.notified() => read_due = true,
+                () = bridge.notes.notified() => {
+                    boards_due = Some(boards_due.map_or(now, |due| due.min(now)));
+                }
                 () = sleep_until(wake) => read_due |= shared,
             }
         }

@@ -382,7 +382,7 @@ impl Database for Db {
     async fn notes_to_mark(&self) -> Result<Vec<Command>> {
         let raws: Vec<CommandRaw> = sqlx::query_as(
             "SELECT * FROM commands
-             WHERE kind = 'note' AND message IS NOT NULL AND marked_at IS NULL AND delivered_run IS NOT NULL
+             WHERE kind = 'note' AND message IS NOT NULL AND marked_at IS NULL
              ORDER BY id",
         )
         .fetch_all(&self.pool)

@@ -72,7 +72,7 @@ impl Inner {
             "session_id": session_id,
             "resume_gateway_url": gateway_url(self.addr),
             "shard": shard,
-            "application": { "id": config.application_id.to_string(), "flags": 0 },
+            "application": { "id": config.application_id.to_string(), "flags": state.app_flags },
             "private_channels": [],
             "presences": [],
             "relationships": [],
@@ -173,6 +173,14 @@ impl Inner {
                     let _ = tx.send(WsMessage::Close(Some(CloseFrame {
                         code: CloseCode::from(4004),
                         reason: "Authentication failed.".into(),
+                    })));
+                } else if !super::people::intents_allowed(
+                    payload["d"]["intents"].as_u64().unwrap_or(0),
+                    state.app_flags,
+                ) {
+                    let _ = tx.send(WsMessage::Close(Some(CloseFrame {
+                        code: CloseCode::from(4014),
+                        reason: "Disallowed intent(s).".into(),
                     })));
                 } else {
                     let session_id = format!("fake-session-{}", state.snowflake());

@@ -134,6 +134,8 @@ pub(super) fn new_message(
         created_at: now(),
         edited_at: None,
         files: Vec::new(),
+        author_id: 0,
+        reactions: Vec::new(),
     }
 }
 
@@ -179,7 +181,11 @@ pub(super) fn message_json(config: &FakeConfig, m: &FakeMessage) -> Value {
         "id": m.id.to_string(),
         "channel_id": m.channel_id.to_string(),
         "guild_id": config.guild_id.to_string(),
-        "author": user_json(config.bot_user_id, true),
+        "author": if m.author_id == 0 || m.author_id == config.bot_user_id {
+            user_json(config.bot_user_id, true)
+        } else {
+            user_json(m.author_id, false)
+        },
         "content": m.content,
         "timestamp": m.created_at,
         "edited_timestamp": m.edited_at,
@@ -200,9 +206,22 @@ pub(super) fn message_json(config: &FakeConfig, m: &FakeMessage) -> Value {
             })
         }).collect::<Vec<_>>(),
         "embeds": embeds,
-        "reactions": [],
+        "reactions": m.reactions.iter().map(|emoji| json!({
+            "count": 1,
+            "count_details": { "burst": 0, "normal": 1 },
+            "me": true,
+            "me_burst": false,
+            "burst_colors": [],
+            "emoji": { "id": null, "name": emoji },
+        })).collect::<Vec<_>>(),
         "pinned": false,
-        "type": if m.interaction_id.is_some() { 20 } else { 0 },
+        "type": if m.interaction_id.is_some() {
+            20
+        } else if m.history.first().is_some_and(|b| b["message_reference"].is_object()) {
+            19
+        } else {
+            0
+        },
         "flags": m.flags,
         "components": m.components,
         "webhook_id": null,

@@ -33,6 +33,7 @@ use tokio::sync::watch;
 mod gateway;
 mod json;
 mod records;
+mod people;
 mod rest;
 mod state;
 
@@ -145,6 +146,7 @@ impl FakeDiscord {
                 held: 0,
                 fail_next_posts: (0, 500),
                 nonces: HashMap::new(),
+                app_flags: people::MESSAGE_CONTENT_LIMITED,
             }),
             changed,
             tasks: Mutex::new(Vec::new()),

@@ -77,6 +77,10 @@ pub struct FakeMessage {
     /// The files uploaded with it (multipart `files[N]` parts), in the order of its
     /// `attachments`.
     pub files: Vec<FakeFile>,
+    /// Who wrote it: the bot, or a person ([`FakeDiscord::user_message`]).
+    pub author_id: u64,
+    /// The Unicode emoji the bot reacted with, in order (removed ones dropped).
+    pub reactions: Vec<String>,
 }
 
 /// A file uploaded with a message.

@@ -477,7 +477,7 @@ impl Inner {
                     "owner": user_json(FAKE_OWNER_ID, false),
                     "verify_key": "0000000000000000000000000000000000000000000000000000000000000000",
                     "team": null,
-                    "flags": 0,
+                    "flags": state.app_flags,
                 }))
             }
             ("GET", ["users", "@me"]) => {
@@ -629,6 +629,28 @@ impl Inner {
                     }
                     _ => return None,
                 }
+            }
+            (
+                "PUT" | "DELETE",
+                ["channels", channel, "messages", message, "reactions", emoji, "@me"],
+            ) => {
+                let (channel, message) = (parse_id(channel)?, parse_id(message)?);
+                let emoji = super::people::percent_decode(emoji);
+                if state.threads.iter().any(|t| t.id == channel && t.archived) {
+                    return Some(Reply::error(400, 50083, "Thread is archived"));
+                }
+                let Some(stored) = state
+                    .messages
+                    .get_mut(&message)
+                    .filter(|m| m.channel_id == channel && !m.deleted)
+                else {
+                    return Some(Reply::error(404, 10008, "Unknown Message"));
+                };
+                stored.reactions.retain(|r| *r != emoji);
+                if method == "PUT" {
+                    stored.reactions.push(emoji);
+                }
+                Reply::no_content()
             }
             ("POST", ["channels", _channel, "typing"]) => Reply::no_content(),
             ("PUT" | "DELETE", ["channels", _channel, "thread-members", "@me"]) => {

@@ -92,6 +92,9 @@ pub(super) struct State {
     /// nonce its author used "in the past few minutes" with that message, creating none
     /// (kept here for the whole test, which is shorter).
     pub(super) nonces: HashMap<String, u64>,
+    /// The application's flags, as `GET /oauth2/applications/@me` and READY report them:
+    /// which privileged intents it was granted.
+    pub(super) app_flags: u64,
 }
 
 /// Discord's epoch, 2015-01-01, in unix milliseconds.
