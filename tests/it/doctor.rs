@@ -93,7 +93,10 @@ async fn a_bot_without_the_message_content_intent_is_told_how_to_turn_it_on() {
     let (code, out) = tokio::task::spawn_blocking(move || doctor(&files, None))
         .await
         .unwrap();
-    assert_eq!(code, 0, "replies are optional: a warning, not a failure: {out}");
+    assert_eq!(
+        code, 0,
+        "replies are optional: a warning, not a failure: {out}"
+    );
     assert!(
         out.contains("warn discord message content: the bot has no Message Content intent: replies in sprint threads are not read as notes\n     fix: turn on Message Content Intent in the developer portal (Bot, Privileged Gateway Intents), then restart serve"),
         "{out}"
@@ -321,7 +324,10 @@ async fn a_postgres_database_is_checked_without_being_set_up() {
     let ((code, out), files) = run(files).await.unwrap();
     assert_eq!(code, 0, "{out}");
     let applied = support::db::Engine::Postgres.migrations().len();
-    assert!(out.contains(&format!("{applied} migrations applied")), "{out}");
+    assert!(
+        out.contains(&format!("{applied} migrations applied")),
+        "{out}"
+    );
 
     // A server that does not answer, with a password in the URL.
     let config = std::fs::read_to_string(&files.config_path).unwrap();

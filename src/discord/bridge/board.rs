@@ -76,7 +76,8 @@ impl Bridge {
         let mut waiting = false;
         for note in self.store.notes_to_mark().await? {
             let place = note.message.as_deref().and_then(|m| m.split_once('/'));
-            let ids = place.and_then(|(c, m)| Some((c.parse::<u64>().ok()?, m.parse::<u64>().ok()?)));
+            let ids =
+                place.and_then(|(c, m)| Some((c.parse::<u64>().ok()?, m.parse::<u64>().ok()?)));
             if note.delivered_run.is_none() {
                 // A sprint that ended before a run was given the note never will be: the
                 // note stops waiting, unmarked in Discord.
@@ -86,7 +87,9 @@ impl Bridge {
                     .await?
                     .is_none_or(|s| s.state.is_terminal());
                 if ended {
-                    self.store.mark_note(note.id, crate::clock::now_ms()).await?;
+                    self.store
+                        .mark_note(note.id, crate::clock::now_ms())
+                        .await?;
                 } else {
                     waiting = true;
                 }
@@ -113,7 +116,9 @@ impl Bridge {
                     }
                 }
             }
-            self.store.mark_note(note.id, crate::clock::now_ms()).await?;
+            self.store
+                .mark_note(note.id, crate::clock::now_ms())
+                .await?;
         }
         Ok(waiting)
     }

@@ -32,8 +32,8 @@ use tokio::sync::watch;
 
 mod gateway;
 mod json;
-mod records;
 mod people;
+mod records;
 mod rest;
 mod state;
 
@@ -313,21 +313,26 @@ impl FakeDiscord {
             .collect()
     }
 
-    /// The current (not deleted) messages in a channel or thread, oldest first, including a
-    /// forum post's starter message. Interaction responses are not here; see
-    /// [`FakeDiscord::interaction_responses`].
     /// The messages of the first forum post after its starter message (the status
-    /// board): the lines a bridge posted, in order.
+    /// board): the lines a bridge posted, in order (not people's messages, nor the bot's
+    /// answers to them).
     pub fn post_lines(&self) -> Vec<FakeMessage> {
         let Some(thread) = self.threads().into_iter().next() else {
             return Vec::new();
         };
         self.messages(thread.id)
             .into_iter()
-            .filter(|m| m.id != thread.id)
+            .filter(|m| {
+                m.id != thread.id
+                    && m.author_id == 0
+                    && !m.history[0]["message_reference"].is_object()
+            })
             .collect()
     }
 
+    /// The current (not deleted) messages in a channel or thread, oldest first, including a
+    /// forum post's starter message and people's messages. Interaction responses are not
+    /// here; see [`FakeDiscord::interaction_responses`].
     pub fn messages(&self, channel_id: u64) -> Vec<FakeMessage> {
         self.state()
             .messages

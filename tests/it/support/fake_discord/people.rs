@@ -27,7 +27,10 @@ pub(super) fn intents_allowed(intents: u64, flags: u64) -> bool {
     [
         (GUILD_MEMBERS, MEMBERS_GRANTED),
         (GUILD_PRESENCES, PRESENCE_GRANTED),
-        (MESSAGE_CONTENT, MESSAGE_CONTENT_GRANTED | MESSAGE_CONTENT_LIMITED),
+        (
+            MESSAGE_CONTENT,
+            MESSAGE_CONTENT_GRANTED | MESSAGE_CONTENT_LIMITED,
+        ),
     ]
     .iter()
     .all(|(intent, granted)| intents & intent == 0 || flags & granted != 0)

@@ -632,7 +632,15 @@ impl Inner {
             }
             (
                 "PUT" | "DELETE",
-                ["channels", channel, "messages", message, "reactions", emoji, "@me"],
+                [
+                    "channels",
+                    channel,
+                    "messages",
+                    message,
+                    "reactions",
+                    emoji,
+                    "@me",
+                ],
             ) => {
                 let (channel, message) = (parse_id(channel)?, parse_id(message)?);
                 let emoji = super::people::percent_decode(emoji);
