@@ -337,7 +337,7 @@ impl Data {
         )
         .await
         {
-            Ok(Answer::Applied(what)) => what,
+            Ok(Answer::Applied(what)) => self.as_line(sprint_id, what).await,
             Ok(Answer::Refused(why)) => {
                 // A card's button refused: point to the card that stands now, if any.
                 let current = match seq {
@@ -368,6 +368,31 @@ impl Data {
 }
 
 impl Data {
+    /// An applied command's answer as the thread's line for its transition reads it (the
+    /// bare result when it made none, or the log cannot be read).
+    async fn as_line(&self, sprint_id: &str, what: String) -> String {
+        if !what.contains(" → ") {
+            return what;
+        }
+        let store = &self.handle.store;
+        let (Ok(Some(sprint)), Ok(log)) = (
+            store.sprint(sprint_id).await,
+            store.transitions(sprint_id).await,
+        ) else {
+            return what;
+        };
+        match log.last() {
+            Some(last) => {
+                crate::notify::messages::render(
+                    last,
+                    &crate::notify::messages::Context::new(&self.config, &sprint),
+                )
+                .text
+            }
+            None => what,
+        }
+    }
+
     /// The text of a note of this sprint (`SPEC.md` §17), to fill a form with.
     async fn note_text(&self, sprint_id: &str, note: Option<i64>) -> Option<String> {
         let command = self.handle.store.command(note?).await.ok()??;

@@ -94,7 +94,7 @@ async fn a_handoff_from_discord_restarts_the_sister_and_the_thread_says_so() {
     let answer = fake.wait_for_responses(asked.id, 2, PATIENCE).await;
     assert_eq!(
         answer[1].content(),
-        Some("SPRINT-001: implementing → implementing")
+        Some("🔄 나랑이 새 세션으로 교대 (요청: discord:500)")
     );
 
     let line = wait_for_line(&fake, "🔄").await;

@@ -280,7 +280,10 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
     // An approver's click deploys.
     let approved = click_approve(&fake, APPROVER, &done, 2).await;
     assert_eq!(approved[0].kind, ResponseKind::Callback(5));
-    assert_eq!(approved[1].content(), Some("SPRINT-001: done → deploying"));
+    assert_eq!(
+        approved[1].content(),
+        Some("🚀 discord:501님 배포 승인: 이랑이가 배포 시작")
+    );
     p.wait_for("SPRINT-001", State::Deployed).await;
     assert_eq!(wait_for_lines(&fake, 6).await, HAPPY_LINES);
 
@@ -354,7 +357,11 @@ async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
         &[("note", "rename the button")],
     );
     let answer = fake.wait_for_responses(submit.id, 2, PATIENCE).await;
-    assert_eq!(answer[1].content(), Some("SPRINT-001: done → implementing"));
+    // It reads as the line in the thread does, not as a bare `done → implementing`.
+    assert_eq!(
+        answer[1].content(),
+        Some("🔁 discord:777 변경 요청 (라운드 2): rename the button")
+    );
 
     let again = p.wait_for(&s.id, State::Done).await;
     assert_eq!(again.round, 2);
@@ -513,7 +520,10 @@ async fn the_done_buttons_still_work_after_the_bot_restarts() {
     // A new process's bot: the button's id carries the sprint, the state is in the database.
     let bot = Bot::start(&p, &fake).await;
     let answer = click_approve(&fake, USER, &done, 2).await;
-    assert_eq!(answer[1].content(), Some("SPRINT-001: done → deploying"));
+    assert_eq!(
+        answer[1].content(),
+        Some("🚀 discord:500님 배포 승인: 이랑이가 배포 시작")
+    );
     p.wait_for(&s.id, State::Deployed).await;
     bot.stop().await;
     p.stop().await;
@@ -1062,7 +1072,10 @@ async fn with_not_starter_the_starter_cannot_approve_their_own_sprint() {
 
     // Another approver (here the configured user) may.
     let approved = click_approve(&fake, USER, &done, 2).await;
-    assert_eq!(approved[1].content(), Some("SPRINT-001: done → deploying"));
+    assert_eq!(
+        approved[1].content(),
+        Some("🚀 discord:500님 배포 승인: 이랑이가 배포 시작")
+    );
     p.wait_for("SPRINT-001", State::Deployed).await;
     bot.stop().await;
     p.stop().await;
