@@ -22,6 +22,7 @@ pub use token::{Token, read_token, take_from_environment};
 
 use crate::config::{Config, DiscordConfig, TokenSource};
 use crate::orchestrator::Handle;
+use crate::pipeline::Backoff;
 use crate::pipeline::Policy;
 
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -97,10 +98,9 @@ pub async fn check_token(
     }
 }
 
-/// The first wait before the bot tries to reach Discord again; it doubles up to
-/// `RECONNECT_MAX`.
-const RECONNECT_BASE: Duration = Duration::from_secs(1);
-const RECONNECT_MAX: Duration = Duration::from_secs(60);
+/// The wait before the bot tries to reach Discord again: from a second, doubling up to a
+/// minute.
+const RECONNECT: Backoff = Backoff::doubling(Duration::from_secs(1), Duration::from_secs(60));
 /// A failure to reach Discord is logged at most this often (the rest at debug).
 const LOG_EVERY: Duration = Duration::from_secs(60);
 
@@ -222,8 +222,8 @@ async fn connect(
                 "the gateway connection ended".to_string()
             }
         };
-        let wait = (RECONNECT_BASE * 2u32.saturating_pow(failures.min(6))).min(RECONNECT_MAX);
         failures = failures.saturating_add(1);
+        let wait = RECONNECT.delay(failures);
         if repeated.due() {
             tracing::warn!(error = %why, retry_in = ?wait, "Discord cannot be reached; the pipeline runs on, and the bot keeps trying");
         } else {

@@ -61,6 +61,18 @@ fn state_label(state: State, locale: Locale) -> &'static str {
     }
 }
 
+/// The state as the board names it: its label, and the state's own name after it when
+/// the label does not already say it (`⚙️ 구현 (implementing)`, `🔍 reviewing`).
+fn stage_text(state: State, locale: Locale) -> String {
+    let label = state_label(state, locale);
+    let name = state.to_string();
+    if label.contains(&name) {
+        label.to_string()
+    } else {
+        format!("{label} ({name})")
+    }
+}
+
 /// The status board: the forum post's first message, edited in place.
 pub fn board(
     sprint: &Sprint,
@@ -87,22 +99,20 @@ pub fn board(
     let verdict = last_verdict.unwrap_or("—");
     let text = match locale {
         Locale::Ko => format!(
-            "**{} · {}**\n단계: {} ({})\n라운드: {} · 시도: {}/{}\n브랜치: `{}`\n경과: {elapsed}\n비용: {spend}\n마지막 판정: {verdict}",
+            "**{} · {}**\n단계: {}\n라운드: {} · 시도: {}/{}\n브랜치: `{}`\n경과: {elapsed}\n비용: {spend}\n마지막 판정: {verdict}",
             sprint.id,
             sprint.goal.trim(),
-            state_label(sprint.state, locale),
-            sprint.state,
+            stage_text(sprint.state, locale),
             sprint.round,
             sprint.attempt,
             max_attempts,
             sprint.branch,
         ),
         Locale::En => format!(
-            "**{} · {}**\nStage: {} ({})\nRound: {} · Attempt: {}/{}\nBranch: `{}`\nElapsed: {elapsed}\nSpend: {spend}\nLast verdict: {verdict}",
+            "**{} · {}**\nStage: {}\nRound: {} · Attempt: {}/{}\nBranch: `{}`\nElapsed: {elapsed}\nSpend: {spend}\nLast verdict: {verdict}",
             sprint.id,
             sprint.goal.trim(),
-            state_label(sprint.state, locale),
-            sprint.state,
+            stage_text(sprint.state, locale),
             sprint.round,
             sprint.attempt,
             max_attempts,
@@ -262,6 +272,19 @@ pub fn reviewers_line(runs: &[crate::store::Run], locale: Locale) -> Option<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stage_is_named_once_in_english_and_in_both_in_korean() {
+        assert_eq!(stage_text(State::Reviewing, Locale::En), "🔍 reviewing");
+        assert_eq!(
+            stage_text(State::Escalated, Locale::En),
+            "🚨 needs a human (escalated)"
+        );
+        assert_eq!(
+            stage_text(State::Reviewing, Locale::Ko),
+            "🔍 리뷰 (reviewing)"
+        );
+    }
 
     #[test]
     fn cuts_on_a_character_boundary_within_the_limit() {

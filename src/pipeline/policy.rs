@@ -20,6 +20,15 @@ pub struct Backoff {
 }
 
 impl Backoff {
+    /// A wait that doubles each time, from `initial` up to `max`.
+    pub const fn doubling(initial: Duration, max: Duration) -> Backoff {
+        Backoff {
+            initial,
+            factor: 2.0,
+            max,
+        }
+    }
+
     /// The wait before retry `n` (n = 1 is the first retry):
     /// `min(initial × factor^(n-1), max)`.
     pub fn delay(&self, n: u32) -> Duration {

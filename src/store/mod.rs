@@ -28,6 +28,7 @@ mod status;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+use crate::pipeline::Backoff;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -133,9 +134,8 @@ impl StoreError {
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
-/// The first wait before a locked write is tried again; it doubles up to `LOCKED_RETRY_MAX`.
-const LOCKED_RETRY_BASE: Duration = Duration::from_millis(100);
-const LOCKED_RETRY_MAX: Duration = Duration::from_secs(5);
+/// The wait before a locked write is tried again: from 100 ms, doubling up to 5 s.
+const LOCKED_RETRY: Backoff = Backoff::doubling(Duration::from_millis(100), Duration::from_secs(5));
 
 /// Once the process is stopping, a locked write waits at most this long.
 const LOCKED_WAIT_WHEN_STOPPING: Duration = Duration::from_secs(10);
@@ -154,7 +154,6 @@ async fn retry_locked<T, F>(
 where
     F: std::future::Future<Output = Result<T>>,
 {
-    let mut wait = LOCKED_RETRY_BASE;
     let mut tries = 0u32;
     let started = tokio::time::Instant::now();
     loop {
@@ -169,11 +168,11 @@ where
             }
             Err(e) if e.is_locked() => {
                 tries += 1;
+                let wait = LOCKED_RETRY.delay(tries);
                 if tries % 10 == 1 {
                     tracing::warn!(error = %e, tries, retry_in = ?wait, "the database is locked by another process; {what}: will retry");
                 }
                 tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(LOCKED_RETRY_MAX);
             }
             other => {
                 if tries > 0 && other.is_ok() {

@@ -49,7 +49,7 @@ impl Bridge {
             }
             Err(e) if e.is_global_rate_limit() => {
                 // The limit is the bot's, not the thread's: every sprint's lines wait.
-                let wait = e.retry_after().unwrap_or(RETRY_MAX).max(RETRY_BASE);
+                let wait = e.retry_after().unwrap_or(RETRY.max).max(RETRY_BASE);
                 tracing::warn!(error = %e, retry_in = ?wait, "Discord's global rate limit: every sprint's lines wait");
                 self.with(|s| s.global_wait = Some(Instant::now() + wait));
                 Ok(Turn::Waits)

@@ -27,6 +27,7 @@ use super::commands::done_buttons;
 use super::render::{MAX_CONTENT, board, cut, thread_title};
 use crate::config::{Config, DiscordConfig};
 use crate::notify::messages::{Context, one_line, render};
+use crate::pipeline::Backoff;
 use crate::pipeline::State;
 use crate::pipeline::fsm::Note;
 use crate::store::{ForumPost, Sprint, Store, TransitionRecord};
@@ -37,10 +38,10 @@ pub const CURSOR: &str = "discord";
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 /// At most one status-board edit per sprint this often; bursts are coalesced.
 pub const BOARD_INTERVAL: Duration = Duration::from_secs(3);
-/// Retries of a failed delivery wait twice as long each time, from this...
+/// The shortest wait before a failed delivery is tried again...
 const RETRY_BASE: Duration = Duration::from_millis(250);
-/// ...up to this.
-const RETRY_MAX: Duration = Duration::from_secs(60);
+/// ...which doubles with each failure in a row, up to a minute.
+const RETRY: Backoff = Backoff::doubling(RETRY_BASE, Duration::from_secs(60));
 /// Log entries read at a time.
 const BATCH: i64 = 100;
 /// Lines read ahead of their delivery at most (a sprint that waits on its backoff keeps
@@ -248,7 +249,7 @@ enum Turn {
 
 /// The wait before the next try after `failures` failures in a row.
 fn backoff(failures: u32) -> Duration {
-    (RETRY_BASE * (1u32 << failures.min(8))).min(RETRY_MAX)
+    RETRY.delay(failures.saturating_add(1))
 }
 
 /// How much older than its sprint a post it continues may be (the host's clock and
