@@ -23,7 +23,7 @@ pub fn config(dir: &Path) -> std::io::Result<Config> {
     std::fs::create_dir_all(&workdir)?;
     let exe = std::env::current_exe()?;
     let mut config = Config::default();
-    config.database.url = format!("sqlite://{}", dir.join("demo.db").display());
+    config.database.url = format!("sqlite://{}", dir.join("demo.db").display()).into();
     config.agent.program = exe.display().to_string();
     config.agent.args = vec!["simulate-sister".into()];
     config.agent.kill_grace = Dur(Duration::from_secs(2));

@@ -7,7 +7,7 @@ use super::*;
 impl Config {
     /// Makes every relative path of the file absolute, from `base`.
     pub(super) fn resolve_paths(&mut self, base: &Path) {
-        self.database.url = absolute_sqlite_url(&self.database.url, base);
+        self.database.url = absolute_sqlite_url(&self.database.url, base).into();
         for project in self.projects.values_mut() {
             if project.workdir.is_relative() {
                 project.workdir = base.join(&project.workdir);
@@ -303,6 +303,24 @@ pub fn redacted(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::redacted;
+
+    #[test]
+    fn a_database_url_shows_no_password_when_printed() {
+        let config = crate::config::DatabaseConfig {
+            url: "postgres://bob:s3cret@db:5432/hanarang".into(),
+        };
+        for shown in [format!("{config:?}"), config.url.to_string()] {
+            assert!(!shown.contains("s3cret"), "{shown}");
+            assert!(
+                shown.contains("postgres://bob:***@db:5432/hanarang"),
+                "{shown}"
+            );
+        }
+        assert_eq!(
+            config.url.as_str(),
+            "postgres://bob:s3cret@db:5432/hanarang"
+        );
+    }
 
     #[test]
     fn a_password_is_hidden_wherever_the_url_carries_it() {

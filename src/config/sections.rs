@@ -46,7 +46,7 @@ pub(super) fn default_lease_ttl() -> Dur {
 #[serde(deny_unknown_fields)]
 pub struct DatabaseConfig {
     #[serde(default = "default_database_url")]
-    pub url: String,
+    pub url: DatabaseUrl,
 }
 
 impl Default for DatabaseConfig {
@@ -57,8 +57,66 @@ impl Default for DatabaseConfig {
     }
 }
 
-pub(super) fn default_database_url() -> String {
-    "sqlite://hanarang.db".into()
+pub(super) fn default_database_url() -> DatabaseUrl {
+    DatabaseUrl::from("sqlite://hanarang.db")
+}
+
+/// `database.url`. It may hold a password (`postgres://user:secret@host/db`), so it is
+/// shown (`Debug`, `Display`: logs, errors, `doctor`) with any password replaced by `***`;
+/// the URL itself is read as a `str` only where a connection is opened.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DatabaseUrl(String);
+
+impl DatabaseUrl {
+    /// The URL itself, password and all: for opening the database.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for DatabaseUrl {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for DatabaseUrl {
+    fn from(url: String) -> DatabaseUrl {
+        DatabaseUrl(url)
+    }
+}
+
+impl From<&str> for DatabaseUrl {
+    fn from(url: &str) -> DatabaseUrl {
+        DatabaseUrl(url.to_string())
+    }
+}
+
+impl PartialEq<str> for DatabaseUrl {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for DatabaseUrl {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl std::fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", super::redacted(&self.0))
+    }
+}
+
+impl std::fmt::Display for DatabaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&super::redacted(&self.0))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

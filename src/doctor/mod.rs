@@ -537,7 +537,7 @@ mod tests {
     /// The confinement line for a config whose database is at `url`.
     fn confinement_at(url: &str) -> Check {
         let mut config = Config::default();
-        config.database.url = url.to_string();
+        config.database.url = url.into();
         confinement(&config)
     }
 

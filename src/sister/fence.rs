@@ -104,7 +104,7 @@ impl Own {
             runs: Some(runs_dir.to_path_buf()),
             db_port: postgres.as_ref().and_then(|r| r.tcp_port),
             required: config.agent.confine == crate::config::Confine::Required,
-            db_secrets: postgres.map(|r| (url.clone(), r.password)),
+            db_secrets: postgres.map(|r| (url.to_string(), r.password)),
         }
     }
 

@@ -335,7 +335,11 @@ async fn a_postgres_database_is_checked_without_being_set_up() {
         "postgres://hanarang:s3cret@127.0.0.1:{}/hanarang",
         support::fake_discord::FakeDiscord::unused_port()
     );
-    std::fs::write(&files.config_path, config.replace(&url, &unreachable)).unwrap();
+    std::fs::write(
+        &files.config_path,
+        config.replace(url.as_str(), &unreachable),
+    )
+    .unwrap();
     let ((code, out), _files) = run(files).await.unwrap();
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("FAIL database"), "{out}");

@@ -265,7 +265,7 @@ fn a_linked_config_or_database_folder_is_still_out_of_reach() {
     let config = std::fs::read_to_string(&files.config_path).expect("config");
     let url = files.config().database.url;
     let config = config.replace(
-        &url,
+        url.as_str(),
         &format!(
             "sqlite://{}",
             dir.join("current-data/hanarang.db").display()
