@@ -53,7 +53,9 @@ pub async fn shutdown_signal() {
     }
 }
 
-pub async fn serve(config: Arc<Config>) -> Exit {
+/// `hanarang serve` until `shutdown` resolves (the process's signals: `shutdown_signal`),
+/// or until the loop or the bot stops on its own.
+pub async fn serve(config: Arc<Config>, shutdown: impl std::future::Future<Output = ()>) -> Exit {
     // A missing or refused token is the operator's to fix (exit 2), found before anything
     // starts. Discord being unreachable is not: it only notifies, so the pipeline starts
     // all the same and the bot keeps trying to connect.
@@ -122,7 +124,7 @@ pub async fn serve(config: Arc<Config>) -> Exit {
     // Until a signal, or until the orchestrator or the bot stops on its own (an error).
     let (mut bot_result, mut driver_result) = (None, None);
     tokio::select! {
-        () = shutdown_signal() => {}
+        () = shutdown => {}
         r = &mut driver => driver_result = Some(r),
         r = &mut bot => bot_result = Some(r),
     }

@@ -292,7 +292,9 @@ pub fn run(cli: Cli) -> Exit {
                 }
             })
         }
-        Command::Serve => with_config(cli.config.as_deref(), |c| block_on(serve(c))),
+        Command::Serve => with_config(cli.config.as_deref(), |c| {
+            block_on(serve(c, crate::startup::shutdown_signal()))
+        }),
         Command::Run(args) => with_config(cli.config.as_deref(), |c| {
             block_on_one_thread(run_sprint(c, args, RunMode::Foreground))
         }),

@@ -917,3 +917,27 @@ async fn a_confined_sister_cannot_reach_the_database_the_config_other_runs_or_ha
     );
     p.stop().await;
 }
+
+/// `serve` in the test's own process: it drives a sprint queued before it started, and
+/// stops with exit 0 when its shutdown future resolves, as at a signal.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_in_process_runs_until_its_shutdown_resolves() {
+    let files = Files::new(&Setup::default());
+    let queued = files.hanarang(&["sprint", "start", "Add a login page"]);
+    assert!(
+        queued.status.success(),
+        "{}",
+        String::from_utf8_lossy(&queued.stderr)
+    );
+    let config = std::sync::Arc::new(files.config());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serve = tokio::spawn(hanarang::startup::serve(config.clone(), async {
+        let _ = stopped.await;
+    }));
+    let store = hanarang::store::Store::open_existing(&config.database.url)
+        .await
+        .unwrap();
+    support::pipeline::wait_for(&store, "SPRINT-001", |s| s.state == State::Done, "done").await;
+    stop.send(()).unwrap();
+    assert_eq!(serve.await.unwrap(), hanarang::output::Exit::Success);
+}
