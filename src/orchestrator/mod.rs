@@ -151,6 +151,11 @@ pub struct Orchestrator {
     /// while a later command of the batch being applied is for the same sprint, and once
     /// shutting down.
     hold_spawns: bool,
+    /// When this host last renewed its lease, on the monotonic clock. Sharing the
+    /// database, its claim on its sprints lasts the lease's life from then: no sister is
+    /// started past it (a host frozen between recording a run and starting it may have
+    /// lost the sprint to another meanwhile).
+    renewed: tokio::time::Instant,
 }
 
 impl Orchestrator {
@@ -181,6 +186,7 @@ impl Orchestrator {
             finished_rx,
             lock_freed: true,
             hold_spawns: true,
+            renewed: tokio::time::Instant::now(),
         };
         orchestrator.recover().await?;
         orchestrator.hold_spawns = false;
@@ -283,7 +289,7 @@ impl Orchestrator {
         // one period on.
         let first = tokio::time::Instant::now() + if shared { Duration::ZERO } else { every };
         let mut heartbeat = tokio::time::interval_at(first, every);
-        let mut renewed = tokio::time::Instant::now();
+        self.renewed = tokio::time::Instant::now();
         let poll = match self.store.listen(self.handle.wake.clone()).await {
             Ok(true) if self.store.scope().is_some() => COMMAND_POLL_LISTENING,
             Ok(true) => COMMAND_POLL_WOKEN,
@@ -321,13 +327,16 @@ impl Orchestrator {
                     if let Err(e) = self.store.check_file() {
                         break Err(e.into());
                     }
-                    if self.store.scope().is_some() && renewed.elapsed() > ttl {
+                    if self.store.scope().is_some() && self.renewed.elapsed() > ttl {
                         self.lease_ran_out();
                     }
+                    // The claim is counted from before the renewal is asked for: never
+                    // later than the heartbeat the other hosts read.
+                    let asked = tokio::time::Instant::now();
                     if let Err(e) = self.lease.renew(&self.store).await {
                         break Err(e.into());
                     }
-                    renewed = tokio::time::Instant::now();
+                    self.renewed = asked;
                     if let Err(e) = self.take_over().await {
                         break Err(e);
                     }

@@ -92,11 +92,18 @@ impl Orchestrator {
             },
         );
         let finished = self.finished_tx.clone();
+        // Sharing the database, the sister starts only while this host's claim lasts.
+        let start_by = self
+            .store
+            .scope()
+            .is_some()
+            .then(|| self.renewed + self.config.host.lease_ttl.0);
         tokio::spawn(
             async move {
                 let report = match prepared {
                     Ok(prepared) => {
-                        sister::run_prepared(&request, prepared, RunControl { stop }).await
+                        let control = RunControl { stop, start_by };
+                        sister::run_prepared(&request, prepared, control).await
                     }
                     Err(report) => *report,
                 };

@@ -155,13 +155,20 @@ impl RunReport {
 pub struct RunControl {
     /// Stops the run; dropping the sender means it is never stopped.
     pub stop: oneshot::Receiver<Stop>,
+    /// The last moment the sister may still be started, on the monotonic clock (the end
+    /// of this host's claim on the sprint); past it the run ends `interrupted`, its sister
+    /// never started. `None`: no limit.
+    pub start_by: Option<tokio::time::Instant>,
 }
 
 impl RunControl {
     /// A run nobody will stop, and whose pid nobody needs.
     pub fn unattended() -> RunControl {
         let (_, stop) = oneshot::channel();
-        RunControl { stop }
+        RunControl {
+            stop,
+            start_by: None,
+        }
     }
 }
 

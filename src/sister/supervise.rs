@@ -17,6 +17,15 @@ use super::{Prepared, RunControl, RunOutcome, RunReport, RunRequest, Stopper};
 /// Spawns a prepared run and supervises it to its end (see `run`). The run's duration is
 /// its sister's; a check after it has its own.
 pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunControl) -> RunReport {
+    if control
+        .start_by
+        .is_some_and(|by| tokio::time::Instant::now() > by)
+    {
+        return RunReport::early(
+            RunOutcome::Interrupted,
+            "not started: this host's claim on the sprint ran out before its sister could start (was the process frozen?); whichever host holds the sprint now runs it".into(),
+        );
+    }
     let mut stop = Stopper(Some(control.stop));
     let started = Instant::now();
     let mut report = run_inner(req, prepared, &mut stop).await;

@@ -293,6 +293,30 @@ async fn an_error_verdict_is_a_valid_handoff_with_its_reason() {
 
 // --- stopping a run -------------------------------------------------------------------
 
+/// A host frozen between recording a run and starting it (SIGSTOP) may have lost the
+/// sprint to another host meanwhile: past its claim, the sister is never started.
+#[tokio::test]
+async fn a_run_whose_claim_ran_out_before_its_start_never_starts_its_sister() {
+    let f = Fixture::new(Actor::Narang, "hang_with_daemon.sh");
+    let pid_file = f.dir.path().join("daemon.pid");
+    let f = f.env("DAEMON_PID_FILE", pid_file.display().to_string());
+    let (_stop_tx, stop) = oneshot::channel();
+    let claimed_until = tokio::time::Instant::now() - Duration::from_millis(1);
+    let control = RunControl {
+        stop,
+        start_by: Some(claimed_until),
+    };
+    let report = run(&f.request, control).await;
+    assert_eq!(report.outcome, RunOutcome::Interrupted, "{}", report.detail);
+    assert!(
+        report.detail.contains("claim on the sprint ran out"),
+        "{}",
+        report.detail
+    );
+    assert_eq!(report.pid, None);
+    assert!(!pid_file.exists(), "the sister never ran");
+}
+
 async fn stopped(script: &str, stop_with: Stop) -> RunReport {
     let f = Fixture::new(Actor::Narang, script);
     let pid_file = f.dir.path().join("daemon.pid");
@@ -300,7 +324,16 @@ async fn stopped(script: &str, stop_with: Stop) -> RunReport {
     let (stop_tx, stop) = oneshot::channel();
     let running = tokio::spawn({
         let request = f.request.clone();
-        async move { run(&request, RunControl { stop }).await }
+        async move {
+            run(
+                &request,
+                RunControl {
+                    stop,
+                    start_by: None,
+                },
+            )
+            .await
+        }
     });
     // Stop it once it has started its daemon.
     while !pid_file.exists() {
