@@ -8,11 +8,12 @@ use std::time::Duration;
 use poise::CreateReply;
 use poise::serenity_prelude as serenity;
 use serenity::{
-    ActionRowComponent, ComponentInteraction, CreateActionRow, CreateAllowedMentions, CreateButton,
+    ActionRowComponent, ComponentInteraction, CreateActionRow, CreateAllowedMentions,
     CreateInputText, CreateInteractionResponse, CreateInteractionResponseFollowup,
     CreateInteractionResponseMessage, CreateModal, InputTextStyle, ModalInteraction,
 };
 
+use super::buttons::{Action, ButtonId};
 use super::checks::{may_approve, may_start, may_steer};
 use super::render::{MAX_EPHEMERAL, cut};
 use super::{Context, Data, Error};
@@ -418,72 +419,10 @@ impl Data {
     }
 }
 
-// --- the buttons of the `done` line ------------------------------------------------------
+// --- the buttons ----------------------------------------------------------------------
 
-const PREFIX: &str = "hanarang";
 /// The longest text a request-changes form takes (Discord's limit for a text input).
 const FORM_MAX: u16 = 4000;
-
-/// The approve / request changes / abort buttons of the `done` reached at transition
-/// `seq`. Their ids carry the sprint and that `seq`: they keep working after a restart,
-/// and a card whose state has passed (a later round's `done`) gives nothing.
-pub fn done_buttons(sprint_id: &str, seq: i64, locale: Locale) -> Vec<CreateActionRow> {
-    decision_buttons(sprint_id, seq, None, locale)
-}
-
-/// `done_buttons`, with the request-changes form prefilled from a note (its command id).
-pub fn decision_buttons(
-    sprint_id: &str,
-    seq: i64,
-    note: Option<i64>,
-    locale: Locale,
-) -> Vec<CreateActionRow> {
-    let (approve, changes, abort) = match locale {
-        Locale::Ko => ("배포 승인", "변경 요청", "중단"),
-        Locale::En => ("Approve deploy", "Request changes", "Abort"),
-    };
-    let changes_id = match note {
-        Some(note) => format!("{PREFIX}:changes:{sprint_id}:{seq}:{note}"),
-        None => format!("{PREFIX}:changes:{sprint_id}:{seq}"),
-    };
-    vec![CreateActionRow::Buttons(vec![
-        CreateButton::new(format!("{PREFIX}:approve:{sprint_id}:{seq}"))
-            .label(approve)
-            .style(serenity::ButtonStyle::Success),
-        CreateButton::new(changes_id)
-            .label(changes)
-            .style(serenity::ButtonStyle::Primary),
-        CreateButton::new(format!("{PREFIX}:abort:{sprint_id}:{seq}"))
-            .label(abort)
-            .style(serenity::ButtonStyle::Danger),
-    ])]
-}
-
-/// The button a note's acknowledgement offers while a sister runs: hand the stage to a
-/// fresh session now, which is given the note (`SPEC.md` §17).
-pub fn handoff_button(sprint_id: &str, seq: i64, locale: Locale) -> Vec<CreateActionRow> {
-    let label = match locale {
-        Locale::Ko => "지금 핸드오프",
-        Locale::En => "Hand off now",
-    };
-    vec![CreateActionRow::Buttons(vec![
-        CreateButton::new(format!("{PREFIX}:handoff:{sprint_id}:{seq}"))
-            .label(label)
-            .style(serenity::ButtonStyle::Secondary),
-    ])]
-}
-
-/// `hanarang:<action>:<sprint>[:<seq>[:<note>]]`: the action, the sprint, the transition
-/// the card was posted at (cards posted before hanarang bound them carry none) and, for a
-/// note's request-changes button, the note whose text fills its form.
-fn parse_custom_id(id: &str) -> Option<(&str, &str, Option<i64>, Option<i64>)> {
-    let mut parts = id.splitn(5, ':');
-    (parts.next()? == PREFIX).then_some(())?;
-    let (action, sprint) = (parts.next()?, parts.next()?);
-    let seq = parts.next().and_then(|s| s.parse().ok());
-    let note = parts.next().and_then(|s| s.parse().ok());
-    Some((action, sprint, seq, note))
-}
 
 fn member_of(member: Option<&serenity::Member>, user: &serenity::User) -> (u64, Vec<u64>) {
     let roles = member
@@ -501,56 +440,49 @@ fn ephemeral(text: &str) -> CreateInteractionResponse {
     )
 }
 
-/// A click on one of the `done` buttons.
+/// A click on one of the bot's buttons.
 pub async fn on_button(
     ctx: &serenity::Context,
     data: &Data,
     click: &ComponentInteraction,
 ) -> Result<(), Error> {
-    let Some((action, sprint_id, seq, note)) = parse_custom_id(&click.data.custom_id) else {
+    let Some(id) = ButtonId::parse(&click.data.custom_id) else {
         return Ok(()); // not ours
     };
+    let (sprint_id, seq) = (id.sprint.as_str(), id.seq);
     let locale = data.config.pipeline.locale;
     let (user, roles) = member_of(click.member.as_ref(), &click.user);
-    let asked = match action {
-        "approve" => CommandKind::Approve,
-        "abort" => CommandKind::Abort,
-        "handoff" => CommandKind::Handoff,
-        _ => CommandKind::RequestChanges,
-    };
-    if let Some(refusal) = data.refusal(sprint_id, asked, user, &roles).await {
+    if let Some(refusal) = data
+        .refusal(sprint_id, id.action.kind(), user, &roles)
+        .await
+    {
         click.create_response(ctx, ephemeral(&refusal)).await?;
         return Ok(());
     }
-    let kind = match action {
-        "approve" => CommandKind::Approve,
-        "abort" => CommandKind::Abort,
-        "handoff" => CommandKind::Handoff,
-        "changes" => {
-            // The note is asked for in a modal; the command is given when it is submitted.
-            let (title, label) = match locale {
-                Locale::Ko => (format!("{sprint_id} 변경 요청"), "무엇을 바꿀까요?"),
-                Locale::En => (format!("Changes to {sprint_id}"), "What should change?"),
-            };
-            let id = match seq {
-                Some(seq) => format!("{PREFIX}:changes:{sprint_id}:{seq}"),
-                None => format!("{PREFIX}:changes:{sprint_id}"),
-            };
-            let mut input = CreateInputText::new(InputTextStyle::Paragraph, label, "note")
-                .required(true)
-                .max_length(FORM_MAX);
-            if let Some(text) = data.note_text(sprint_id, note).await {
-                input = input.value(text.chars().take(usize::from(FORM_MAX)).collect::<String>());
-            }
-            let modal =
-                CreateModal::new(id, title).components(vec![CreateActionRow::InputText(input)]);
-            click
-                .create_response(ctx, CreateInteractionResponse::Modal(modal))
-                .await?;
-            return Ok(());
+    if id.action == Action::Changes {
+        // The note is asked for in a modal; the command is given when it is submitted.
+        let (title, label) = match locale {
+            Locale::Ko => (format!("{sprint_id} 변경 요청"), "무엇을 바꿀까요?"),
+            Locale::En => (format!("Changes to {sprint_id}"), "What should change?"),
+        };
+        let form = ButtonId {
+            note: None,
+            ..id.clone()
+        };
+        let mut input = CreateInputText::new(InputTextStyle::Paragraph, label, "note")
+            .required(true)
+            .max_length(FORM_MAX);
+        if let Some(text) = data.note_text(sprint_id, id.note).await {
+            input = input.value(text.chars().take(usize::from(FORM_MAX)).collect::<String>());
         }
-        _ => return Ok(()),
-    };
+        let modal = CreateModal::new(form.to_string(), title)
+            .components(vec![CreateActionRow::InputText(input)]);
+        click
+            .create_response(ctx, CreateInteractionResponse::Modal(modal))
+            .await?;
+        return Ok(());
+    }
+    let kind = id.action.kind();
     click.defer_ephemeral(ctx).await?;
     let answer = data.give(sprint_id, kind, None, user, seq).await;
     click
@@ -571,9 +503,12 @@ pub async fn on_modal(
     data: &Data,
     submit: &ModalInteraction,
 ) -> Result<(), Error> {
-    let Some(("changes", sprint_id, seq, _)) = parse_custom_id(&submit.data.custom_id) else {
+    let Some(id) =
+        ButtonId::parse(&submit.data.custom_id).filter(|id| id.action == Action::Changes)
+    else {
         return Ok(());
     };
+    let (sprint_id, seq) = (id.sprint.as_str(), id.seq);
     let (user, roles) = member_of(submit.member.as_ref(), &submit.user);
     if !may_steer(&data.discord, user, &roles) {
         submit
@@ -613,27 +548,4 @@ pub async fn on_modal(
         )
         .await?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn button_ids_carry_the_action_the_sprint_and_the_cards_transition() {
-        assert_eq!(
-            parse_custom_id("hanarang:approve:SPRINT-007:12"),
-            Some(("approve", "SPRINT-007", Some(12), None))
-        );
-        assert_eq!(
-            parse_custom_id("hanarang:approve:SPRINT-007"),
-            Some(("approve", "SPRINT-007", None, None))
-        );
-        assert_eq!(
-            parse_custom_id("hanarang:changes:SPRINT-007:12:45"),
-            Some(("changes", "SPRINT-007", Some(12), Some(45)))
-        );
-        assert_eq!(parse_custom_id("other:approve:SPRINT-007"), None);
-        assert_eq!(parse_custom_id("hanarang:approve"), None);
-    }
 }

@@ -4,6 +4,7 @@
 //! sister process or routes a handoff: Discord only notifies.
 
 mod bridge;
+pub mod buttons;
 pub mod checks;
 pub mod commands;
 pub mod notes;

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use poise::serenity_prelude as serenity;
 use serenity::{CreateAllowedMentions, CreateMessage, MessageType, ReactionType};
 
+use super::buttons::{decision_buttons, handoff_button};
 use super::checks::may_note;
-use super::commands::{decision_buttons, handoff_button};
 use super::render::{MAX_CONTENT, cut};
 use super::{Data, Error};
 use crate::config::Locale;

@@ -1,0 +1,208 @@
+//! The bot's buttons, each in one place: its action, its label, its style and the command
+//! it gives. A button's `custom_id` is a [`ButtonId`]: `hanarang:<action>:<sprint>`, then
+//! the transition the card was posted at (`seq`; cards posted before hanarang bound them
+//! carry none) and, for a note's request-changes button, the note whose text fills the
+//! form. The ids keep working after a restart: the state comes from the database.
+
+use poise::serenity_prelude as serenity;
+use serenity::{CreateActionRow, CreateButton};
+
+use crate::config::Locale;
+use crate::store::CommandKind;
+
+const PREFIX: &str = "hanarang";
+
+/// What a button does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Approve the deploy of a sprint in `done`.
+    Approve,
+    /// Ask for changes: opens a form for the note (the form's own id is this action's).
+    Changes,
+    /// Abort the sprint.
+    Abort,
+    /// Hand the running stage to a fresh session now.
+    Handoff,
+}
+
+impl Action {
+    const ALL: [Action; 4] = [
+        Action::Approve,
+        Action::Changes,
+        Action::Abort,
+        Action::Handoff,
+    ];
+
+    /// Its word in a `custom_id`.
+    fn name(self) -> &'static str {
+        match self {
+            Action::Approve => "approve",
+            Action::Changes => "changes",
+            Action::Abort => "abort",
+            Action::Handoff => "handoff",
+        }
+    }
+
+    /// The command a click gives (for `Changes`, once its form is submitted).
+    pub fn kind(self) -> CommandKind {
+        match self {
+            Action::Approve => CommandKind::Approve,
+            Action::Changes => CommandKind::RequestChanges,
+            Action::Abort => CommandKind::Abort,
+            Action::Handoff => CommandKind::Handoff,
+        }
+    }
+
+    fn label(self, locale: Locale) -> &'static str {
+        match (self, locale) {
+            (Action::Approve, Locale::Ko) => "배포 승인",
+            (Action::Approve, Locale::En) => "Approve deploy",
+            (Action::Changes, Locale::Ko) => "변경 요청",
+            (Action::Changes, Locale::En) => "Request changes",
+            (Action::Abort, Locale::Ko) => "중단",
+            (Action::Abort, Locale::En) => "Abort",
+            (Action::Handoff, Locale::Ko) => "지금 핸드오프",
+            (Action::Handoff, Locale::En) => "Hand off now",
+        }
+    }
+
+    fn style(self) -> serenity::ButtonStyle {
+        match self {
+            Action::Approve => serenity::ButtonStyle::Success,
+            Action::Changes => serenity::ButtonStyle::Primary,
+            Action::Abort => serenity::ButtonStyle::Danger,
+            Action::Handoff => serenity::ButtonStyle::Secondary,
+        }
+    }
+}
+
+/// A button's (or the request-changes form's) `custom_id`, typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ButtonId {
+    pub action: Action,
+    pub sprint: String,
+    /// The transition the card was posted at.
+    pub seq: Option<i64>,
+    /// The note whose text fills the request-changes form.
+    pub note: Option<i64>,
+}
+
+impl ButtonId {
+    pub fn new(action: Action, sprint: &str, seq: i64) -> ButtonId {
+        ButtonId {
+            action,
+            sprint: sprint.to_string(),
+            seq: Some(seq),
+            note: None,
+        }
+    }
+
+    /// `None` for an id that is not one of ours.
+    pub fn parse(id: &str) -> Option<ButtonId> {
+        let mut parts = id.splitn(5, ':');
+        (parts.next()? == PREFIX).then_some(())?;
+        let action = parts.next()?;
+        let action = Action::ALL.into_iter().find(|a| a.name() == action)?;
+        let sprint = parts.next()?.to_string();
+        let seq = parts.next().and_then(|s| s.parse().ok());
+        let note = parts.next().and_then(|s| s.parse().ok());
+        Some(ButtonId {
+            action,
+            sprint,
+            seq,
+            note,
+        })
+    }
+
+    /// The button, labelled in `locale`.
+    pub fn button(&self, locale: Locale) -> CreateButton {
+        CreateButton::new(self.to_string())
+            .label(self.action.label(locale))
+            .style(self.action.style())
+    }
+}
+
+impl std::fmt::Display for ButtonId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{PREFIX}:{}:{}", self.action.name(), self.sprint)?;
+        if let Some(seq) = self.seq {
+            write!(f, ":{seq}")?;
+            if let Some(note) = self.note {
+                write!(f, ":{note}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The approve / request changes / abort buttons of the `done` reached at transition
+/// `seq`; a card whose state has passed (a later round's `done`) gives nothing.
+pub fn done_buttons(sprint_id: &str, seq: i64, locale: Locale) -> Vec<CreateActionRow> {
+    decision_buttons(sprint_id, seq, None, locale)
+}
+
+/// `done_buttons`, with the request-changes form prefilled from a note (its command id).
+pub fn decision_buttons(
+    sprint_id: &str,
+    seq: i64,
+    note: Option<i64>,
+    locale: Locale,
+) -> Vec<CreateActionRow> {
+    let buttons = [Action::Approve, Action::Changes, Action::Abort]
+        .into_iter()
+        .map(|action| {
+            let mut id = ButtonId::new(action, sprint_id, seq);
+            if action == Action::Changes {
+                id.note = note;
+            }
+            id.button(locale)
+        })
+        .collect();
+    vec![CreateActionRow::Buttons(buttons)]
+}
+
+/// The button a note's acknowledgement offers while a sister runs: hand the stage to a
+/// fresh session now, which is given the note.
+pub fn handoff_button(sprint_id: &str, seq: i64, locale: Locale) -> Vec<CreateActionRow> {
+    let id = ButtonId::new(Action::Handoff, sprint_id, seq);
+    vec![CreateActionRow::Buttons(vec![id.button(locale)])]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn button_ids_carry_the_action_the_sprint_and_the_cards_transition() {
+        let id = |action, seq, note| ButtonId {
+            action,
+            sprint: "SPRINT-007".into(),
+            seq,
+            note,
+        };
+        for (text, parsed) in [
+            (
+                "hanarang:approve:SPRINT-007:12",
+                id(Action::Approve, Some(12), None),
+            ),
+            (
+                "hanarang:approve:SPRINT-007",
+                id(Action::Approve, None, None),
+            ),
+            (
+                "hanarang:changes:SPRINT-007:12:45",
+                id(Action::Changes, Some(12), Some(45)),
+            ),
+            (
+                "hanarang:handoff:SPRINT-007:3",
+                id(Action::Handoff, Some(3), None),
+            ),
+        ] {
+            assert_eq!(ButtonId::parse(text), Some(parsed.clone()), "{text}");
+            assert_eq!(parsed.to_string(), text);
+        }
+        assert_eq!(ButtonId::parse("other:approve:SPRINT-007"), None);
+        assert_eq!(ButtonId::parse("hanarang:approve"), None);
+        assert_eq!(ButtonId::parse("hanarang:deploy:SPRINT-007:1"), None);
+    }
+}
