@@ -9,6 +9,16 @@ pub use super::sqlite::testing::{Floor, WriteLock};
 
 use super::{CommandKind, Commit, Result, Store, StoreError, postgres};
 
+/// Every `(table, column)` of hanarang's tables in the database `url` names, on either
+/// engine, sorted: what two engines' schemas are compared by.
+pub async fn columns(url: &str) -> Result<Vec<(String, String)>> {
+    if crate::config::is_postgres_url(url) {
+        super::postgres::testing::columns(url).await
+    } else {
+        super::sqlite::testing::columns(url).await
+    }
+}
+
 /// The `tracing` target of the SQL statements the store runs, one debug event each.
 pub const SQL_EVENTS: &str = "sqlx::query";
 

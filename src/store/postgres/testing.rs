@@ -165,3 +165,18 @@ impl super::Db {
             .await?)
     }
 }
+
+/// Every `(table, column)` of hanarang's tables in the database `url` names (sqlx's own
+/// bookkeeping left out).
+pub async fn columns(url: &str) -> Result<Vec<(String, String)>> {
+    let mut conn = PgConnectOptions::from_str(url)?.connect().await?;
+    let columns = sqlx::query_as(
+        "SELECT table_name::text, column_name::text FROM information_schema.columns
+         WHERE table_schema = current_schema() AND table_name <> '_sqlx_migrations'
+         ORDER BY 1, 2",
+    )
+    .fetch_all(&mut conn)
+    .await?;
+    conn.close().await?;
+    Ok(columns)
+}

@@ -171,3 +171,18 @@ impl super::Db {
             .await?)
     }
 }
+
+/// Every `(table, column)` of hanarang's tables in the database `url` names (sqlx's and
+/// SQLite's own bookkeeping left out).
+pub async fn columns(url: &str) -> Result<Vec<(String, String)>> {
+    let mut conn = connect(url).await?;
+    let columns = sqlx::query_as(
+        "SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p
+         WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND m.name <> '_sqlx_migrations'
+         ORDER BY 1, 2",
+    )
+    .fetch_all(&mut conn)
+    .await?;
+    conn.close().await?;
+    Ok(columns)
+}

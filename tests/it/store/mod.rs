@@ -683,3 +683,32 @@ async fn each_free_project_offers_the_head_of_its_queue(engine) {
     store.close().await;
 }
 }
+
+/// The two engines hold the same tables and columns once migrated (but for the tables of
+/// several hosts, which only share a PostgreSQL database): a column added to one and
+/// forgotten in the other fails here, not in an operator's upgrade.
+#[tokio::test(flavor = "multi_thread")]
+async fn both_engines_have_the_same_tables_and_columns() {
+    const POSTGRES_ONLY: [&str; 2] = ["hosts", "leaders"];
+    let mut schemas = Vec::new();
+    for engine in [Engine::Sqlite, Engine::Postgres] {
+        let db = TestDb::new(engine, "schema").await;
+        Store::open(&db.url).await.unwrap().close().await;
+        let mut columns = testing::columns(&db.url).await.unwrap();
+        columns.retain(|(table, _)| !POSTGRES_ONLY.contains(&table.as_str()));
+        schemas.push(columns);
+    }
+    let (sqlite, postgres) = (&schemas[0], &schemas[1]);
+    let only = |a: &Vec<(String, String)>, b: &Vec<(String, String)>| {
+        a.iter()
+            .filter(|c| !b.contains(c))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert!(!sqlite.is_empty());
+    assert_eq!(
+        (only(sqlite, postgres), only(postgres, sqlite)),
+        (vec![], vec![]),
+        "(only in SQLite, only in PostgreSQL)"
+    );
+}
