@@ -64,6 +64,29 @@ impl State {
     pub fn is_terminal(self) -> bool {
         matches!(self, State::Deployed | State::Aborted)
     }
+
+    /// Whether a sprint in this state holds its project's pipeline lock: from planning
+    /// until it has ended. One resting in `done` or escalated still holds it: the
+    /// project's next sprint waits for a person's decision on this one.
+    pub fn holds_lock(self) -> bool {
+        self != State::Queued && !self.is_terminal()
+    }
+
+    /// Whether a sprint in this state runs (or will run) a sister: queued, or in a stage.
+    pub fn runs_a_sister(self) -> bool {
+        self == State::Queued || self.stage().is_some()
+    }
+
+    /// The names of the states `which` keeps, in order: how the store's queries learn
+    /// which states hold the lock, run a sister, or have not ended (bound as a
+    /// parameter, never typed into the SQL).
+    pub fn names(which: impl Fn(State) -> bool) -> Vec<&'static str> {
+        State::ALL
+            .into_iter()
+            .filter(|&s| which(s))
+            .map(State::as_str)
+            .collect()
+    }
 }
 
 impl fmt::Display for State {

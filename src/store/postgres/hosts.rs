@@ -3,7 +3,8 @@
 //! Lease times are the database server's clock (`DB_NOW`), so the hosts need not agree
 //! on the time.
 
-use super::Db;
+use super::{Db, states};
+use crate::pipeline::State;
 use crate::store::database::IsGone;
 use crate::store::rows::SprintRaw;
 use crate::store::{HostRecord, HostScope, Lease, Result, Sprint};
@@ -11,11 +12,9 @@ use crate::store::{HostRecord, HostScope, Lease, Result, Sprint};
 /// The database server's clock, in unix milliseconds.
 const DB_NOW: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
 
-/// The states in which a sprint holds its project's pipeline lock (a queued sprint does
-/// once a host has claimed it).
-const HOLDS_LOCK: &str =
-    "(b.state IN ('planning', 'implementing', 'reviewing', 'done', 'deploying', 'escalated')
-     OR (b.state = 'queued' AND b.owner IS NOT NULL))";
+/// Whether sprint `b` holds its project's pipeline lock: in a state that holds it (the
+/// bound parameter `$3`, `State::holds_lock`), or queued and claimed by a host.
+const HOLDS_LOCK: &str = "(b.state = ANY($3) OR (b.state = 'queued' AND b.owner IS NOT NULL))";
 
 impl Db {
     /// Takes the host's name, unless a live process holds it (its lease not expired, and,
@@ -167,6 +166,7 @@ impl Db {
             sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(&scope.name)
                 .bind(project)
+                .bind(states(State::holds_lock))
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
@@ -181,41 +181,38 @@ impl Db {
         let Some(cap) = scope.max_sisters else {
             return Ok(usize::MAX);
         };
-        let load: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM sprints WHERE owner = $1
-             AND state IN ('queued', 'planning', 'implementing', 'reviewing', 'deploying')",
-        )
-        .bind(&scope.name)
-        .fetch_one(&self.pool)
-        .await?;
+        let load: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM sprints WHERE owner = $1 AND state = ANY($2)")
+                .bind(&scope.name)
+                .bind(states(State::runs_a_sister))
+                .fetch_one(&self.pool)
+                .await?;
         Ok(usize::try_from(i64::from(cap) - load).unwrap_or(0))
     }
 
     /// The queued sprints `scope`'s host owns (claimed, not yet moved into planning),
     /// oldest first.
     pub(super) async fn owned_queued(&self, scope: &HostScope) -> Result<Vec<Sprint>> {
-        self.sprints_owned(scope, "state = 'queued'").await
+        self.sprints_owned(scope, |s| s == State::Queued).await
     }
 
     /// The sprints `scope`'s host owns in a stage with a sister to run, oldest first.
     pub(super) async fn owned_in_stages(&self, scope: &HostScope) -> Result<Vec<Sprint>> {
-        self.sprints_owned(
-            scope,
-            "state IN ('planning', 'implementing', 'reviewing', 'deploying')",
-        )
-        .await
+        self.sprints_owned(scope, |s| s.stage().is_some()).await
     }
 
     async fn sprints_owned(
         &self,
         scope: &HostScope,
-        condition: &'static str,
+        which: fn(State) -> bool,
     ) -> Result<Vec<Sprint>> {
-        let sql = format!("SELECT * FROM sprints WHERE owner = $1 AND {condition} ORDER BY number");
-        let raws: Vec<SprintRaw> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(&scope.name)
-            .fetch_all(&self.pool)
-            .await?;
+        let raws: Vec<SprintRaw> = sqlx::query_as(
+            "SELECT * FROM sprints WHERE owner = $1 AND state = ANY($2) ORDER BY number",
+        )
+        .bind(&scope.name)
+        .bind(states(which))
+        .fetch_all(&self.pool)
+        .await?;
         raws.into_iter().map(Sprint::try_from).collect()
     }
 

@@ -259,3 +259,12 @@ fn unique_violation(e: &sqlx::Error) -> Option<String> {
         .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?;
     (d.code() == "23505").then(|| d.constraint().unwrap_or_default().to_string())
 }
+
+/// The names of the states `which` keeps, as the text array a query reads with
+/// `state = ANY($n)`.
+pub(super) fn states(which: impl Fn(crate::pipeline::State) -> bool) -> Vec<String> {
+    crate::pipeline::State::names(which)
+        .into_iter()
+        .map(String::from)
+        .collect()
+}

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::Db;
+use super::{Db, states};
+use crate::pipeline::State;
 use crate::store::command::CommandRaw;
 use crate::store::database::{Database, IsGone};
 use crate::store::rows::{KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
@@ -32,7 +33,7 @@ pub(in crate::store) const NEXT_IN_QUEUES: &str = "SELECT * FROM sprints
          FROM projects WHERE projects.name IS NOT NULL
      )
      AND NOT EXISTS (SELECT 1 FROM sprints b WHERE b.project = sprints.project
-                     AND b.state IN ('planning', 'implementing', 'reviewing', 'done', 'deploying', 'escalated'))
+                     AND b.state = ANY($1))
      ORDER BY number";
 
 fn sprints_of(raws: Vec<SprintRaw>) -> Result<Vec<Sprint>> {
@@ -155,9 +156,10 @@ impl Database for Db {
         sprints_of(
             sqlx::query_as(
                 "SELECT * FROM sprints
-                 WHERE state IN ('planning', 'implementing', 'reviewing', 'deploying')
+                 WHERE state = ANY($1)
                  ORDER BY number",
             )
+            .bind(states(|s| s.stage().is_some()))
             .fetch_all(&self.pool)
             .await?,
         )
@@ -167,7 +169,7 @@ impl Database for Db {
         let raw: Option<SprintRaw> = sqlx::query_as(
             "SELECT * FROM sprints
              WHERE project = $1 AND id != $2
-               AND state IN ('queued', 'planning', 'implementing', 'reviewing', 'done', 'deploying', 'escalated')
+               AND state = ANY($4)
                AND (state != 'queued' OR number < $3)
              ORDER BY state = 'queued', number
              LIMIT 1",
@@ -175,6 +177,7 @@ impl Database for Db {
         .bind(&sprint.project)
         .bind(&sprint.id)
         .bind(sprint.number)
+        .bind(states(|s| !s.is_terminal()))
         .fetch_optional(&self.pool)
         .await?;
         raw.map(Sprint::try_from).transpose()
@@ -187,7 +190,12 @@ impl Database for Db {
             self.claim(scope).await?;
             return self.owned_queued(scope).await;
         }
-        sprints_of(sqlx::query_as(NEXT_IN_QUEUES).fetch_all(&self.pool).await?)
+        sprints_of(
+            sqlx::query_as(NEXT_IN_QUEUES)
+                .bind(states(State::holds_lock))
+                .fetch_all(&self.pool)
+                .await?,
+        )
     }
 
     async fn commit(&self, c: &Commit<'_>) -> Result<TransitionRecord> {

@@ -385,6 +385,13 @@ pub(super) fn storage_failure(e: &sqlx::Error) -> Option<String> {
     }
 }
 
+/// The names of the states `which` keeps, as the JSON array a query reads with
+/// `state IN (SELECT value FROM json_each(?))`.
+pub(super) fn states(which: impl Fn(crate::pipeline::State) -> bool) -> String {
+    let names = crate::pipeline::State::names(which);
+    format!("[\"{}\"]", names.join("\",\""))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::Db;
+use super::{Db, states};
+use crate::pipeline::State;
 use crate::store::command::CommandRaw;
 use crate::store::database::{Database, IsGone};
 use crate::store::rows::{KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
@@ -31,7 +32,7 @@ pub(in crate::store) const NEXT_IN_QUEUES: &str = "SELECT * FROM sprints
          FROM projects WHERE projects.name IS NOT NULL
      )
      AND NOT EXISTS (SELECT 1 FROM sprints b WHERE b.project = sprints.project
-                     AND b.state IN ('planning', 'implementing', 'reviewing', 'done', 'deploying', 'escalated'))
+                     AND b.state IN (SELECT value FROM json_each(?)))
      ORDER BY number";
 
 /// Every sprint and its rolled-up spend as one JSON text, oldest first: `[[sprint], [spend]]`
@@ -170,9 +171,10 @@ impl Database for Db {
         sprints_of(
             sqlx::query_as(
                 "SELECT * FROM sprints
-                 WHERE state IN ('planning', 'implementing', 'reviewing', 'deploying')
+                 WHERE state IN (SELECT value FROM json_each(?))
                  ORDER BY number",
             )
+            .bind(states(|s| s.stage().is_some()))
             .fetch_all(&self.pool)
             .await?,
         )
@@ -183,13 +185,14 @@ impl Database for Db {
         let raw: Option<SprintRaw> = sqlx::query_as(
             "SELECT * FROM sprints
              WHERE project = ? AND id != ?
-               AND state IN ('queued', 'planning', 'implementing', 'reviewing', 'done', 'deploying', 'escalated')
+               AND state IN (SELECT value FROM json_each(?))
                AND (state != 'queued' OR number < ?)
              ORDER BY state = 'queued', number
              LIMIT 1",
         )
         .bind(&sprint.project)
         .bind(&sprint.id)
+        .bind(states(|s| !s.is_terminal()))
         .bind(sprint.number)
         .fetch_optional(&self.pool)
         .await?;
@@ -197,7 +200,12 @@ impl Database for Db {
     }
 
     async fn next_in_queues(&self) -> Result<Vec<Sprint>> {
-        sprints_of(sqlx::query_as(NEXT_IN_QUEUES).fetch_all(&self.pool).await?)
+        sprints_of(
+            sqlx::query_as(NEXT_IN_QUEUES)
+                .bind(states(State::holds_lock))
+                .fetch_all(&self.pool)
+                .await?,
+        )
     }
 
     async fn commit(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
