@@ -309,11 +309,11 @@ fn the_link_reader_knows_code_from_links_and_slugs_as_github_does() {
     assert_eq!(slug("`hanarang run`"), "hanarang-run");
     assert_eq!(slug("`--json` output"), "--json-output");
     assert_eq!(slug("The project's recipe"), "the-projects-recipe");
-    assert_eq!(slug("Sessions: a retry continues"), "sessions-a-retry-continues");
+    assert_eq!(
+        slug("Sessions: a retry continues"),
+        "sessions-a-retry-continues"
+    );
     assert_eq!(slug("계약 (3) 확인"), "계약-3-확인");
     let found = anchors("# A\n## A\n```\n# A\n```\n### A\n");
-    assert_eq!(
-        found.into_iter().collect::<Vec<_>>(),
-        ["a", "a-1", "a-2"]
-    );
+    assert_eq!(found.into_iter().collect::<Vec<_>>(), ["a", "a-1", "a-2"]);
 }
