@@ -15,6 +15,7 @@ mod check;
 mod config;
 mod crash;
 mod discord;
+mod docs;
 mod doctor;
 mod fake_discord;
 mod fence;
