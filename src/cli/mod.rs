@@ -98,7 +98,7 @@ pub enum Command {
     Doctor,
     /// The hosts sharing a PostgreSQL database: heartbeat, projects, the sprints they own
     Hosts {
-        /// Print JSON (fields in README) instead of a table
+        /// Print JSON (fields in docs/cli.md) instead of a table
         #[arg(long)]
         json: bool,
     },
@@ -142,7 +142,7 @@ pub enum SprintCommand {
     Status {
         /// A sprint: SPRINT-001, sprint-001 or 1 (all sprints when left out)
         id: Option<String>,
-        /// Print JSON (fields in README) instead of a table
+        /// Print JSON (fields in docs/cli.md) instead of a table
         #[arg(long)]
         json: bool,
     },
@@ -150,7 +150,7 @@ pub enum SprintCommand {
     Log {
         /// The sprint: SPRINT-001, sprint-001 or 1
         id: String,
-        /// Print JSON (fields in README), runs with their stdout/stderr tails
+        /// Print JSON (fields in docs/cli.md), runs with their stdout/stderr tails
         #[arg(long)]
         json: bool,
         /// One run (SPRINT-001-R02, R02 or 2): its captured stdout and stderr
@@ -168,7 +168,7 @@ pub enum SprintCommand {
     Show {
         /// The sprint: SPRINT-001, sprint-001 or 1
         id: String,
-        /// Print JSON (fields in README)
+        /// Print JSON (fields in docs/cli.md)
         #[arg(long)]
         json: bool,
     },

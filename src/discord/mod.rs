@@ -303,7 +303,7 @@ async fn intents(http: &serenity::Http) -> serenity::GatewayIntents {
         Ok(true) => base | I::MESSAGE_CONTENT,
         Ok(false) => {
             tracing::warn!(
-                "the bot has no Message Content intent: replies in sprint threads are not read as notes (README, Replies in the thread, says how to turn it on)"
+                "the bot has no Message Content intent: replies in sprint threads are not read as notes (docs/discord.md, Replies in the thread, says how to turn it on)"
             );
             base
         }

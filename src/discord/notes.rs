@@ -68,7 +68,7 @@ pub async fn on_message(
             && !WARNED_NO_CONTENT.swap(true, Ordering::Relaxed)
         {
             tracing::warn!(
-                "a reply in a sprint's thread came without its text: turn on the bot's Message Content intent (README, Replies in the thread); replies are not noted until then"
+                "a reply in a sprint's thread came without its text: turn on the bot's Message Content intent (docs/discord.md, Replies in the thread); replies are not noted until then"
             );
         }
         return Ok(());

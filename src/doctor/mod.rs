@@ -209,7 +209,7 @@ fn confinement(config: &Config) -> Check {
             return Check::fail(
                 NAME,
                 why,
-                "run hanarang on a kernel with Landlock (Linux 5.13+, `landlock` in the `lsm=` boot parameter), or set agent.confine = \"auto\" and accept what README's Security section says",
+                "run hanarang on a kernel with Landlock (Linux 5.13+, `landlock` in the `lsm=` boot parameter), or set agent.confine = \"auto\" and accept what docs/security.md says",
             );
         }
         Confinement::Unconfined(warning) => {

@@ -1,5 +1,5 @@
 //! `sprint status` and `sprint log`: what the database says about sprints, as text for
-//! people and as stable JSON for programs (fields documented in README).
+//! people and as stable JSON for programs (fields documented in docs/cli.md).
 
 use std::time::{Duration, UNIX_EPOCH};
 

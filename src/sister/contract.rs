@@ -23,7 +23,7 @@ pub struct PersonNote {
 }
 
 /// The JSON file at `{contract_file}` / `$HANARANG_CONTRACT_FILE`. Field names are part
-/// of the public interface (README documents them).
+/// of the public interface (docs/sisters.md documents them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContractFile {
