@@ -170,6 +170,8 @@ async fn replies_that_cannot_be_notes_are_answered_and_change_nothing() {
     p.command(&s.id, hanarang::store::CommandKind::Abort, None)
         .await;
     p.wait_for(&s.id, State::Aborted).await;
+    // Its thread archived meanwhile: a reply opens it again, as Discord does.
+    fake.archive_thread(thread);
     let late = fake.user_message(thread, USER, &[], "one more thing");
     let refused = answer_to(&fake, thread, late).await;
     assert!(refused.content.contains("has ended"), "{}", refused.content);
