@@ -283,6 +283,8 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                                 started_at: now,
                                 reviewer: None,
                                 resumes: None,
+                                notes_upto: None,
+                                agent: None,
                             },
                             0,
                         )
@@ -305,6 +307,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                         cost_usd: r.cost_usd,
                         ended_at: now,
                         session_id: None,
+                        paused_until: None,
                         check: None,
                     })
                 }

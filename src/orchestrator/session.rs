@@ -1,20 +1,47 @@
-//! Which run a retry continues the agent session of (`SPEC.md` §14).
+//! Which agent of its chain runs a sister's stage (`SPEC.md` §17), and which run a retry
+//! continues the agent session of (`SPEC.md` §14).
 
-use crate::config::SisterSpec;
+use crate::config::{Config, SisterSpec};
 use crate::domain::{Actor, RunOutcome};
 use crate::store::Run;
+
+/// The agent that runs the next run of `actor` (or of one of darang's reviewers), and how:
+/// the first of its chain not known, from the sprint's runs, to be at its usage limit now;
+/// when every one is (a person started the stage early), the one whose limit resets first.
+pub(super) fn agent_for(
+    config: &Config,
+    runs: &[Run],
+    actor: Actor,
+    reviewer: Option<&str>,
+) -> Option<(String, SisterSpec)> {
+    let chain = config.chain(actor, reviewer);
+    let names: Vec<&str> = chain.iter().map(|c| c.name.as_str()).collect();
+    let paused = crate::pipeline::paused_agents(pauses(runs), crate::clock::now_ms());
+    let pick = crate::pipeline::pick_agent(&names, &paused, crate::clock::now_ms());
+    chain
+        .into_iter()
+        .nth(pick.index)
+        .map(|choice| (choice.name, choice.spec))
+}
+
+/// What the sprint's runs say of their agents' usage limits: `(agent, paused until)`.
+pub(super) fn pauses(runs: &[Run]) -> impl Iterator<Item = (&str, i64)> {
+    runs.iter()
+        .filter_map(|r| Some((r.agent.as_deref()?, r.paused_until?)))
+}
 
 /// The run whose session the next run of `actor` (or of one of darang's reviewers)
 /// continues, and that session: its last run in this round, when that one stopped without
 /// finishing its work (paused at a usage limit, interrupted, timed out, or its answer
 /// rejected) and its CLI named a session, and the sister's CLI can resume one. A new
-/// round, a handoff to a fresh session, and a resumed run that failed to start all begin
-/// afresh (`SPEC.md` §14).
+/// round, a handoff to a fresh session, a resumed run that failed to start, and another
+/// agent taking over (`agent`: a session is its own CLI's) all begin afresh.
 pub(super) fn resumable(
     runs: &[Run],
     round: u32,
     actor: Actor,
     reviewer: Option<&str>,
+    agent: &str,
     spec: &SisterSpec,
 ) -> Option<(String, String)> {
     spec.resume_args.as_ref()?;
@@ -31,7 +58,8 @@ pub(super) fn resumable(
                 | RunOutcome::BadOutput
         )
     );
-    (last.round == round && unfinished)
+    let same_agent = last.agent.as_deref().is_none_or(|a| a == agent);
+    (last.round == round && unfinished && same_agent)
         .then(|| Some((last.run_id.clone(), last.session_id.clone()?)))
         .flatten()
 }
@@ -64,7 +92,7 @@ mod tests {
         ] {
             let runs = [run(2, 1, outcome, Some("s-1"))];
             assert_eq!(
-                resumable(&runs, 1, Actor::Narang, None, &spec(true)),
+                resumable(&runs, 1, Actor::Narang, None, "x", &spec(true)),
                 Some(("SPRINT-001-R02".to_string(), "s-1".to_string())),
                 "{outcome:?}"
             );
@@ -80,6 +108,7 @@ mod tests {
                 2,
                 Actor::Narang,
                 None,
+                "x",
                 &spec(true)
             ),
             None
@@ -90,6 +119,7 @@ mod tests {
                 1,
                 Actor::Narang,
                 None,
+                "x",
                 &spec(false)
             ),
             None
@@ -100,6 +130,7 @@ mod tests {
                 1,
                 Actor::Darang,
                 None,
+                "x",
                 &spec(true)
             ),
             None
@@ -111,14 +142,14 @@ mod tests {
         ] {
             let runs = [paused.clone(), run(3, 1, outcome, Some("s-2"))];
             assert_eq!(
-                resumable(&runs, 1, Actor::Narang, None, &spec(true)),
+                resumable(&runs, 1, Actor::Narang, None, "x", &spec(true)),
                 None,
                 "{outcome:?}"
             );
         }
         let no_session = [run(2, 1, RunOutcome::Interrupted, None)];
         assert_eq!(
-            resumable(&no_session, 1, Actor::Narang, None, &spec(true)),
+            resumable(&no_session, 1, Actor::Narang, None, "x", &spec(true)),
             None
         );
     }
