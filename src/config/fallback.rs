@@ -317,17 +317,17 @@ mod tests {
     fn a_sisters_chain_is_its_agent_then_its_fallbacks() {
         let config = parse(
             "[agent]\npreset = \"claude-code\"\nfallback = [\"codex\", \"mine\"]\n\
-             [agent.profiles.mine]\nprogram = \"./mine\"\nfallback = [\"claude-code\"]\n\
+             [agent.profiles.mine]\nprogram = \"./mine\"\nfallback = [\"openclaw\"]\n\
              [agent.erang]\nfallback = []\n",
         )
         .expect("valid");
         let chain = config.chain(Actor::Narang, None);
         let names: Vec<&str> = chain.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["claude-code", "codex", "mine"]);
+        assert_eq!(names, ["claude-code", "codex", "mine", "openclaw"]);
         assert_eq!(chain[1].spec.program, "codex");
         assert_eq!(chain[1].spec.session_pointer, None, "nothing of Claude's");
         assert_eq!(chain[1].spec.timeout, chain[0].spec.timeout);
-        assert_eq!(chain[2].spec.program, "/mine");
+        assert!(chain[2].spec.program.ends_with("/mine"));
         assert_eq!(config.chain(Actor::Erang, None).len(), 1);
     }
 
@@ -351,6 +351,13 @@ mod tests {
         assert_eq!(
             keys("[agent.profiles.a]\nargs = []\n"),
             ["agent.profiles.a"]
+        );
+        assert_eq!(
+            keys(
+                "[agent]\npreset = \"claude-code\"\nfallback = [\"mine\"]\n\
+                 [agent.profiles.mine]\nprogram = \"m\"\nfallback = [\"claude-code\"]\n"
+            ),
+            ["agent.fallback"]
         );
     }
 }

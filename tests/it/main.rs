@@ -17,6 +17,7 @@ mod crash;
 mod discord;
 mod doctor;
 mod fake_discord;
+mod fallback;
 mod fence;
 mod first_contact;
 mod fsm;

@@ -1,0 +1,245 @@
+//! A usage limit is not a stop: a deploy whose agent hits its limit is taken over at once
+//! by the next agent of erang's chain (`fallback`), in the same attempt; when every agent
+//! is at its limit the stage waits for the earliest reset; a chain that names an unknown
+//! agent, itself or a cycle is refused with its key.
+
+use hanarang::handoff::message::Actor;
+use hanarang::pipeline::fsm::Note;
+use hanarang::pipeline::{Event, State};
+use hanarang::sister::RunOutcome;
+use hanarang::store::{CommandKind, Run};
+
+use crate::support::db::on_each_engine;
+use crate::support::pipeline::{Pipeline, Setup};
+use crate::support::{TempDir, sister_script};
+
+/// erang's table (the Setup's `extra` lands in it): its agent's limit text, its chain,
+/// and the profile `backup` (the scripted sister again, as `BACKUP_ARGS`, with the same
+/// limit text).
+fn erang_chain(backup_args: &str) -> &'static str {
+    let text = format!(
+        r#"pause_on = [{{ pattern = "usage limit reached\\|(?P<reset>\\d+)", source = "stderr" }}]
+fallback = ["backup"]
+
+[agent.profiles.backup]
+program = "{script}"
+args = {backup_args}
+pause_on = [{{ pattern = "usage limit reached\\|(?P<reset>\\d+)", source = "stderr" }}]
+"#,
+        script = sister_script("scripted.sh"),
+    );
+    Box::leak(text.into_boxed_str())
+}
+
+fn leak(text: String) -> &'static str {
+    Box::leak(text.into_boxed_str())
+}
+
+/// The deploy's runs: `(agent, outcome, attempt)`.
+fn deploys(runs: &[Run]) -> Vec<(String, String, u32)> {
+    runs.iter()
+        .filter(|r| r.actor == Actor::Erang)
+        .map(|r| {
+            (
+                r.agent.clone().unwrap_or_default(),
+                r.outcome.map_or("running", |o| o.as_str()).to_string(),
+                r.attempt,
+            )
+        })
+        .collect()
+}
+
+fn text(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+on_each_engine! {
+/// erang's agent says it is at its limit for three hours: the backup deploys at once, in
+/// the same attempt; the thread and `sprint log`/`show` say who ran what.
+async fn a_usage_limit_hands_the_stage_to_the_next_agent_at_once(engine) {
+    let reset = hanarang::clock::now_ms() / 1000 + 3 * 3600;
+    let p = Pipeline::start(Setup {
+        erang: leak(format!("limit-first 1 {reset}")),
+        extra: erang_chain(r#"["ok"]"#),
+        engine,
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    p.command(&s.id, CommandKind::Approve, None).await;
+    let deployed = p.wait_for(&s.id, State::Deployed).await;
+    assert_eq!(deployed.attempt, 1, "a usage limit uses no attempt");
+    let runs = p.runs(&s.id).await;
+    assert_eq!(
+        deploys(&runs),
+        [
+            ("scripted.sh".to_string(), "paused".to_string(), 1),
+            ("backup".to_string(), "handoff".to_string(), 1),
+        ]
+    );
+    let paused = runs.iter().find(|r| r.outcome == Some(RunOutcome::Paused)).unwrap();
+    assert_eq!(paused.paused_until, Some(reset * 1000));
+    // A fresh session: the backup continues nothing of the other CLI's.
+    assert_eq!(runs.last().unwrap().resumes, None);
+
+    let log = p.transitions(&s.id).await;
+    let fell = log
+        .iter()
+        .find(|t| matches!(t.detail, Event::FellBack { .. }))
+        .expect("a fallback in the log");
+    assert_eq!(fell.note, None, "no wait: the stage goes on at once");
+    assert!(!log.iter().any(|t| matches!(t.note, Some(Note::Paused { .. }))));
+    let config = p.config.clone();
+    let sprint = p.store.sprint(&s.id).await.unwrap().unwrap();
+    let mut cx = hanarang::notify::Context::new(&config, &sprint);
+    let when = hanarang::notify::messages::clock_time(reset * 1000);
+    assert_eq!(
+        hanarang::notify::render(fell, &cx).text,
+        format!("⏭️ 이랑이: scripted.sh 사용량 한도 ({when}까지), backup(으)로 계속")
+    );
+    cx.locale = hanarang::config::Locale::En;
+    assert_eq!(
+        hanarang::notify::render(fell, &cx).text,
+        format!("⏭️ Erang: scripted.sh is at its usage limit until {when}; continuing with backup")
+    );
+    let files = p.stop().await;
+
+    let out = files.hanarang(&["sprint", "log", &s.id]);
+    let shown = text(&out);
+    assert!(shown.contains("⏭️ 이랑이: scripted.sh 사용량 한도"), "{shown}");
+    assert!(shown.contains("paused") && shown.contains("agent scripted.sh"), "{shown}");
+    assert!(shown.contains("agent backup"), "{shown}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&files.hanarang(&["sprint", "log", &s.id, "--json"]).stdout).unwrap();
+    let agents: Vec<&str> = json["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["agent"].as_str())
+        .collect();
+    assert_eq!(agents.len(), runs.len(), "every run names its agent: {json}");
+    assert_eq!(&agents[agents.len() - 2..], ["scripted.sh", "backup"]);
+    let show = text(&files.hanarang(&["sprint", "show", &s.id]));
+    assert!(show.contains("backup") && show.contains("scripted.sh"), "{show}");
+    let show: serde_json::Value =
+        serde_json::from_slice(&files.hanarang(&["sprint", "show", &s.id, "--json"]).stdout).unwrap();
+    assert_eq!(show["runs"].as_array().unwrap().last().unwrap()["agent"], "backup");
+}
+}
+
+on_each_engine! {
+/// Both agents at their limit: the stage waits for the earlier reset (the backup's, in
+/// two seconds), then the agent free again deploys, still in attempt 1.
+async fn when_every_agent_is_paused_the_stage_waits_for_the_earliest_reset(engine) {
+    let now = hanarang::clock::now_ms() / 1000;
+    let (late, soon) = (now + 3 * 3600, now + 2);
+    // The scripted sister counts erang's runs whoever runs it: run 1 is erang's own agent,
+    // run 2 the backup's first.
+    let p = Pipeline::start(Setup {
+        erang: leak(format!("limit-first 1 {late}")),
+        extra: erang_chain(&format!(r#"["limit-first", "2", "{soon}"]"#)),
+        engine,
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    p.command(&s.id, CommandKind::Approve, None).await;
+    let deployed = p.wait_for(&s.id, State::Deployed).await;
+    assert_eq!(deployed.attempt, 1);
+    let runs = p.runs(&s.id).await;
+    assert_eq!(
+        deploys(&runs),
+        [
+            ("scripted.sh".to_string(), "paused".to_string(), 1),
+            ("backup".to_string(), "paused".to_string(), 1),
+            ("backup".to_string(), "handoff".to_string(), 1),
+        ],
+        "the agent whose limit reset first takes the stage once it has"
+    );
+    let log = p.transitions(&s.id).await;
+    let waits: Vec<i64> = log
+        .iter()
+        .filter_map(|t| match t.note {
+            Some(Note::Paused { resume_at_ms, .. }) => Some(resume_at_ms),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(waits, [soon * 1000], "one wait, until the earliest reset");
+    p.stop().await;
+}
+}
+
+on_each_engine! {
+/// A restart while the backup runs: it is recorded interrupted, and the restarted loop
+/// gives the stage to the backup again, since erang's own agent is still at its limit.
+async fn a_restart_in_the_middle_of_a_chain_goes_on_with_the_agent_free_of_its_limit(engine) {
+    let reset = hanarang::clock::now_ms() / 1000 + 3 * 3600;
+    let p = Pipeline::start(Setup {
+        erang: leak(format!("limit-first 1 {reset}")),
+        extra: erang_chain(r#"["hang-first", "2"]"#),
+        engine,
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    p.command(&s.id, CommandKind::Approve, None).await;
+    p.files.wait_hanging(Actor::Erang).await;
+    let files = p.stop().await;
+    let p = Pipeline::start_with(files).await;
+    p.handle.wake();
+    p.wait_for(&s.id, State::Escalated).await;
+    let runs = p.runs(&s.id).await;
+    // An interrupted deploy is never re-run without a person's word.
+    assert_eq!(
+        deploys(&runs),
+        [
+            ("scripted.sh".to_string(), "paused".to_string(), 1),
+            ("backup".to_string(), "interrupted".to_string(), 1),
+        ]
+    );
+    p.command(&s.id, CommandKind::Resume, None).await;
+    p.wait_for(&s.id, State::Deployed).await;
+    let runs = p.runs(&s.id).await;
+    assert_eq!(
+        deploys(&runs).last().map(|(agent, outcome, _)| (agent.as_str(), outcome.as_str())),
+        Some(("backup", "handoff")),
+        "erang's own agent is still at its limit"
+    );
+    p.stop().await;
+}
+}
+
+/// A chain that names an unknown agent, its own agent, or comes back to where it started
+/// is refused by `config check`, each with its key.
+#[test]
+fn a_bad_fallback_is_refused_naming_its_key() {
+    let dir = TempDir::new("fallback-config");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[agent]\npreset = \"claude-code\"\nfallback = [\"gemini\"]\n\
+         [agent.narang]\npreset = \"codex\"\nfallback = [\"codex\"]\n\
+         [agent.profiles.a]\nprogram = \"a\"\nfallback = [\"b\"]\n\
+         [agent.profiles.b]\nprogram = \"b\"\nfallback = [\"a\"]\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hanarang"))
+        .arg("--config")
+        .arg(&config)
+        .args(["config", "check"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    for expected in [
+        "agent.fallback[0]: \"gemini\" is neither a preset (claude-code, codex, openclaw) nor a profile",
+        "agent.narang.fallback[0]: \"codex\" is this table's own agent",
+        "agent.profiles.a.fallback: the chain comes back to \"a\": a → b → a",
+        "agent.profiles.b.fallback: the chain comes back to \"b\"",
+    ] {
+        assert!(said.contains(expected), "{expected:?} in\n{said}");
+    }
+}
