@@ -289,8 +289,10 @@ impl Orchestrator {
         if let Some((name, _)) = reviewer {
             self.config.agent.reviewer_spec(name)?;
         }
+        let now = now_ms();
+        let paused = self.paused_agents(&runs, now).await;
         let (agent, mut spec) =
-            super::session::agent_for(&self.config, &runs, actor, reviewer.map(|(n, _)| n))?;
+            super::session::agent_for(&self.config, &paused, actor, reviewer.map(|(n, _)| n), now)?;
         let resumes = super::session::resumable(
             &runs,
             sprint.round,

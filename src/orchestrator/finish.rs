@@ -92,7 +92,7 @@ impl Orchestrator {
                 },
                 now_ms(),
             );
-            let event = self.after_pause(event, &mut end, &runs, &done.run_id);
+            let event = self.after_pause(event, &mut end, &runs, &done.run_id).await;
             let facts = Facts::of(&sprint.id, false);
             if let Ok(t) = apply(sprint.position(), &event, facts, &self.policy)
                 && let Some(Note::ProtocolViolation { reason }) = &t.note
@@ -138,7 +138,13 @@ impl Orchestrator {
     /// A run paused at its agent's usage limit: that agent is paused until its reset (on
     /// the run's record), and the next agent of the sister's chain free of its limit takes
     /// the stage over at once; when none is, the stage waits for the earliest reset.
-    fn after_pause(&self, event: Event, end: &mut RunEnd, runs: &[Run], run_id: &str) -> Event {
+    async fn after_pause(
+        &self,
+        event: Event,
+        end: &mut RunEnd,
+        runs: &[Run],
+        run_id: &str,
+    ) -> Event {
         let Event::Paused { resume_at_ms, .. } = &event else {
             return event;
         };
@@ -152,8 +158,11 @@ impl Orchestrator {
         let chain = self.config.chain(run.actor, run.reviewer.as_deref());
         let names: Vec<&str> = chain.iter().map(|c| c.name.as_str()).collect();
         let now = now_ms();
-        let pauses = super::session::pauses(runs).chain([(agent, *resume_at_ms)]);
-        let paused = crate::pipeline::paused_agents(pauses, now);
+        let mut paused = self.paused_agents(runs, now).await;
+        if *resume_at_ms > now {
+            let until = paused.entry(agent.to_string()).or_insert(*resume_at_ms);
+            *until = (*until).max(*resume_at_ms);
+        }
         crate::pipeline::after_pause(event, agent, &names, &paused, now)
     }
 }

@@ -1,33 +1,47 @@
 //! Which agent of its chain runs a sister's stage (`SPEC.md` §17), and which run a retry
 //! continues the agent session of (`SPEC.md` §14).
 
+use std::collections::BTreeMap;
+
+use super::Orchestrator;
 use crate::config::{Config, SisterSpec};
 use crate::domain::{Actor, RunOutcome};
 use crate::store::Run;
 
 /// The agent that runs the next run of `actor` (or of one of darang's reviewers), and how:
-/// the first of its chain not known, from the sprint's runs, to be at its usage limit now;
-/// when every one is (a person started the stage early), the one whose limit resets first.
+/// the first of its chain not known (`paused`) to be at its usage limit now; when every
+/// one is (a person started the stage early), the one whose limit resets first.
 pub(super) fn agent_for(
     config: &Config,
-    runs: &[Run],
+    paused: &BTreeMap<String, i64>,
     actor: Actor,
     reviewer: Option<&str>,
+    now_ms: i64,
 ) -> Option<(String, SisterSpec)> {
     let chain = config.chain(actor, reviewer);
     let names: Vec<&str> = chain.iter().map(|c| c.name.as_str()).collect();
-    let paused = crate::pipeline::paused_agents(pauses(runs), crate::clock::now_ms());
-    let pick = crate::pipeline::pick_agent(&names, &paused, crate::clock::now_ms());
+    let pick = crate::pipeline::pick_agent(&names, paused, now_ms);
     chain
         .into_iter()
         .nth(pick.index)
         .map(|choice| (choice.name, choice.spec))
 }
 
-/// What the sprint's runs say of their agents' usage limits: `(agent, paused until)`.
-pub(super) fn pauses(runs: &[Run]) -> impl Iterator<Item = (&str, i64)> {
-    runs.iter()
-        .filter_map(|r| Some((r.agent.as_deref()?, r.paused_until?)))
+impl Orchestrator {
+    /// The agents known to be at their usage limit at `now_ms`: from every run on record
+    /// (another sprint's, another host's), and from `runs`, the sprint's own as the loop
+    /// knows them (a pause this commit records is not in the database yet).
+    pub(super) async fn paused_agents(&self, runs: &[Run], now_ms: i64) -> BTreeMap<String, i64> {
+        let stored = self.store.paused_agents(now_ms).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot read which agents are at their usage limit: only this sprint's runs say");
+            Vec::new()
+        });
+        let own = runs
+            .iter()
+            .filter_map(|r| Some((r.agent.as_deref()?, r.paused_until?)));
+        let stored = stored.iter().map(|(agent, at)| (agent.as_str(), *at));
+        crate::pipeline::paused_agents(stored.chain(own), now_ms)
+    }
 }
 
 /// The run whose session the next run of `actor` (or of one of darang's reviewers)

@@ -18,13 +18,13 @@ use crate::support::{TempDir, sister_script};
 /// limit text).
 fn erang_chain(backup_args: &str) -> &'static str {
     let text = format!(
-        r#"pause_on = [{{ pattern = "usage limit reached\\|(?P<reset>\\d+)", source = "stderr" }}]
+        r#"pause_on = [{{ pattern = "usage limit reached\\|(?P<reset>\\S+)", source = "stderr" }}]
 fallback = ["backup"]
 
 [agent.profiles.backup]
 program = "{script}"
 args = {backup_args}
-pause_on = [{{ pattern = "usage limit reached\\|(?P<reset>\\d+)", source = "stderr" }}]
+pause_on = [{{ pattern = "usage limit reached\\|(?P<reset>\\S+)", source = "stderr" }}]
 "#,
         script = sister_script("scripted.sh"),
     );
@@ -103,6 +103,15 @@ async fn a_usage_limit_hands_the_stage_to_the_next_agent_at_once(engine) {
         hanarang::notify::render(fell, &cx).text,
         format!("⏭️ Erang: scripted.sh is at its usage limit until {when}; continuing with backup")
     );
+    // The next sprint's deploy knows the limit another sprint found: the backup runs it.
+    let next = p.start_sprint("app", "Add a logout button", None).await;
+    p.wait_for(&next.id, State::Done).await;
+    p.command(&next.id, CommandKind::Approve, None).await;
+    p.wait_for(&next.id, State::Deployed).await;
+    assert_eq!(
+        deploys(&p.runs(&next.id).await),
+        [("backup".to_string(), "handoff".to_string(), 1)]
+    );
     let files = p.stop().await;
 
     let out = files.hanarang(&["sprint", "log", &s.id]);
@@ -129,16 +138,16 @@ async fn a_usage_limit_hands_the_stage_to_the_next_agent_at_once(engine) {
 }
 
 on_each_engine! {
-/// Both agents at their limit: the stage waits for the earlier reset (the backup's, in
-/// two seconds), then the agent free again deploys, still in attempt 1.
+/// Both agents at their limit: the stage waits for the earlier reset (the backup's, two
+/// seconds after it said so), then the agent free again deploys, still in attempt 1.
 async fn when_every_agent_is_paused_the_stage_waits_for_the_earliest_reset(engine) {
-    let now = hanarang::clock::now_ms() / 1000;
-    let (late, soon) = (now + 3 * 3600, now + 2);
+    let late = hanarang::clock::now_ms() / 1000 + 3 * 3600;
     // The scripted sister counts erang's runs whoever runs it: run 1 is erang's own agent,
     // run 2 the backup's first.
     let p = Pipeline::start(Setup {
         erang: leak(format!("limit-first 1 {late}")),
-        extra: erang_chain(&format!(r#"["limit-first", "2", "{soon}"]"#)),
+        // The backup's limit resets two seconds after it says so.
+        extra: erang_chain(r#"["limit-first", "2", "2s"]"#),
         engine,
         ..Setup::default()
     })
@@ -166,7 +175,16 @@ async fn when_every_agent_is_paused_the_stage_waits_for_the_earliest_reset(engin
             _ => None,
         })
         .collect();
-    assert_eq!(waits, [soon * 1000], "one wait, until the earliest reset");
+    let backup_reset = runs
+        .iter()
+        .filter(|r| r.agent.as_deref() == Some("backup"))
+        .find_map(|r| r.paused_until);
+    assert!(backup_reset.is_some_and(|at| at < late * 1000), "{runs:?}");
+    assert_eq!(
+        waits,
+        backup_reset.into_iter().collect::<Vec<_>>(),
+        "one wait, until the earliest reset"
+    );
     p.stop().await;
 }
 }
