@@ -210,7 +210,7 @@ impl Config {
                 }
             }
             let Some(own) = own else { continue };
-            if list.iter().any(|n| *n == own) {
+            if list.contains(&own) {
                 continue;
             }
             if let Some(path) = self.cycle(&own, list, &mut vec![own.clone()]) {
