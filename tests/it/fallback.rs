@@ -261,3 +261,28 @@ fn a_bad_fallback_is_refused_naming_its_key() {
         assert!(said.contains(expected), "{expected:?} in\n{said}");
     }
 }
+
+/// `config check` shows each sister's chain.
+#[test]
+fn config_check_shows_each_sisters_chain() {
+    let dir = TempDir::new("fallback-config");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[agent]\npreset = \"claude-code\"\nfallback = [\"codex\"]\n[agent.erang]\nfallback = []\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hanarang"))
+        .arg("--config")
+        .arg(&config)
+        .args(["config", "check"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = text(&out);
+    assert_eq!(
+        said.matches("at a usage limit claude-code → codex").count(),
+        3,
+        "harang, narang and darang; erang has none: {said}"
+    );
+}
