@@ -16,7 +16,7 @@ use crate::support::{TempDir, sister_script};
 /// erang's table (the Setup's `extra` lands in it): its agent's limit text, its chain,
 /// and the profile `backup` (the scripted sister again, as `BACKUP_ARGS`, with the same
 /// limit text).
-fn erang_chain(backup_args: &str) -> &'static str {
+pub(crate) fn erang_chain(backup_args: &str) -> &'static str {
     let text = format!(
         r#"pause_on = [{{ pattern = "usage limit reached\\|(?P<reset>\\S+)", source = "stderr" }}]
 fallback = ["backup"]
@@ -31,7 +31,7 @@ pause_on = [{{ pattern = "usage limit reached\\|(?P<reset>\\S+)", source = "stde
     Box::leak(text.into_boxed_str())
 }
 
-fn leak(text: String) -> &'static str {
+pub(crate) fn leak(text: String) -> &'static str {
     Box::leak(text.into_boxed_str())
 }
 
@@ -278,7 +278,11 @@ fn config_check_shows_each_sisters_chain() {
         .args(["config", "check"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let said = text(&out);
     assert_eq!(
         said.matches("at a usage limit claude-code → codex").count(),
