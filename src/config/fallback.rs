@@ -102,6 +102,12 @@ impl Config {
         chain
     }
 
+    /// How `actor` runs with the profile `name` (`None`: no such profile).
+    pub fn profile_spec(&self, name: &str, actor: Actor) -> Option<SisterSpec> {
+        let profile = self.agent.profiles.get(name)?;
+        Some(profile_spec(&self.agent.spec(actor), profile))
+    }
+
     /// The name of the agent a sister's own table runs: its preset, else its program's
     /// file name.
     fn own_agent(&self, actor: Actor, reviewer: Option<&str>, spec: &SisterSpec) -> String {

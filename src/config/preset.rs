@@ -131,7 +131,7 @@ pub fn numbers(version: &str) -> Vec<u64> {
 /// `agent.narang.args` → `preset codex ([agent])`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Presets {
-    /// `harang`, …, `darang reviewer NAME` → the preset it runs with.
+    /// `harang`, …, `darang reviewer NAME`, `profile NAME` → the preset it runs with.
     pub by_sister: BTreeMap<String, &'static str>,
     /// A table's key filled by a preset → which, and where it was named.
     pub filled: BTreeMap<String, String>,
@@ -252,6 +252,7 @@ pub(super) fn expand(table: &mut toml::Table) -> (Presets, Vec<ConfigProblem>) {
             };
             let path = format!("agent.profiles.{name}");
             if let Some(p) = take(profile, &path, &mut problems) {
+                presets.by_sister.insert(format!("profile {name}"), p.name);
                 fill(
                     profile,
                     &p.keys(None),

@@ -290,3 +290,21 @@ fn config_check_shows_each_sisters_chain() {
         "harang, narang and darang; erang has none: {said}"
     );
 }
+
+/// `doctor` checks the agents a chain falls back to, as it checks each sister's.
+#[test]
+fn doctor_checks_the_agents_a_chain_falls_back_to() {
+    let files = crate::support::pipeline::Files::new(&Setup {
+        extra: "fallback = [\"backup\"]\n[agent.profiles.backup]\nprogram = \"/nonexistent/agent\"\n",
+        ..Setup::default()
+    });
+    let out = files.hanarang(&["doctor"]);
+    let said = text(&out);
+    assert!(
+        said.lines().any(
+            |l| l.starts_with("FAIL agent profile backup:") && l.contains("/nonexistent/agent")
+        ),
+        "{said}"
+    );
+    assert!(said.contains("agent.profiles.backup.program"), "{said}");
+}
