@@ -9,8 +9,9 @@ use hanarang::pipeline::{Event, State};
 use hanarang::sister::RunOutcome;
 use hanarang::store::{CommandKind, Run};
 
-use crate::support::db::on_each_engine;
-use crate::support::pipeline::{Pipeline, Setup};
+use crate::support::db::{Engine, TestDb, on_each_engine};
+use crate::support::hosts::{Host, HostSetup};
+use crate::support::pipeline::{Pipeline, Setup, wait_for};
 use crate::support::{TempDir, sister_script};
 
 /// erang's table (the Setup's `extra` lands in it): its agent's limit text, its chain,
@@ -307,4 +308,99 @@ fn doctor_checks_the_agents_a_chain_falls_back_to() {
         "{said}"
     );
     assert!(said.contains("agent.profiles.backup.program"), "{said}");
+}
+
+/// Two hosts on one PostgreSQL database, each serving its own project: the limit a deploy
+/// met on one is known to the other, whose deploy goes to the backup at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_limit_met_on_one_host_is_known_to_the_others() {
+    use hanarang::orchestrator::client::{self, Request};
+    let db = TestDb::new(Engine::Postgres, "fallback").await;
+    let dir = TempDir::new("fallback-hosts");
+    let reset = hanarang::clock::now_ms() / 1000 + 3 * 3600;
+    let script = sister_script("scripted.sh");
+    let erang = format!(
+        r#"
+[agent.erang]
+program = "{script}"
+args = ["limit-first", "1", "{reset}"]
+{chain}"#,
+        chain = erang_chain(r#"["ok"]"#)
+    );
+    let start = |name: &str, project: &str| {
+        Host::start(
+            std::path::Path::new(env!("CARGO_BIN_EXE_hanarang")),
+            dir.path(),
+            &db.url,
+            &HostSetup {
+                name,
+                projects: &[project.to_string()],
+                lease_ttl: "2s",
+                max_sisters: None,
+                sister_seconds: "0.1",
+                log_level: "hanarang=info",
+                extra: &erang,
+            },
+        )
+    };
+    let (alpha, beta) = (start("alpha", "a"), start("beta", "b"));
+    let deadline = tokio::time::Instant::now() + crate::support::pipeline::PATIENCE;
+    let store = loop {
+        if let Ok(store) = hanarang::store::Store::open_existing(&db.url).await {
+            break store;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{}\n{}",
+            alpha.log(),
+            beta.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let mut agents = Vec::new();
+    for project in ["a", "b"] {
+        let s = store
+            .create_sprint(
+                project,
+                "Add a login page",
+                None,
+                "cli:tester@test",
+                "feature/{sprint_lower}",
+                hanarang::clock::now_ms(),
+            )
+            .await
+            .unwrap();
+        wait_for(&store, &s.id, |s| s.state == State::Done, "done").await;
+        let approve = Request {
+            sprint_id: &s.id,
+            kind: CommandKind::Approve,
+            text: None,
+            by: "test",
+            seq: None,
+        };
+        client::submit(
+            &store,
+            &hanarang::pipeline::Policy::default(),
+            approve,
+            None,
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap();
+        wait_for(&store, &s.id, |s| s.state == State::Deployed, "deployed").await;
+        let runs = store.runs(&s.id).await.unwrap();
+        agents.push(
+            deploys(&runs)
+                .into_iter()
+                .map(|(agent, _, _)| agent)
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(
+        agents,
+        [vec!["scripted.sh", "backup"], vec!["backup"]],
+        "alpha's deploy met the limit; beta's knew it\n{}\n{}",
+        alpha.log(),
+        beta.log()
+    );
 }
