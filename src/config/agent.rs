@@ -50,7 +50,7 @@ pub struct AgentConfig {
     #[serde(default)]
     pub confine: Confine,
     /// The agents that take a stage over when this one is at its usage limit, in order:
-    /// preset names or `[agent.profiles.NAME]` names (`SPEC.md` §17). A sister's own
+    /// preset names or `[agent.profiles.NAME]` names. A sister's own
     /// `fallback` replaces it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallback: Vec<String>,

@@ -33,7 +33,7 @@ pub(super) struct Composed {
     pub(super) resumes: Option<String>,
     /// The sprint's notes it is given: those up to this command id (`NewRun::notes_upto`).
     pub(super) notes_upto: Option<i64>,
-    /// The agent of the sister's chain that runs it (`SPEC.md` §17).
+    /// The agent of the sister's chain that runs it (a preset or profile name).
     pub(super) agent: String,
 }
 

@@ -1,5 +1,5 @@
-//! Which agent of its chain runs a sister's stage (`SPEC.md` §17), and which run a retry
-//! continues the agent session of (`SPEC.md` §14).
+//! Which agent of its chain runs a sister's stage (a usage limit hands it to the next),
+//! and which run a retry continues the agent session of.
 
 use std::collections::BTreeMap;
 

@@ -130,7 +130,7 @@ pub fn next_run_at(
     }
 }
 
-/// Which agent of a sister's chain runs its stage next (`SPEC.md` §17): the first that
+/// Which agent of a sister's chain runs its stage next: the first that
 /// is not known to be at its usage limit at `now_ms`. When every one is, the one whose
 /// limit resets first, and `wait_until` that reset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

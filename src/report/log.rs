@@ -315,7 +315,7 @@ fn print_run(r: &Run) {
         .resumes
         .as_deref()
         .map_or(String::new(), |from| format!(", resumes {from}'s session"));
-    // Which agent ran it: a usage limit may have handed the stage to another (`SPEC.md` §17).
+    // Which agent ran it: a usage limit may have handed the stage to another.
     let agent = r
         .agent
         .as_deref()

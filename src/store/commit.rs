@@ -115,7 +115,7 @@ pub struct NewRun<'a> {
     pub reviewer: Option<&'a str>,
     /// The run whose session it continues (`SPEC.md` §14), when it does.
     pub resumes: Option<&'a str>,
-    /// The agent that runs it: a preset or `[agent.profiles.NAME]` name (`SPEC.md` §17).
+    /// The agent that runs it: a preset or `[agent.profiles.NAME]` name.
     pub agent: Option<&'a str>,
     /// The sprint's notes given to it (`SPEC.md` §17): those not given to a run yet, up to
     /// this command id. They are marked as given in the run's own write.
