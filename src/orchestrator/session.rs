@@ -161,6 +161,25 @@ mod tests {
                 "{outcome:?}"
             );
         }
+        // Another agent of the chain takes over: a session is its own CLI's.
+        let mut by_claude = paused.clone();
+        by_claude.agent = Some("claude-code".into());
+        let by_claude = [by_claude];
+        assert_eq!(
+            resumable(&by_claude, 1, Actor::Narang, None, "codex", &spec(true)),
+            None
+        );
+        assert!(
+            resumable(
+                &by_claude,
+                1,
+                Actor::Narang,
+                None,
+                "claude-code",
+                &spec(true)
+            )
+            .is_some()
+        );
         let no_session = [run(2, 1, RunOutcome::Interrupted, None)];
         assert_eq!(
             resumable(&no_session, 1, Actor::Narang, None, "x", &spec(true)),
