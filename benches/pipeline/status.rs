@@ -284,6 +284,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                                 reviewer: None,
                                 resumes: None,
                                 notes_upto: None,
+                                agent: None,
                             },
                             0,
                         )
@@ -306,6 +307,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                         cost_usd: r.cost_usd,
                         ended_at: now,
                         session_id: None,
+                        paused_until: None,
                         check: None,
                     })
                 }

@@ -98,6 +98,15 @@ pub(super) fn config_check(path: Option<&std::path::Path>) -> Exit {
                     for (key, origin) in config.origins(spec.actor, reviewer) {
                         outln!("#     {key:<16} from {origin}");
                     }
+                    // At a usage limit the stage goes to the next agent of this chain.
+                    let chain: Vec<String> = config
+                        .chain(spec.actor, reviewer)
+                        .into_iter()
+                        .map(|c| c.name)
+                        .collect();
+                    if chain.len() > 1 {
+                        outln!("#     {:<16} {}", "at a usage limit", chain.join(" → "));
+                    }
                 }
                 if !reviewers.is_empty() {
                     outln!(

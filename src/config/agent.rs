@@ -49,6 +49,14 @@ pub struct AgentConfig {
     /// the kernel has Landlock.
     #[serde(default)]
     pub confine: Confine,
+    /// The agents that take a stage over when this one is at its usage limit, in order:
+    /// preset names or `[agent.profiles.NAME]` names. A sister's own
+    /// `fallback` replaces it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback: Vec<String>,
+    /// `[agent.profiles.NAME]`: named agent tables a `fallback` may name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub profiles: BTreeMap<String, SisterConfig>,
     #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
     pub harang: SisterConfig,
     #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
@@ -77,6 +85,8 @@ impl Default for AgentConfig {
             resume_args: None,
             writable: Vec::new(),
             confine: Confine::default(),
+            fallback: Vec::new(),
+            profiles: BTreeMap::new(),
             harang: SisterConfig::default(),
             narang: SisterConfig::default(),
             darang: SisterConfig::default(),
@@ -185,6 +195,9 @@ pub struct SisterConfig {
     pub writable: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Dur>,
+    /// Replaces `[agent].fallback` for this sister (`[]`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Vec<String>>,
     /// `[agent.darang.reviewers.NAME]`: reviewers of one round that run in parallel, each
     /// over `[agent.darang]` (`SPEC.md` §10). Only darang has them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -220,7 +233,7 @@ impl SisterConfig {
 impl SisterConfig {
     /// This table's keys over `under`'s (a reviewer's over darang's); its env merged over
     /// theirs.
-    fn over(&self, under: &SisterConfig) -> SisterConfig {
+    pub(super) fn over(&self, under: &SisterConfig) -> SisterConfig {
         let mut env = under.env.clone();
         env.extend(self.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         SisterConfig {
@@ -251,6 +264,7 @@ impl SisterConfig {
                 .or_else(|| under.resume_args.clone()),
             writable: self.writable.clone().or_else(|| under.writable.clone()),
             timeout: self.timeout.or(under.timeout),
+            fallback: self.fallback.clone().or_else(|| under.fallback.clone()),
             reviewers: BTreeMap::new(),
         }
     }
@@ -319,7 +333,12 @@ impl AgentConfig {
     }
 
     /// `own` over `[agent]` over the defaults.
-    fn spec_of(&self, actor: Actor, own: &SisterConfig, reviewer: Option<&str>) -> SisterSpec {
+    pub(super) fn spec_of(
+        &self,
+        actor: Actor,
+        own: &SisterConfig,
+        reviewer: Option<&str>,
+    ) -> SisterSpec {
         let mut env = self.env.clone();
         env.extend(own.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         SisterSpec {

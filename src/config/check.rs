@@ -141,6 +141,11 @@ impl Config {
             );
         }
 
+        for (name, profile) in &a.profiles {
+            let table = format!("agent.profiles.{name}");
+            check_agent_fields(&table, &AgentFields::of(profile), token_env, &mut problem);
+        }
+
         // What of hanarang's is known here: the config's own path is set only once it is
         // checked.
         let own = secret_files(self);

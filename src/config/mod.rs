@@ -18,6 +18,7 @@ use crate::placeholder;
 
 mod agent;
 mod check;
+mod fallback;
 mod inside;
 mod paths;
 pub mod preset;
@@ -26,6 +27,7 @@ mod sections;
 
 pub use agent::*;
 use check::*;
+pub use fallback::{AgentChoice, title};
 use inside::read_operators;
 pub use inside::{MAX_RECIPE_BYTES, Refused, read_inside};
 pub use paths::*;
@@ -198,6 +200,8 @@ impl Config {
         let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             ParseError::Syntax(e.to_string().trim_end().replace('\n', "\n  "))
         })?;
+        // A preset named as a fallback is a profile of that preset.
+        fallback::preset_profiles(&mut table);
         let (presets, preset_problems) = preset::expand(&mut table);
         // Under a preset, a program named alone keeps the preset's args.
         let mut programs_without_args = programs_without_args(&table);
@@ -226,6 +230,7 @@ impl Config {
         // Checked even when some keys were already rejected (their defaults stand in), so
         // one run of `config check` shows everything.
         problems.extend(config.check());
+        problems.extend(config.check_fallbacks());
         if problems.is_empty() {
             Ok(config)
         } else {

@@ -44,6 +44,11 @@ impl Config {
                 relative_program(program);
             }
         }
+        for profile in self.agent.profiles.values_mut() {
+            if let Some(program) = &mut profile.program {
+                relative_program(program);
+            }
+        }
     }
 }
 

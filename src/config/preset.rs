@@ -131,10 +131,12 @@ pub fn numbers(version: &str) -> Vec<u64> {
 /// `agent.narang.args` → `preset codex ([agent])`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Presets {
-    /// `harang`, …, `darang reviewer NAME` → the preset it runs with.
+    /// `harang`, …, `darang reviewer NAME`, `profile NAME` → the preset it runs with.
     pub by_sister: BTreeMap<String, &'static str>,
     /// A table's key filled by a preset → which, and where it was named.
     pub filled: BTreeMap<String, String>,
+    /// The preset `[agent]` names, if it names one.
+    pub top: Option<&'static str>,
 }
 
 /// Replaces every `preset = NAME` in `[agent]`, its sister tables and darang's reviewers
@@ -167,6 +169,7 @@ pub(super) fn expand(table: &mut toml::Table) -> (Presets, Vec<ConfigProblem>) {
         }
     };
     let top = take(agent, "agent", &mut problems);
+    presets.top = top.as_ref().map(|p| p.name);
     if let Some(p) = &top {
         fill(
             agent,
@@ -237,6 +240,26 @@ pub(super) fn expand(table: &mut toml::Table) -> (Presets, Vec<ConfigProblem>) {
                 presets
                     .by_sister
                     .insert(format!("darang reviewer {name}"), p.name);
+            }
+        }
+    }
+    // A profile (`[agent.profiles.NAME]`) is an agent table of its own: only its preset
+    // fills it.
+    if let Some(toml::Value::Table(profiles)) = agent.get_mut("profiles") {
+        for (name, profile) in profiles.iter_mut() {
+            let Some(profile) = profile.as_table_mut() else {
+                continue;
+            };
+            let path = format!("agent.profiles.{name}");
+            if let Some(p) = take(profile, &path, &mut problems) {
+                presets.by_sister.insert(format!("profile {name}"), p.name);
+                fill(
+                    profile,
+                    &p.keys(None),
+                    &path,
+                    &format!("preset {} ([{path}])", p.name),
+                    &mut presets,
+                );
             }
         }
     }

@@ -288,6 +288,12 @@ fn programs(config: &Config) -> Vec<Check> {
             let spec = config.agent.reviewer_spec(name)?;
             let table = format!("agent.darang.reviewers.{name}");
             Some((format!("darang reviewer {name}"), table, spec))
+        }))
+        // The agents a usage limit hands a stage to must be there too.
+        .chain(config.agent.profiles.keys().filter_map(|name| {
+            let spec = config.profile_spec(name, Actor::Narang)?;
+            let table = format!("agent.profiles.{name}");
+            Some((format!("profile {name}"), table, spec))
         }));
     let mut versions = std::collections::HashMap::new();
     specs

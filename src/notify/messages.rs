@@ -109,6 +109,24 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
         text,
         mention: false,
     };
+    if let Event::FellBack {
+        agent,
+        until_ms,
+        next,
+        ..
+    } = &t.detail
+    {
+        let stage = t.to.stage().unwrap_or(Stage::Planning);
+        let who = sister(stage.actor(), l);
+        let (agent, next) = (crate::config::title(agent), crate::config::title(next));
+        let when = clock_time(*until_ms);
+        return plain(match l {
+            Locale::Ko => format!("⏭️ {who}: {agent} 사용량 한도 ({when}까지), {next}(으)로 계속"),
+            Locale::En => format!(
+                "⏭️ {who}: {agent} is at its usage limit until {when}; continuing with {next}"
+            ),
+        });
+    }
     if let Some(Note::Paused { resume_at_ms, .. }) = &t.note {
         let stage = t.to.stage().unwrap_or(Stage::Planning);
         let who = sister(stage.actor(), l);

@@ -33,6 +33,8 @@ pub(super) struct Composed {
     pub(super) resumes: Option<String>,
     /// The sprint's notes it is given: those up to this command id (`NewRun::notes_upto`).
     pub(super) notes_upto: Option<i64>,
+    /// The agent of the sister's chain that runs it (a preset or profile name).
+    pub(super) agent: String,
 }
 
 impl Composed {
@@ -54,6 +56,7 @@ impl Composed {
             reviewer: self.reviewer.as_deref(),
             resumes: self.resumes.as_deref(),
             notes_upto: self.notes_upto,
+            agent: Some(&self.agent),
         }
     }
 
@@ -283,12 +286,21 @@ impl Orchestrator {
             reviewer: reviewer.map(|(name, _)| name.to_string()),
             check_result,
         };
-        let mut spec = match reviewer {
-            Some((name, _)) => self.config.agent.reviewer_spec(name)?,
-            None => self.config.agent.spec(actor),
-        };
-        let resumes =
-            super::session::resumable(&runs, sprint.round, actor, reviewer.map(|(n, _)| n), &spec);
+        if let Some((name, _)) = reviewer {
+            self.config.agent.reviewer_spec(name)?;
+        }
+        let now = now_ms();
+        let paused = self.paused_agents(&runs, now).await;
+        let (agent, mut spec) =
+            super::session::agent_for(&self.config, &paused, actor, reviewer.map(|(n, _)| n), now)?;
+        let resumes = super::session::resumable(
+            &runs,
+            sprint.round,
+            actor,
+            reviewer.map(|(n, _)| n),
+            &agent,
+            &spec,
+        );
         if let (Some((_, session)), Some(args)) = (&resumes, &spec.resume_args) {
             spec.args = args
                 .iter()
@@ -324,6 +336,7 @@ impl Orchestrator {
             reviewer: reviewer.map(|(name, _)| name.to_string()),
             resumes: resumes.map(|(run, _)| run),
             notes_upto,
+            agent,
         };
         runs.push(Run::started(&composed.record()));
         composed.runs = runs;

@@ -6,7 +6,7 @@ use tracing::Instrument;
 
 use super::{Finished, Orchestrator, OrchestratorError, now_ms};
 use crate::pipeline::fsm::Note;
-use crate::pipeline::{Answer, Facts, RunResult, apply, event_of};
+use crate::pipeline::{Answer, Event, Facts, RunResult, apply, event_of};
 use crate::sister::{RunOutcome, RunReport, Stop};
 use crate::store::{CommandKind, CommandStatus, Run, RunEnd};
 
@@ -92,6 +92,7 @@ impl Orchestrator {
                 },
                 now_ms(),
             );
+            let event = self.after_pause(event, &mut end, &runs, &done.run_id).await;
             let facts = Facts::of(&sprint.id, false);
             if let Ok(t) = apply(sprint.position(), &event, facts, &self.policy)
                 && let Some(Note::ProtocolViolation { reason }) = &t.note
@@ -130,6 +131,39 @@ impl Orchestrator {
             }
         }
         failed.map_or(Ok(()), Err)
+    }
+}
+
+impl Orchestrator {
+    /// A run paused at its agent's usage limit: that agent is paused until its reset (on
+    /// the run's record), and the next agent of the sister's chain free of its limit takes
+    /// the stage over at once; when none is, the stage waits for the earliest reset.
+    async fn after_pause(
+        &self,
+        event: Event,
+        end: &mut RunEnd,
+        runs: &[Run],
+        run_id: &str,
+    ) -> Event {
+        let Event::Paused { resume_at_ms, .. } = &event else {
+            return event;
+        };
+        end.paused_until = Some(*resume_at_ms);
+        let Some(run) = runs.iter().find(|r| r.run_id == run_id) else {
+            return event;
+        };
+        let Some(agent) = run.agent.as_deref() else {
+            return event;
+        };
+        let chain = self.config.chain(run.actor, run.reviewer.as_deref());
+        let names: Vec<&str> = chain.iter().map(|c| c.name.as_str()).collect();
+        let now = now_ms();
+        let mut paused = self.paused_agents(runs, now).await;
+        if *resume_at_ms > now {
+            let until = paused.entry(agent.to_string()).or_insert(*resume_at_ms);
+            *until = (*until).max(*resume_at_ms);
+        }
+        crate::pipeline::after_pause(event, agent, &names, &paused, now)
     }
 }
 
@@ -179,6 +213,7 @@ fn run_end(run_id: &str, report: &RunReport) -> RunEnd {
         cost_usd: usage.cost_usd,
         ended_at,
         session_id: report.session_id.clone(),
+        paused_until: None,
         check: super::check::record(run_id, report, ended_at),
     }
 }

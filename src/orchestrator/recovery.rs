@@ -67,6 +67,7 @@ impl Orchestrator {
                 cost_usd: None,
                 ended_at: now_ms(),
                 session_id: None,
+                paused_until: None,
                 check: None,
             };
             let Some(sprint) = self.store.sprint(&run.sprint_id).await? else {

@@ -151,6 +151,7 @@ mod tests {
             reviewer,
             resumes: None,
             notes_upto: None,
+            agent: None,
         };
         let mut run = Run::started(&new);
         run.outcome = outcome;

@@ -1,20 +1,61 @@
-//! Which run a retry continues the agent session of (`SPEC.md` §14).
+//! Which agent of its chain runs a sister's stage (a usage limit hands it to the next),
+//! and which run a retry continues the agent session of.
 
-use crate::config::SisterSpec;
+use std::collections::BTreeMap;
+
+use super::Orchestrator;
+use crate::config::{Config, SisterSpec};
 use crate::domain::{Actor, RunOutcome};
 use crate::store::Run;
+
+/// The agent that runs the next run of `actor` (or of one of darang's reviewers), and how:
+/// the first of its chain not known (`paused`) to be at its usage limit now; when every
+/// one is (a person started the stage early), the one whose limit resets first.
+pub(super) fn agent_for(
+    config: &Config,
+    paused: &BTreeMap<String, i64>,
+    actor: Actor,
+    reviewer: Option<&str>,
+    now_ms: i64,
+) -> Option<(String, SisterSpec)> {
+    let chain = config.chain(actor, reviewer);
+    let names: Vec<&str> = chain.iter().map(|c| c.name.as_str()).collect();
+    let pick = crate::pipeline::pick_agent(&names, paused, now_ms);
+    chain
+        .into_iter()
+        .nth(pick.index)
+        .map(|choice| (choice.name, choice.spec))
+}
+
+impl Orchestrator {
+    /// The agents known to be at their usage limit at `now_ms`: from every run on record
+    /// (another sprint's, another host's), and from `runs`, the sprint's own as the loop
+    /// knows them (a pause this commit records is not in the database yet).
+    pub(super) async fn paused_agents(&self, runs: &[Run], now_ms: i64) -> BTreeMap<String, i64> {
+        let stored = self.store.paused_agents(now_ms).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot read which agents are at their usage limit: only this sprint's runs say");
+            Vec::new()
+        });
+        let own = runs
+            .iter()
+            .filter_map(|r| Some((r.agent.as_deref()?, r.paused_until?)));
+        let stored = stored.iter().map(|(agent, at)| (agent.as_str(), *at));
+        crate::pipeline::paused_agents(stored.chain(own), now_ms)
+    }
+}
 
 /// The run whose session the next run of `actor` (or of one of darang's reviewers)
 /// continues, and that session: its last run in this round, when that one stopped without
 /// finishing its work (paused at a usage limit, interrupted, timed out, or its answer
 /// rejected) and its CLI named a session, and the sister's CLI can resume one. A new
-/// round, a handoff to a fresh session, and a resumed run that failed to start all begin
-/// afresh (`SPEC.md` §14).
+/// round, a handoff to a fresh session, a resumed run that failed to start, and another
+/// agent taking over (`agent`: a session is its own CLI's) all begin afresh.
 pub(super) fn resumable(
     runs: &[Run],
     round: u32,
     actor: Actor,
     reviewer: Option<&str>,
+    agent: &str,
     spec: &SisterSpec,
 ) -> Option<(String, String)> {
     spec.resume_args.as_ref()?;
@@ -31,7 +72,8 @@ pub(super) fn resumable(
                 | RunOutcome::BadOutput
         )
     );
-    (last.round == round && unfinished)
+    let same_agent = last.agent.as_deref().is_none_or(|a| a == agent);
+    (last.round == round && unfinished && same_agent)
         .then(|| Some((last.run_id.clone(), last.session_id.clone()?)))
         .flatten()
 }
@@ -64,7 +106,7 @@ mod tests {
         ] {
             let runs = [run(2, 1, outcome, Some("s-1"))];
             assert_eq!(
-                resumable(&runs, 1, Actor::Narang, None, &spec(true)),
+                resumable(&runs, 1, Actor::Narang, None, "x", &spec(true)),
                 Some(("SPRINT-001-R02".to_string(), "s-1".to_string())),
                 "{outcome:?}"
             );
@@ -80,6 +122,7 @@ mod tests {
                 2,
                 Actor::Narang,
                 None,
+                "x",
                 &spec(true)
             ),
             None
@@ -90,6 +133,7 @@ mod tests {
                 1,
                 Actor::Narang,
                 None,
+                "x",
                 &spec(false)
             ),
             None
@@ -100,6 +144,7 @@ mod tests {
                 1,
                 Actor::Darang,
                 None,
+                "x",
                 &spec(true)
             ),
             None
@@ -111,14 +156,33 @@ mod tests {
         ] {
             let runs = [paused.clone(), run(3, 1, outcome, Some("s-2"))];
             assert_eq!(
-                resumable(&runs, 1, Actor::Narang, None, &spec(true)),
+                resumable(&runs, 1, Actor::Narang, None, "x", &spec(true)),
                 None,
                 "{outcome:?}"
             );
         }
+        // Another agent of the chain takes over: a session is its own CLI's.
+        let mut by_claude = paused.clone();
+        by_claude.agent = Some("claude-code".into());
+        let by_claude = [by_claude];
+        assert_eq!(
+            resumable(&by_claude, 1, Actor::Narang, None, "codex", &spec(true)),
+            None
+        );
+        assert!(
+            resumable(
+                &by_claude,
+                1,
+                Actor::Narang,
+                None,
+                "claude-code",
+                &spec(true)
+            )
+            .is_some()
+        );
         let no_session = [run(2, 1, RunOutcome::Interrupted, None)];
         assert_eq!(
-            resumable(&no_session, 1, Actor::Narang, None, &spec(true)),
+            resumable(&no_session, 1, Actor::Narang, None, "x", &spec(true)),
             None
         );
     }

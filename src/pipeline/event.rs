@@ -91,6 +91,14 @@ pub enum Event {
         delay_ms: u64,
         detail: String,
     },
+    /// The running sister's agent hit its usage limit (until `until_ms`, unix ms) and the
+    /// next agent of its chain, `next`, takes the stage over at once, in the same attempt.
+    FellBack {
+        agent: String,
+        until_ms: i64,
+        next: String,
+        detail: String,
+    },
 }
 
 impl Event {
@@ -116,6 +124,7 @@ impl Event {
             Event::Handoff { .. } => "handoff".into(),
             Event::BudgetExceeded { .. } => "budget_exceeded".into(),
             Event::Paused { .. } => "paused".into(),
+            Event::FellBack { next, .. } => format!("fallback:{next}"),
         }
     }
 

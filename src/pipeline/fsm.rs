@@ -351,6 +351,15 @@ pub fn apply(
                 at.state
             )),
         },
+
+        // Another agent takes the stage over at once: same stage, same attempt.
+        Event::FellBack { .. } => match at.state.stage() {
+            Some(_) => to(at, None),
+            None => refuse(format!(
+                "{id} is {}: no sister runs, so no other agent can take over",
+                at.state
+            )),
+        },
     }
 }
 

@@ -12,4 +12,6 @@ pub use crate::domain::FailureKind;
 pub use event::merged_verdict;
 pub use fsm::{Event, Facts, Failure, Position, Refusal, Stage, State, Transition, apply};
 pub use policy::{Backoff, Policy};
-pub use rules::{Answer, Budget, RunResult, event_of, next_run_at};
+pub use rules::{
+    Answer, Budget, Pick, RunResult, after_pause, event_of, next_run_at, paused_agents, pick_agent,
+};

@@ -130,6 +130,93 @@ pub fn next_run_at(
     }
 }
 
+/// Which agent of a sister's chain runs its stage next: the first that
+/// is not known to be at its usage limit at `now_ms`. When every one is, the one whose
+/// limit resets first, and `wait_until` that reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pick {
+    /// Its index in the chain.
+    pub index: usize,
+    /// When every agent is paused: the earliest reset among them (unix ms).
+    pub wait_until: Option<i64>,
+}
+
+/// `chain`: the sister's agents in order; `paused_until`: each agent's known reset.
+pub fn pick_agent(
+    chain: &[&str],
+    paused_until: &std::collections::BTreeMap<String, i64>,
+    now_ms: i64,
+) -> Pick {
+    let until = |name: &str| paused_until.get(name).copied().filter(|&at| at > now_ms);
+    if let Some(index) = chain.iter().position(|name| until(name).is_none()) {
+        return Pick {
+            index,
+            wait_until: None,
+        };
+    }
+    let earliest = chain
+        .iter()
+        .enumerate()
+        .filter_map(|(i, name)| until(name).map(|at| (at, i)))
+        .min();
+    Pick {
+        index: earliest.map_or(0, |(_, i)| i),
+        wait_until: earliest.map(|(at, _)| at),
+    }
+}
+
+/// Each agent's latest known reset still ahead of `now_ms`, from runs that stopped at a
+/// usage limit: `(agent, paused_until)`.
+pub fn paused_agents<'a>(
+    pauses: impl IntoIterator<Item = (&'a str, i64)>,
+    now_ms: i64,
+) -> std::collections::BTreeMap<String, i64> {
+    let mut paused = std::collections::BTreeMap::new();
+    for (agent, until) in pauses.into_iter().filter(|&(_, at)| at > now_ms) {
+        let at = paused.entry(agent.to_string()).or_insert(until);
+        *at = (*at).max(until);
+    }
+    paused
+}
+
+/// A run of `agent` paused at its usage limit, for a sister whose chain is `chain`: the
+/// next agent free of its limit takes over at once (`FellBack`); when none is, the stage
+/// waits for the earliest reset among them (`Paused`). Any other event is as it was.
+/// `paused_until` holds this run's own reset.
+pub fn after_pause(
+    event: Event,
+    agent: &str,
+    chain: &[&str],
+    paused_until: &std::collections::BTreeMap<String, i64>,
+    now_ms: i64,
+) -> Event {
+    let Event::Paused {
+        resume_at_ms,
+        detail,
+        ..
+    } = event
+    else {
+        return event;
+    };
+    let pick = pick_agent(chain, paused_until, now_ms);
+    match (pick.wait_until, chain.get(pick.index)) {
+        (None, Some(next)) if *next != agent => Event::FellBack {
+            agent: agent.to_string(),
+            until_ms: resume_at_ms,
+            next: (*next).to_string(),
+            detail,
+        },
+        (wait, _) => {
+            let at = wait.unwrap_or(resume_at_ms).max(now_ms);
+            Event::Paused {
+                resume_at_ms: at,
+                delay_ms: u64::try_from(at - now_ms).unwrap_or(0),
+                detail,
+            }
+        }
+    }
+}
+
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
@@ -236,6 +323,92 @@ mod tests {
             } => assert_eq!((resume_at_ms, delay_ms), (1_000, 0)),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn the_first_agent_free_of_its_limit_runs_else_the_earliest_reset_waits() {
+        let chain = ["claude-code", "codex", "openclaw"];
+        let paused = |pairs: &[(&str, i64)]| paused_agents(pairs.iter().copied(), 1_000);
+        let free = |index| Pick {
+            index,
+            wait_until: None,
+        };
+        assert_eq!(pick_agent(&chain, &paused(&[]), 1_000), free(0));
+        assert_eq!(
+            pick_agent(&chain, &paused(&[("claude-code", 9_000)]), 1_000),
+            free(1)
+        );
+        // A reset that has passed frees its agent again.
+        assert_eq!(
+            pick_agent(&chain, &paused(&[("claude-code", 900)]), 1_000),
+            free(0)
+        );
+        let all = paused(&[
+            ("claude-code", 9_000),
+            ("codex", 5_000),
+            ("openclaw", 7_000),
+        ]);
+        assert_eq!(
+            pick_agent(&chain, &all, 1_000),
+            Pick {
+                index: 1,
+                wait_until: Some(5_000)
+            }
+        );
+        // The latest reset an agent reported is the one that counts.
+        assert_eq!(
+            paused(&[("codex", 3_000), ("codex", 8_000), ("codex", 500)]).get("codex"),
+            Some(&8_000)
+        );
+    }
+
+    #[test]
+    fn a_pause_falls_back_to_the_next_free_agent_else_waits_for_the_earliest_reset() {
+        let chain = ["claude-code", "codex"];
+        let paused = |pairs: &[(&str, i64)]| paused_agents(pairs.iter().copied(), 1_000);
+        let pause = Event::Paused {
+            resume_at_ms: 9_000,
+            delay_ms: 8_000,
+            detail: "limit".into(),
+        };
+        assert_eq!(
+            after_pause(
+                pause.clone(),
+                "claude-code",
+                &chain,
+                &paused(&[("claude-code", 9_000)]),
+                1_000
+            ),
+            Event::FellBack {
+                agent: "claude-code".into(),
+                until_ms: 9_000,
+                next: "codex".into(),
+                detail: "limit".into(),
+            }
+        );
+        let both = paused(&[("claude-code", 9_000), ("codex", 4_000)]);
+        assert!(matches!(
+            after_pause(pause.clone(), "codex", &chain, &both, 1_000),
+            Event::Paused {
+                resume_at_ms: 4_000,
+                delay_ms: 3_000,
+                ..
+            }
+        ));
+        // Alone in its chain, a pause is the agent's own.
+        assert!(matches!(
+            after_pause(
+                pause,
+                "claude-code",
+                &chain[..1],
+                &paused(&[("claude-code", 9_000)]),
+                1_000
+            ),
+            Event::Paused {
+                resume_at_ms: 9_000,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -315,8 +315,13 @@ fn print_run(r: &Run) {
         .resumes
         .as_deref()
         .map_or(String::new(), |from| format!(", resumes {from}'s session"));
+    // Which agent ran it: a usage limit may have handed the stage to another.
+    let agent = r
+        .agent
+        .as_deref()
+        .map_or(String::new(), |a| format!("agent {}, ", escape_controls(a)));
     outln!(
-        "  {:<16} {:<7} round {} attempt {}  {:<18} {:<8} {parent} (document {document}{resumed})",
+        "  {:<16} {:<7} round {} attempt {}  {:<18} {:<8} {parent} ({agent}document {document}{resumed})",
         r.run_id,
         who,
         r.round,

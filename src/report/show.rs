@@ -85,6 +85,18 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
                 }))
                 .collect::<Vec<_>>(),
             "spend": { "total": usage.total, "by_sister": by_sister },
+            "runs": e.runs
+                .iter()
+                .map(|r| json!({
+                    "run": r.run_id,
+                    "sister": r.actor,
+                    "reviewer": r.reviewer,
+                    "agent": r.agent,
+                    "round": r.round,
+                    "attempt": r.attempt,
+                    "outcome": r.outcome,
+                }))
+                .collect::<Vec<_>>(),
         }));
     }
     outln!("{} · {}", sprint.id, escape_controls(&sprint.goal));
@@ -175,6 +187,19 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
                 escape_controls(&said)
             );
         }
+    }
+    // Which agent ran each run: a usage limit may have handed a stage to another.
+    outln!("\nRuns:");
+    for r in &e.runs {
+        outln!(
+            "  {:<16} {:<7} {:<14} round {} attempt {}  {}",
+            r.run_id,
+            r.actor.as_str(),
+            escape_controls(r.agent.as_deref().unwrap_or("-")),
+            r.round,
+            r.attempt,
+            r.outcome.map_or("running", |o| o.as_str())
+        );
     }
     outln!("\nTime and spend:");
     for (sister, ms) in &time {

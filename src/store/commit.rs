@@ -88,6 +88,8 @@ pub struct RunEnd {
     pub ended_at: i64,
     /// The agent's session, as its envelope named it.
     pub session_id: Option<String>,
+    /// With outcome `paused`: until when (unix ms) its agent is at its usage limit.
+    pub paused_until: Option<i64>,
     /// The project's check that ran after it, recorded with its end (`run_id` is this
     /// run's).
     pub check: Option<CheckRecord>,
@@ -113,6 +115,8 @@ pub struct NewRun<'a> {
     pub reviewer: Option<&'a str>,
     /// The run whose session it continues (`SPEC.md` §14), when it does.
     pub resumes: Option<&'a str>,
+    /// The agent that runs it: a preset or `[agent.profiles.NAME]` name.
+    pub agent: Option<&'a str>,
     /// The sprint's notes given to it (`SPEC.md` §17): those not given to a run yet, up to
     /// this command id. They are marked as given in the run's own write.
     pub notes_upto: Option<i64>,

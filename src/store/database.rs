@@ -97,6 +97,9 @@ pub trait Database: Send + Sync + std::fmt::Debug {
     async fn end_run(&self, run: &RunEnd) -> Result<()>;
     async fn runs(&self, sprint_id: &str) -> Result<Vec<Run>>;
     async fn runs_in_flight(&self) -> Result<Vec<Run>>;
+    /// Each agent still at its usage limit at `now_ms`, whatever sprint found it out: its
+    /// latest reset (unix ms).
+    async fn paused_agents(&self, now_ms: i64) -> Result<Vec<(String, i64)>>;
     /// The project's checks of a sprint's runs, oldest first.
     async fn checks(&self, sprint_id: &str) -> Result<Vec<CheckRecord>>;
     async fn usage(&self, sprint_id: &str) -> Result<Usage>;

@@ -328,6 +328,12 @@ impl Store {
         self.db.runs(sprint_id).await
     }
 
+    /// Each agent a run found at its usage limit and whose reset is still ahead of
+    /// `now_ms` (any sprint's, any host's): `(agent, paused until)`.
+    pub async fn paused_agents(&self, now_ms: i64) -> Result<Vec<(String, i64)>> {
+        self.db.paused_agents(now_ms).await
+    }
+
     /// The project's checks of a sprint's runs, oldest first (SPEC §12).
     pub async fn checks(&self, sprint_id: &str) -> Result<Vec<CheckRecord>> {
         self.db.checks(sprint_id).await

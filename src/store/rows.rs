@@ -307,6 +307,13 @@ pub struct Run {
     /// The run whose session this one continued (`resume_args`), when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resumes: Option<String>,
+    /// The agent that ran it (a preset or profile name); `null` for runs recorded before
+    /// hanarang named them.
+    pub agent: Option<String>,
+    /// A run that stopped at its agent's usage limit: until when (unix ms) that agent is
+    /// paused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_until: Option<i64>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -339,6 +346,8 @@ pub(super) struct RunRaw {
     reviewer: Option<String>,
     session_id: Option<String>,
     resumes: Option<String>,
+    agent: Option<String>,
+    paused_until: Option<i64>,
 }
 
 #[cfg(test)]
@@ -367,6 +376,7 @@ impl Run {
             reviewer,
             resumes: None,
             notes_upto: None,
+            agent: None,
         })
     }
 }
@@ -404,6 +414,8 @@ impl Run {
             cost_usd: None,
             session_id: None,
             resumes: new.resumes.map(str::to_string),
+            agent: new.agent.map(str::to_string),
+            paused_until: None,
         }
     }
 
@@ -423,6 +435,7 @@ impl Run {
         self.output_tokens = end.output_tokens;
         self.cost_usd = end.cost_usd;
         self.session_id.clone_from(&end.session_id);
+        self.paused_until = end.paused_until;
     }
 }
 
@@ -482,6 +495,8 @@ impl TryFrom<RunRaw> for Run {
             cost_usd: r.cost_usd,
             session_id: r.session_id,
             resumes: r.resumes,
+            agent: r.agent,
+            paused_until: r.paused_until,
             run_id: r.id,
         })
     }

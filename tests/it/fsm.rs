@@ -163,6 +163,16 @@ fn columns() -> Vec<(&'static str, Event, Facts<'static>)> {
             facts(true),
         ),
         (
+            "fallback",
+            Event::FellBack {
+                agent: "claude-code".into(),
+                until_ms: 1_800_000_000_000,
+                next: "codex".into(),
+                detail: "usage limit".into(),
+            },
+            facts(true),
+        ),
+        (
             "n:ID unchanged",
             reported(Actor::Narang, Verdict::ImplDone),
             Facts {
@@ -184,12 +194,12 @@ fn columns() -> Vec<(&'static str, Event, Facts<'static>)> {
 /// Every state × every event. `-` is a refusal; `X!` means "to X as a protocol
 /// violation"; `X+` means "the same stage again as a retry (attempt + 1)".
 const TABLE: &[(State, &[&str])] = &[
-    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget paused  n:ID(same head) d:RC(same)
+    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget paused fallback n:ID(same head) d:RC(same)
     (
         State::Queued,
         &[
             "planning", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "aborted", "-", "-", "-", "-", "-", "-",
+            "aborted", "-", "-", "-", "-", "-", "-", "-",
         ],
     ),
     (
@@ -214,6 +224,7 @@ const TABLE: &[(State, &[&str])] = &[
             "planning",
             "-",
             "escalated",
+            "planning",
             "planning",
             "aborted!",
             "aborted!",
@@ -242,6 +253,7 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "escalated",
             "implementing",
+            "implementing",
             "escalated",
             "aborted!",
         ],
@@ -269,6 +281,7 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "escalated",
             "reviewing",
+            "reviewing",
             "aborted!",
             "escalated",
         ],
@@ -292,6 +305,7 @@ const TABLE: &[(State, &[&str])] = &[
             "implementing",
             "-",
             "aborted",
+            "-",
             "-",
             "-",
             "-",
@@ -323,6 +337,7 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "escalated",
             "deploying",
+            "deploying",
             "aborted!",
             "aborted!",
         ],
@@ -331,7 +346,7 @@ const TABLE: &[(State, &[&str])] = &[
         State::Deployed,
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-", "-", "-", "-",
+            "-", "-", "-", "-", "-", "-",
         ],
     ),
     (
@@ -359,13 +374,14 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "-",
+            "-",
         ],
     ),
     (
         State::Aborted,
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-", "-", "-", "-",
+            "-", "-", "-", "-", "-", "-",
         ],
     ),
 ];

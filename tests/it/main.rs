@@ -18,6 +18,7 @@ mod discord;
 mod docs;
 mod doctor;
 mod fake_discord;
+mod fallback;
 mod fence;
 mod first_contact;
 mod fsm;

@@ -60,6 +60,24 @@ fn cli_path(name: &str) -> String {
         .unwrap_or_else(|| panic!("scripts/agent-clis.sh installs no {name}"))
 }
 
+/// Codex's own config in `codex_home` (a provider at the fake model), and the
+/// environment that points Codex there.
+fn codex_env(codex_home: &std::path::Path, model: &FakeModel) -> Vec<(String, String)> {
+    std::fs::create_dir_all(codex_home).expect("codex home");
+    std::fs::write(
+        codex_home.join("config.toml"),
+        format!(
+            "model_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"FAKE_MODEL_KEY\"\n",
+            model.base_url()
+        ),
+    )
+    .expect("codex config");
+    vec![
+        ("CODEX_HOME".to_string(), codex_home.display().to_string()),
+        ("FAKE_MODEL_KEY".to_string(), KEY.to_string()),
+    ]
+}
+
 fn running_as_root() -> bool {
     std::process::Command::new("id")
         .arg("-u")
@@ -168,20 +186,7 @@ impl Bench {
                 .expect("openclaw config");
                 env.push(("FAKE_MODEL_KEY".to_string(), KEY.to_string()));
             }
-            _ => {
-                let codex_home = dir.path().join("codex-home");
-                std::fs::create_dir_all(&codex_home).expect("codex home");
-                std::fs::write(
-                    codex_home.join("config.toml"),
-                    format!(
-                        "model_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"FAKE_MODEL_KEY\"\n",
-                        model.base_url()
-                    ),
-                )
-                .expect("codex config");
-                env.push(("CODEX_HOME".to_string(), codex_home.display().to_string()));
-                env.push(("FAKE_MODEL_KEY".to_string(), KEY.to_string()));
-            }
+            _ => env.extend(codex_env(&dir.path().join("codex-home"), model)),
         }
         Bench {
             dir,
@@ -189,6 +194,19 @@ impl Bench {
             workdir,
             env,
         }
+    }
+
+    /// Codex too, for a chain that falls back to it: on PATH, pointed at the fake model,
+    /// its state in `~/.codex` as its preset expects.
+    fn with_codex(mut self, model: &FakeModel) -> Bench {
+        let home = self.dir.path().join("home");
+        for (key, value) in &mut self.env {
+            if key == "PATH" {
+                *value = format!("{}:{value}", cli_path("codex"));
+            }
+        }
+        self.env.extend(codex_env(&home.join(".codex"), model));
+        self
     }
 
     fn command(&self, args: &[&str]) -> Command {
@@ -507,6 +525,65 @@ async fn openclaw_preset_delivers_a_sprint_from_its_final_text() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openclaw_usage_limit_pauses_the_stage_until_resumed() {
     usage_limit_pauses_until_resumed("openclaw", "openclaw").await;
+}
+
+/// Claude Code at its usage limit (the fake model answers with the limit text Claude Code
+/// really gets) hands the implementer's stage to Codex at once, in the same attempt; Codex
+/// delivers it, and the console and `sprint log` name both agents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_at_its_usage_limit_falls_back_to_codex() {
+    let model = FakeModel::start().await;
+    model.limit("narang", 1);
+    let bench =
+        Bench::with("claude-code", "fallback = [\"codex\"]\n", "claude", &model).with_codex(&model);
+    let out = bench
+        .hanarang(&["run", "add a greeting file", "--auto-approve"])
+        .await;
+    run_ok(&out);
+    let log = bench.assert_delivered("SPRINT-001", &model).await;
+    let narang: Vec<(&Value, &Value, &Value)> = log["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter(|r| r["actor"] == "narang")
+        .map(|r| (&r["agent"], &r["outcome"], &r["attempt"]))
+        .collect();
+    assert_eq!(
+        narang,
+        [
+            (
+                &Value::from("claude-code"),
+                &Value::from("paused"),
+                &Value::from(1)
+            ),
+            (
+                &Value::from("codex"),
+                &Value::from("handoff"),
+                &Value::from(1)
+            ),
+        ],
+        "{log:#}"
+    );
+    let console = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        console.contains("⏭️ Narang: Claude Code is at its usage limit until")
+            && console.contains("; continuing with Codex"),
+        "run said so: {console}"
+    );
+    let text = bench.hanarang(&["sprint", "log", "SPRINT-001"]).await;
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("agent claude-code") && text.contains("agent codex"),
+        "{text}"
+    );
+    // Codex spoke the Responses API: the stage really went to it.
+    assert!(
+        model
+            .requests()
+            .iter()
+            .any(|r| r.actor.as_deref() == Some("narang") && r.path.ends_with("/responses")),
+        "Codex took the stage over"
+    );
 }
 
 /// What a retry costs after narang's answer was rejected: Claude Code continuing the

@@ -291,6 +291,16 @@ impl Database for Db {
         raws.into_iter().map(Run::try_from).collect()
     }
 
+    async fn paused_agents(&self, now_ms: i64) -> Result<Vec<(String, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT agent, MAX(paused_until) FROM runs
+             WHERE paused_until > $1 AND agent IS NOT NULL GROUP BY agent",
+        )
+        .bind(now_ms)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     async fn checks(&self, sprint_id: &str) -> Result<Vec<CheckRecord>> {
         self.read_checks(sprint_id).await
     }

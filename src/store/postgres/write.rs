@@ -17,16 +17,16 @@ type Query<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArgume
 const LOG_LOCK: i64 = 0x6861_6e61_726c_6f67; // "hanarlog"
 
 /// A run's start (`Store::start_run`); bound by `bind_new_run`.
-const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer, resumes)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
+const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer, resumes, agent)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
 
 /// How a run ended; bound by `bind_run_end`. A run already ended (recorded `interrupted`
 /// by the host that took its sprint over) keeps its end.
 const END_RUN: &str = "
     UPDATE runs SET outcome = $1, detail = $2, rejection = $3, exit_code = $4, signal = $5, duration_ms = $6,
         stdout_tail = $7, stderr_tail = $8, message_json = $9, input_tokens = $10, output_tokens = $11,
-        cost_usd = $12, ended_at = $13, session_id = $14
-    WHERE id = $15 AND outcome IS NULL";
+        cost_usd = $12, ended_at = $13, session_id = $14, paused_until = $15
+    WHERE id = $16 AND outcome IS NULL";
 
 impl Db {
     /// The sprint's base, once: a base already recorded stays.
@@ -269,7 +269,8 @@ fn bind_new_run<'q>(query: Query<'q>, new: &NewRun<'q>) -> Result<Query<'q>> {
         .bind(new.git_head)
         .bind(new.started_at)
         .bind(new.reviewer)
-        .bind(new.resumes))
+        .bind(new.resumes)
+        .bind(new.agent))
 }
 
 /// Binds a run's end, in `END_RUN`'s order.
@@ -295,5 +296,6 @@ fn bind_run_end<'q>(query: Query<'q>, run: &'q RunEnd) -> Result<Query<'q>> {
         .bind(run.cost_usd)
         .bind(run.ended_at)
         .bind(&run.session_id)
+        .bind(run.paused_until)
         .bind(&run.run_id))
 }

@@ -12,14 +12,14 @@ use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, StoreError, Tr
 type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, SqliteArguments>;
 
 /// A run's start; bound by `bind_new_run`.
-const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer, resumes)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer, resumes, agent)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// How a run ended; bound by `bind_run_end`. A run already ended (recorded `interrupted`
 /// at a restart) keeps its end.
 const END_RUN: &str = "UPDATE runs SET outcome = ?, detail = ?, rejection = ?, exit_code = ?, signal = ?, duration_ms = ?,
         stdout_tail = ?, stderr_tail = ?, message_json = ?, input_tokens = ?, output_tokens = ?,
-        cost_usd = ?, ended_at = ?, session_id = ?
+        cost_usd = ?, ended_at = ?, session_id = ?, paused_until = ?
      WHERE id = ? AND outcome IS NULL";
 
 /// A transition's commit, in one round trip to SQLite's thread: the sprint (the run's
@@ -41,13 +41,13 @@ const COMMIT_BATCH: &str = "BEGIN IMMEDIATE;
      RETURNING 'transition' AS written, global_seq AS n;
      UPDATE runs SET outcome = ?, detail = ?, rejection = ?, exit_code = ?, signal = ?, duration_ms = ?,
          stdout_tail = ?, stderr_tail = ?, message_json = ?, input_tokens = ?, output_tokens = ?,
-         cost_usd = ?, ended_at = ?, session_id = ?
+         cost_usd = ?, ended_at = ?, session_id = ?, paused_until = ?
      WHERE id = ? AND outcome IS NULL;
      INSERT INTO checks (sprint_id, run_id, command, head, exit_code, duration_ms, output_tail, at)
      SELECT sprint_id, id, ?, ?, ?, ?, ?, ? FROM runs WHERE id = ? AND changes() = 1;
      UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending';
-     INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer, resumes)
-     SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE ?;
+     INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer, resumes, agent)
+     SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE ?;
      UPDATE commands SET delivered_run = ?
      WHERE sprint_id = ? AND kind = 'note' AND delivered_run IS NULL AND status <> 'refused' AND id <= ?;
      COMMIT;";
@@ -57,9 +57,9 @@ const DELIVER_NOTES: &str = "UPDATE commands SET delivered_run = ?
      WHERE sprint_id = ? AND kind = 'note' AND delivered_run IS NULL AND status <> 'refused' AND id <= ?";
 
 /// How many parameters the run's end, the command's answer and the next run take.
-const END_RUN_PARAMETERS: usize = 15;
+const END_RUN_PARAMETERS: usize = 16;
 const RESOLVE_COMMAND_PARAMETERS: usize = 4;
-const INSERT_RUN_PARAMETERS: usize = 14;
+const INSERT_RUN_PARAMETERS: usize = 15;
 
 /// A cursor's move at `synchronous = NORMAL`: no fsync of its own (one lost in a power cut
 /// only has its lines sent again, and the next commit at FULL makes it durable: the log
@@ -293,7 +293,8 @@ fn bind_new_run<'q>(query: Query<'q>, new: &NewRun<'q>) -> Result<Query<'q>> {
         .bind(new.git_head)
         .bind(new.started_at)
         .bind(new.reviewer)
-        .bind(new.resumes))
+        .bind(new.resumes)
+        .bind(new.agent))
 }
 
 /// Binds `DELIVER_NOTES`' parameters for a new run (with no notes, it touches no row).
@@ -327,5 +328,6 @@ fn bind_run_end<'q>(query: Query<'q>, run: &'q RunEnd) -> Result<Query<'q>> {
         .bind(run.cost_usd)
         .bind(run.ended_at)
         .bind(&run.session_id)
+        .bind(run.paused_until)
         .bind(&run.run_id))
 }

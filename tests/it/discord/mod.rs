@@ -182,6 +182,7 @@ fn no_mentions() -> Value {
 }
 
 mod evidence;
+mod fallback;
 mod notes;
 mod token;
 

@@ -27,6 +27,7 @@ fn end(run_id: &str, outcome: RunOutcome, check: Option<CheckRecord>) -> RunEnd 
         cost_usd: None,
         ended_at: 8,
         session_id: None,
+        paused_until: None,
         check,
     }
 }

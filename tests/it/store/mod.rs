@@ -191,6 +191,7 @@ async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds(engine) {
         cost_usd: Some(0.5),
         ended_at: 8,
         session_id: Some("5f1c-session".into()),
+        paused_until: None,
         check: None,
     };
     let ready = Event::Reported {

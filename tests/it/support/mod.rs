@@ -276,6 +276,7 @@ pub fn planner_run<'a>(sprint_id: &'a str, handoff: &'a HandoffDocument) -> NewR
         reviewer: None,
         resumes: None,
         notes_upto: None,
+        agent: None,
     }
 }
 
