@@ -23,14 +23,17 @@ pub enum Action {
     Abort,
     /// Hand the running stage to a fresh session now.
     Handoff,
+    /// Resume an escalated sprint, or a stage waiting (a pause, a retry's backoff), now.
+    Resume,
 }
 
 impl Action {
-    const ALL: [Action; 4] = [
+    const ALL: [Action; 5] = [
         Action::Approve,
         Action::Changes,
         Action::Abort,
         Action::Handoff,
+        Action::Resume,
     ];
 
     /// Its word in a `custom_id`.
@@ -40,6 +43,7 @@ impl Action {
             Action::Changes => "changes",
             Action::Abort => "abort",
             Action::Handoff => "handoff",
+            Action::Resume => "resume",
         }
     }
 
@@ -50,6 +54,7 @@ impl Action {
             Action::Changes => CommandKind::RequestChanges,
             Action::Abort => CommandKind::Abort,
             Action::Handoff => CommandKind::Handoff,
+            Action::Resume => CommandKind::Resume,
         }
     }
 
@@ -63,6 +68,8 @@ impl Action {
             (Action::Abort, Locale::En) => "Abort",
             (Action::Handoff, Locale::Ko) => "지금 핸드오프",
             (Action::Handoff, Locale::En) => "Hand off now",
+            (Action::Resume, Locale::Ko) => "지금 재개",
+            (Action::Resume, Locale::En) => "Resume now",
         }
     }
 
@@ -71,7 +78,7 @@ impl Action {
             Action::Approve => serenity::ButtonStyle::Success,
             Action::Changes => serenity::ButtonStyle::Primary,
             Action::Abort => serenity::ButtonStyle::Danger,
-            Action::Handoff => serenity::ButtonStyle::Secondary,
+            Action::Handoff | Action::Resume => serenity::ButtonStyle::Secondary,
         }
     }
 }
@@ -164,7 +171,17 @@ pub fn decision_buttons(
 /// The button a note's acknowledgement offers while a sister runs: hand the stage to a
 /// fresh session now, which is given the note.
 pub fn handoff_button(sprint_id: &str, seq: i64, locale: Locale) -> Vec<CreateActionRow> {
-    let id = ButtonId::new(Action::Handoff, sprint_id, seq);
+    one_button(Action::Handoff, sprint_id, seq, locale)
+}
+
+/// The button a note's acknowledgement offers while the sprint waits (escalated, or its
+/// stage paused until a reset): go on now, and the next run is given the note.
+pub fn resume_button(sprint_id: &str, seq: i64, locale: Locale) -> Vec<CreateActionRow> {
+    one_button(Action::Resume, sprint_id, seq, locale)
+}
+
+fn one_button(action: Action, sprint_id: &str, seq: i64, locale: Locale) -> Vec<CreateActionRow> {
+    let id = ButtonId::new(action, sprint_id, seq);
     vec![CreateActionRow::Buttons(vec![id.button(locale)])]
 }
 
@@ -196,6 +213,10 @@ mod tests {
             (
                 "hanarang:handoff:SPRINT-007:3",
                 id(Action::Handoff, Some(3), None),
+            ),
+            (
+                "hanarang:resume:SPRINT-007:9",
+                id(Action::Resume, Some(9), None),
             ),
         ] {
             assert_eq!(ButtonId::parse(text), Some(parsed.clone()), "{text}");

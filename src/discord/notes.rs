@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use poise::serenity_prelude as serenity;
 use serenity::{CreateAllowedMentions, CreateMessage, MessageType, ReactionType};
 
-use super::buttons::{decision_buttons, handoff_button};
+use super::buttons::{decision_buttons, handoff_button, resume_button};
 use super::checks::may_note;
 use super::render::{MAX_CONTENT, cut};
 use super::{Data, Error};
@@ -139,6 +139,33 @@ pub async fn on_message(
             ),
         };
         let button = handoff_button(&sprint.id, sprint.last_seq, locale);
+        return answer(ctx, msg, &text, button).await;
+    }
+    // Waiting for a person, or for an agent's reset: the note goes with the next run,
+    // and the answer offers to go on now.
+    let waits_until = sprint
+        .next_run_at
+        .filter(|&at| at > crate::clock::now_ms() && sprint.state.stage().is_some());
+    if sprint.state == State::Escalated || waits_until.is_some() {
+        let text = match (locale, sprint.state == State::Escalated) {
+            (Locale::Ko, true) => format!(
+                "📝 메모를 남겼어요. {}는 확인을 기다려요: 재개하면 다음 실행이 이 메모를 받아요",
+                sprint.id
+            ),
+            (Locale::En, true) => format!(
+                "📝 Noted. {} waits for a person: resume it, and its next run is given this note",
+                sprint.id
+            ),
+            (Locale::Ko, false) => format!(
+                "📝 메모를 남겼어요. {}의 다음 실행은 기다리는 중이에요: 지금 재개하면 이 메모를 받아요",
+                sprint.id
+            ),
+            (Locale::En, false) => format!(
+                "📝 Noted. {}'s next run is waiting; resume now, and it is given this note",
+                sprint.id
+            ),
+        };
+        let button = resume_button(&sprint.id, sprint.last_seq, locale);
         return answer(ctx, msg, &text, button).await;
     }
     Ok(())

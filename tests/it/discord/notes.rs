@@ -250,3 +250,49 @@ async fn a_note_from_the_command_line_reaches_the_next_run() {
     bot.stop().await;
     p.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_note_to_an_escalated_sprint_offers_to_resume_and_goes_with_the_next_run() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let p = pipeline(
+        Setup {
+            narang: "fail-first 3",
+            ..Setup::default()
+        },
+        &fake,
+    )
+    .await;
+    let bot = Bot::start(&p, &fake).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Escalated).await;
+    let thread = thread(&fake).await;
+    let note = fake.user_message(thread, USER, &[], "the test needs a TTY; use --no-tty");
+    wait_reaction(&fake, note, NOTED).await;
+    let offer = answer_to(&fake, thread, note).await;
+    let resume = offer.custom_ids()[0].clone();
+    assert!(
+        resume.starts_with("hanarang:resume:SPRINT-001:"),
+        "{resume}"
+    );
+    // Only who may steer may resume.
+    let refused = fake.button(STRANGER, &[], &resume, offer.id, thread);
+    let said = fake.wait_for_responses(refused.id, 1, PATIENCE).await;
+    assert!(said[0].is_ephemeral());
+    assert_eq!(
+        p.store.sprint(&s.id).await.unwrap().unwrap().state,
+        State::Escalated
+    );
+    let click = fake.button(USER, &[], &resume, offer.id, thread);
+    fake.wait_for_responses(click.id, 2, PATIENCE).await;
+    p.wait_for(&s.id, State::Done).await;
+    let runs = p.runs(&s.id).await;
+    let fixed = runs.iter().rfind(|r| r.actor == Actor::Narang).unwrap();
+    let contract = p.files.contract_of(&fixed.run_id);
+    assert_eq!(
+        contract["notes"][0]["text"],
+        json!("the test needs a TTY; use --no-tty")
+    );
+    wait_reaction(&fake, note, GIVEN).await;
+    bot.stop().await;
+    p.stop().await;
+}
