@@ -1,4 +1,4 @@
-//! Several hosts on one PostgreSQL database (SPEC §9), measured: `cargo bench --bench
+//! Several hosts on one PostgreSQL database, measured: `cargo bench --bench
 //! hosts`. 30 projects, sisters that each take 1 s, every host serving every project with
 //! `[host] max_sisters = 4`. For 1, 2 and 3 hosts (real `hanarang serve` processes on the
 //! server `HANARANG_TEST_POSTGRES` names, by default the machine's own): sprints delivered

@@ -1,4 +1,4 @@
-//! Parallel reviewers (SPEC §10), measured: `cargo bench --bench reviewers`. A review
+//! Parallel reviewers, measured: `cargo bench --bench reviewers`. A review
 //! round costs about what its slowest reviewer takes, not the sum: sprints whose reviewers
 //! each take `T` (the scripted fixture sister, `sleep-then T`), reviewed by darang alone
 //! and then by two reviewers at once. The round's cost is the time from the transition

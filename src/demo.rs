@@ -2,7 +2,7 @@
 //! sisters are this same binary (`hanarang simulate-sister`), answering as a planner, an
 //! implementer, two reviewers reviewing at once (a static review that asks for one round
 //! of changes, a runtime review that approves), and a deployer would. The project has a
-//! recipe (`SPEC.md` §12) and the sisters honour it: the plan is written in `plan_dir`
+//! recipe and the sisters honour it: the plan is written in `plan_dir`
 //! with a checklist, the reviewers report on every item, and the check
 //! (`hanarang simulate-check`) passes.
 
@@ -41,7 +41,7 @@ pub fn config(dir: &Path) -> std::io::Result<Config> {
     project.deploy =
         Some("Copy dist/demo to the demo host, then open /health: it must say ok.".into());
     config.projects.insert(PROJECT.into(), project);
-    // The design's parallel reviewers (`SPEC.md` §10).
+    // The design's parallel reviewers.
     for reviewer in ["static", "runtime"] {
         config
             .agent

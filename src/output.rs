@@ -123,7 +123,7 @@ fn escaped(c: char) -> bool {
         || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
 }
 
-/// The process exit codes of `SPEC.md` §6.
+/// The process exit codes (docs/cli.md, Exit codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
     Success = 0,

@@ -4,7 +4,7 @@
 //! so an inline JSON argument (a schema handed to an agent CLI) passes through untouched.
 //! Values are substituted as whole strings: never split, never seen by a shell.
 
-/// Placeholders an agent argument may use (`SPEC.md` §3).
+/// Placeholders an agent argument may use.
 pub const SPAWN: &[&str] = &[
     "role",
     "contract",

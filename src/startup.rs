@@ -19,7 +19,7 @@ pub async fn open_store(config: &Config) -> Result<Store, Exit> {
 }
 
 pub async fn start_orchestrator(config: Arc<Config>, store: Store) -> Result<Orchestrator, Exit> {
-    // Said once, before any sister starts (`SPEC.md` §15).
+    // Said once, before any sister starts.
     let required = config.agent.confine == crate::config::Confine::Required;
     match crate::sister::fence::confinement(required) {
         Confinement::Fenced(_) => {}

@@ -1,4 +1,4 @@
-//! The command line (`SPEC.md` §6): clap definitions and the dispatch to the commands,
+//! The command line: clap definitions and the dispatch to the commands,
 //! one file per group: `run` and `demo` in the foreground (`run.rs`), the `sprint`
 //! subcommands (`sprint.rs`), and the tools that need no database (`tools.rs`: `schema`,
 //! `validate`, `config check`). Start-up wiring is `crate::startup`; the exit codes and

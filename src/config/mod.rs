@@ -1,4 +1,4 @@
-//! Typed configuration (`SPEC.md` §7), loaded from TOML.
+//! Typed configuration, loaded from TOML.
 //!
 //! Loading reports *every* problem with its key path (`agent.narang.timeout: invalid
 //! duration "2 hours"`), not just the first, and touches nothing: no database, no
@@ -58,7 +58,7 @@ pub struct Config {
     /// The presets named in `[agent]` and its tables, as expanded (`config::preset`).
     #[serde(skip)]
     pub presets: preset::Presets,
-    /// The file it was read from (kept from sisters, `SPEC.md` §15).
+    /// The file it was read from (kept from sisters).
     #[serde(skip)]
     pub source: Option<PathBuf>,
 }

@@ -196,7 +196,7 @@ pub fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
-/// What of a PostgreSQL database a sister must not reach (`SPEC.md` §15), as hanarang
+/// What of a PostgreSQL database a sister must not reach, as hanarang
 /// itself finds it (sqlx reads the URL, then `PG*` variables, then the password file).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PostgresReach {

@@ -1,4 +1,4 @@
-//! `[projects.NAME]`: the workdir and the project's recipe (SPEC §12): its branches, where
+//! `[projects.NAME]`: the workdir and the project's recipe: its branches, where
 //! the plan goes, its own check, the texts its sisters are given. Checked here too.
 
 use super::*;
@@ -115,7 +115,7 @@ pub(super) fn default_check_timeout() -> Dur {
     Dur(Duration::from_secs(30 * 60))
 }
 
-/// What is wrong with a project's recipe keys (SPEC §12), as (key, reason); `own` are
+/// What is wrong with a project's recipe keys, as (key, reason); `own` are
 /// hanarang's files, which a recipe file must not be; `workdirs` every project's.
 pub(super) fn project_recipe(
     project: &ProjectConfig,

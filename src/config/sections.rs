@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// This orchestrator host among several on one PostgreSQL database (SPEC §9).
+/// This orchestrator host among several on one PostgreSQL database.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostConfig {
@@ -246,7 +246,7 @@ pub struct DiscordConfig {
     pub approver_user_ids: Vec<Snowflake>,
     #[serde(default)]
     pub approver_role_ids: Vec<Snowflake>,
-    /// Who may start sprints from Discord without steering them (SPEC §11).
+    /// Who may start sprints from Discord without steering them.
     #[serde(default)]
     pub starter_user_ids: Vec<Snowflake>,
     #[serde(default)]

@@ -1,4 +1,4 @@
-//! Who may do what from Discord (SPEC §8, §11): the configured user, the approver users
+//! Who may do what from Discord: the configured user, the approver users
 //! and members holding an approver role steer sprints; they and the starters may start
 //! one; with `approval = "not-starter"` a sprint's starter may not approve its deploy.
 //! Checked in code on every command and click; Discord-side permissions are not trusted.
@@ -23,7 +23,7 @@ pub fn may_start(discord: &DiscordConfig, user_id: u64, role_ids: &[u64]) -> boo
             .any(|r| discord.starter_role_ids.iter().any(|s| s.0 == *r))
 }
 
-/// Whether this member's reply in a sprint's thread is a note for it (`SPEC.md` §17):
+/// Whether this member's reply in a sprint's thread is a note for it:
 /// whoever may steer, and the one who started it.
 pub fn may_note(
     discord: &DiscordConfig,

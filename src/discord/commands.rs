@@ -394,7 +394,7 @@ impl Data {
         }
     }
 
-    /// The text of a note of this sprint (`SPEC.md` §17), to fill a form with.
+    /// The text of a note of this sprint, to fill a form with.
     async fn note_text(&self, sprint_id: &str, note: Option<i64>) -> Option<String> {
         let command = self.handle.store.command(note?).await.ok()??;
         (command.kind == CommandKind::Note && command.sprint_id == sprint_id)

@@ -1,4 +1,4 @@
-//! Replies in a sprint's thread (`SPEC.md` §17). A message from someone who may steer the
+//! Replies in a sprint's thread. A message from someone who may steer the
 //! sprint (or who started it) is a note for its next sister run: recorded as a signed
 //! command, acknowledged with 📝 once it is durable, and marked 📨 by the forum bridge once
 //! a run was given it. While a sister runs, the answer offers a handoff (a fresh session

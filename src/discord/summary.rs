@@ -1,4 +1,4 @@
-//! The summary a sprint's thread gets when it enters `done` (`SPEC.md` §13), as pure
+//! The summary a sprint's thread gets when it enters `done`, as pure
 //! functions of its evidence: the contract with the review's marks, the checks, the
 //! commits and diff stat against the base, each round's findings in one line, time and
 //! spend per sister — split into messages on line boundaries, never cut silently.

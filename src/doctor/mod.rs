@@ -199,7 +199,7 @@ async fn postgres_database(url: &str) -> Check {
     }
 }
 
-/// Whether sisters run fenced from hanarang (`SPEC.md` §15).
+/// Whether sisters run fenced from hanarang.
 fn confinement(config: &Config) -> Check {
     const NAME: &str = "confinement";
     let required = config.agent.confine == config::Confine::Required;

@@ -1,6 +1,6 @@
 //! Text from a person or another sister, quoted into a sister's prompt: each inside a
 //! block that names its source (`<goal from="discord:123">…</goal>`), escaped so that it
-//! cannot close its block early or open one of its own (SPEC §11).
+//! cannot close its block early or open one of its own.
 
 /// The delimiter tags of a prompt. Inside any block, a `<` that would open or close one of
 /// these is escaped, whichever block the text is in: a goal may not fake a focus either.

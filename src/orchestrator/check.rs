@@ -1,4 +1,4 @@
-//! The project's check as the loop hands it on (SPEC §12): narang's run is given the
+//! The project's check as the loop hands it on: narang's run is given the
 //! check to pass, darang is told it passed, and narang's next attempt after
 //! `check_failed` is told how it failed.
 

@@ -158,7 +158,7 @@ pub struct Note<'a> {
     pub message: Option<&'a str>,
 }
 
-/// A note (`SPEC.md` §17): recorded for the sprint's next sister run. It changes no
+/// A note: recorded for the sprint's next sister run. It changes no
 /// state, so it is answered once it is durable (its command id), or refused (why); the
 /// orchestrator marks it applied (or, should the sprint have ended meanwhile, refused)
 /// when it next looks.

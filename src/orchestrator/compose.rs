@@ -29,7 +29,7 @@ pub(super) struct Composed {
     pub(super) runs: Vec<Run>,
     /// Which of darang's reviewers it is, when it has several.
     pub(super) reviewer: Option<String>,
-    /// The run whose agent session it continues (`SPEC.md` §14).
+    /// The run whose agent session it continues.
     pub(super) resumes: Option<String>,
     /// The sprint's notes it is given: those up to this command id (`NewRun::notes_upto`).
     pub(super) notes_upto: Option<i64>,
@@ -381,7 +381,7 @@ impl Orchestrator {
         })
     }
 
-    /// The notes people left for the sprint that no run was given yet (`SPEC.md` §17), and
+    /// The notes people left for the sprint that no run was given yet, and
     /// the last one's command id. One whose signature does not verify is not given (the
     /// loop refuses it); one that only says what this round's request says is not given
     /// twice.
@@ -422,7 +422,7 @@ impl Orchestrator {
         (notes, upto)
     }
 
-    /// What a run may touch (`SPEC.md` §15): nothing of hanarang's (`Own`); written, only
+    /// What a run may touch: nothing of hanarang's (`Own`); written, only
     /// its workdir, its artifact folder, the temporary folder, `/dev` and the sister's
     /// `writable`; no variable (of hanarang's environment or the sister's `env`) that
     /// carries the database's URL or password.

@@ -1,4 +1,4 @@
-//! Parallel reviewers (`SPEC.md` §10): with `[agent.darang.reviewers.NAME]` tables, the
+//! Parallel reviewers: with `[agent.darang.reviewers.NAME]` tables, the
 //! `reviewing` stage is one run per reviewer, started together. Each answer is a
 //! transition of its own (`Event::Reviewed`), a failing reviewer retries alone
 //! (`Event::ReviewerFailed`), and when every reviewer of the round has answered, or one

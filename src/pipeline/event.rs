@@ -39,7 +39,7 @@ pub enum Event {
         failure: Failure,
     },
     /// One of darang's reviewers answered, while several review the round in parallel
-    /// (`SPEC.md` §10): the sprint stays in review until every one has.
+    ///: the sprint stays in review until every one has.
     Reviewed {
         reviewer: String,
         verdict: ReviewVerdict,

@@ -1,4 +1,4 @@
-//! The pipeline's rules (`SPEC.md` §2) as one pure function:
+//! The pipeline's rules as one pure function:
 //! `(sprint, event, policy) -> Transition | Refusal`.
 //!
 //! No I/O, no clock, no randomness: the orchestrator passes in what it knows and applies

@@ -80,7 +80,7 @@ pub fn event_of(run: RunResult<'_>, now_ms: i64) -> Event {
 }
 
 /// A command given against the sprint's transition `seq` applies only while the sprint
-/// is still there (`SPEC.md` §15): the reason to refuse one that comes too late. An
+/// is still there: the reason to refuse one that comes too late. An
 /// abort applies whatever happened since; a command recorded without a `seq` (by an
 /// older hanarang) is judged by the state alone.
 pub fn stale_command(
@@ -106,7 +106,7 @@ pub fn stale_command(
     ))
 }
 
-/// A note (`SPEC.md` §17) is for a sister run to come: the reason to refuse one for a
+/// A note is for a sister run to come: the reason to refuse one for a
 /// sprint that has ended, where none will read it.
 pub fn ended_for_notes(sprint_id: &str, state: super::State) -> Option<String> {
     state.is_terminal().then(|| {
@@ -267,8 +267,8 @@ pub fn findings<'a>(
         .collect()
 }
 
-/// A round that asks for changes with the same findings as the round before (`SPEC.md`
-/// §14 `same_findings`): another round would be paid for nothing.
+/// A round that asks for changes with the same findings as the round before
+/// (`same_findings`): another round would be paid for nothing.
 pub fn same_findings(
     before: &std::collections::BTreeSet<(String, String)>,
     now: &std::collections::BTreeSet<(String, String)>,

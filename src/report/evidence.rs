@@ -1,4 +1,4 @@
-//! The evidence to approve (`SPEC.md` §13), gathered once for every place that shows it
+//! The evidence to approve, gathered once for every place that shows it
 //! (`sprint show`, the summary in the sprint's thread, the picture): the sprint's commits
 //! and diff against its base from git, the contract with the review's word on each item,
 //! the checks, each review round's findings, and the time and spend per sister from the

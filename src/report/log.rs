@@ -310,7 +310,7 @@ fn print_run(r: &Run) {
         Some(name) => format!("{}/{name}", r.actor.as_str()),
         None => r.actor.as_str().to_string(),
     };
-    // A retry that continued an earlier run's agent session (`SPEC.md` §14).
+    // A retry that continued an earlier run's agent session.
     let resumed = r
         .resumes
         .as_deref()

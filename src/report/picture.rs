@@ -1,4 +1,4 @@
-//! The sprint as a picture (`SPEC.md` §13): a timeline with one row per sister (one per
+//! The sprint as a picture: a timeline with one row per sister (one per
 //! reviewer when darang has several), a bar per run coloured by its outcome, the rounds
 //! marked and the time axis labelled — what a person approving from a phone reads at a
 //! glance. The layout is a pure function of the runs; drawing it is tiny-skia's, the

@@ -1,4 +1,4 @@
-//! `sprint show` and `sprint diff` (`SPEC.md` §13): what a sprint did, from git and the
+//! `sprint show` and `sprint diff`: what a sprint did, from git and the
 //! database — never from what a sister claimed: its commits and diff against its base,
 //! the contract with the review's word on each item, the checks, each review round's
 //! findings, and the time and spend per sister.

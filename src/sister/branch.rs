@@ -1,4 +1,4 @@
-//! The sprint's branch is a fact, not a guess (SPEC §12): created from its base before the
+//! The sprint's branch is a fact, not a guess: created from its base before the
 //! planner's first run, checked out before every run, on a tree that holds no changes a
 //! run of the sprint did not make. Every git call is bounded (`facts::git`).
 

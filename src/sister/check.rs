@@ -1,4 +1,4 @@
-//! The project's own check (`check`, SPEC §12), run by the orchestrator once narang's
+//! The project's own check (`check`), run by the orchestrator once narang's
 //! `IMPL_DONE` holds: like a sister (no shell, its own process group, bounded output,
 //! the whole group killed at `check_timeout` or a stop), so "the tests pass" is a fact.
 

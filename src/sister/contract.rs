@@ -13,7 +13,7 @@ pub struct PersonRequest {
     pub text: String,
 }
 
-/// A note a person left for the sprint while it ran (`SPEC.md` §17), given to the next
+/// A note a person left for the sprint while it ran, given to the next
 /// sister run: who, what, and when (unix ms).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PersonNote {
@@ -114,7 +114,7 @@ pub struct ContractFile {
     pub check_result: Option<CheckResult>,
 }
 
-/// What the orchestrator's run of the project's check found (SPEC §12).
+/// What the orchestrator's run of the project's check found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckResult {

@@ -1,4 +1,4 @@
-//! Sisters fenced from the orchestrator (`SPEC.md` §15), with Linux Landlock: a sister (and
+//! Sisters fenced from the orchestrator, with Linux Landlock: a sister (and
 //! the project's check) may read everything but hanarang's database, its config file and
 //! the runs folder (its own contract and schema files excepted), and may write only in
 //! the project's workdir, its own artifact folder, the system's temporary folder and

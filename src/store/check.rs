@@ -1,4 +1,4 @@
-//! The record of the project's own check (SPEC §12): what ran, on which commit, how it
+//! The record of the project's own check: what ran, on which commit, how it
 //! ended and what it printed last. Written with the end of the run it checked (`RunEnd`),
 //! read by `sprint log` and by the next sister's composition. Knows no engine.
 

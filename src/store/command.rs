@@ -14,7 +14,7 @@ pub enum CommandKind {
     Resume,
     Abort,
     Handoff,
-    /// A person's words for the sprint's next sister run (`SPEC.md` §17): no transition.
+    /// A person's words for the sprint's next sister run: no transition.
     Note,
 }
 

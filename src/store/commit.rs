@@ -113,11 +113,11 @@ pub struct NewRun<'a> {
     pub started_at: i64,
     /// Which of darang's reviewers this run is, when it has several.
     pub reviewer: Option<&'a str>,
-    /// The run whose session it continues (`SPEC.md` §14), when it does.
+    /// The run whose session it continues, when it does.
     pub resumes: Option<&'a str>,
     /// The agent that runs it: a preset or `[agent.profiles.NAME]` name.
     pub agent: Option<&'a str>,
-    /// The sprint's notes given to it (`SPEC.md` §17): those not given to a run yet, up to
+    /// The sprint's notes given to it: those not given to a run yet, up to
     /// this command id. They are marked as given in the run's own write.
     pub notes_upto: Option<i64>,
 }

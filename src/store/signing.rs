@@ -1,4 +1,4 @@
-//! Proof that a command came through hanarang's own paths (`SPEC.md` §15): every command
+//! Proof that a command came through hanarang's own paths: every command
 //! hanarang writes carries an HMAC-SHA256 over what it asks, keyed with a secret the
 //! database keeps (table `command_key`, made on first need). A row written by anything
 //! else carries none that verifies, and the orchestrator refuses it.

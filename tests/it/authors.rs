@@ -1,4 +1,4 @@
-//! Who gave each command is on record (`SPEC.md` §11): the sprint's starter and every
+//! Who gave each command is on record: the sprint's starter and every
 //! command's author, as `sprint log` shows them in text and JSON.
 
 use hanarang::pipeline::State;

@@ -1,4 +1,4 @@
-//! The sprint's branch is a fact (`SPEC.md` §12), through the real orchestrator and
+//! The sprint's branch is a fact, through the real orchestrator and
 //! scripted sisters in real git repositories: made from the base before the planner runs,
 //! the base recorded and told, a dirty tree refused, uncommitted work refused, and a
 //! reviewer that commits refused.

@@ -1,4 +1,4 @@
-//! The orchestrator checks the work itself (`SPEC.md` §12): the project's `check` runs
+//! The orchestrator checks the work itself: the project's `check` runs
 //! after narang's `IMPL_DONE`; a failing one sends narang back with its output, a hanging
 //! one is killed with its whole group at `check_timeout` (or an abort, a shutdown, the
 //! recovery after a crash), darang hears that it passed, and `sprint log` shows every

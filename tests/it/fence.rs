@@ -1,4 +1,4 @@
-//! Sisters fenced from the orchestrator (`SPEC.md` §15), as an operator meets it: `doctor`
+//! Sisters fenced from the orchestrator, as an operator meets it: `doctor`
 //! says whether sisters run confined, `confine = "required"` starts nothing without
 //! Landlock and otherwise `run` warns once; with PostgreSQL a sister gets neither the
 //! database's URL nor its password, nor a connection to its server.

@@ -1,4 +1,4 @@
-//! Several orchestrator hosts on one PostgreSQL database (SPEC §9): real `hanarang serve`
+//! Several orchestrator hosts on one PostgreSQL database: real `hanarang serve`
 //! processes, each project served by two of them, one killed (`kill -9`) and one frozen
 //! (`SIGSTOP` past its lease, then `SIGCONT`). Every sprint must still end deployed, no
 //! two runs of one sprint may overlap, and the frozen host's late writes are refused.

@@ -61,7 +61,7 @@ async fn openclaw_preset_parses_the_final_text() {
 #[test]
 fn codex_preset_leaves_fencing_to_hanarang_and_writes_its_own_state() {
     // Codex's bubblewrap cannot run inside hanarang's Landlock fence (no mounts there):
-    // the fence (SPEC §15) takes its place, and every sister may write Codex's home.
+    // the fence takes its place, and every sister may write Codex's home.
     let config = Config::parse(&preset("codex"), Path::new(".")).expect("a valid preset");
     for actor in Actor::ALL {
         let spec = config.agent.spec(actor);

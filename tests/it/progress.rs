@@ -1,4 +1,4 @@
-//! No paying for rounds that change nothing (`SPEC.md` §14): scripted sisters in a real
+//! No paying for rounds that change nothing: scripted sisters in a real
 //! git repository, an implementer that commits nothing in round 2 and a reviewer that
 //! repeats itself, each stopped by one escalation with its line, and no further run.
 

@@ -1,4 +1,4 @@
-//! The project's recipe and the sprint contract (`SPEC.md` §12) through the real
+//! The project's recipe and the sprint contract through the real
 //! orchestrator and scripted sisters: the recipe keys and their config errors, what each
 //! sister's prompt and contract file carry, a project's own role text, and an APPROVE
 //! that leaves a contract item out being sent back for repair.

@@ -1,4 +1,4 @@
-//! Parallel reviewers (`SPEC.md` §10) through the real orchestrator, database and sister
+//! Parallel reviewers through the real orchestrator, database and sister
 //! processes: two reviewers of one round run at once (each waits for the other to have
 //! started), their verdicts merge into darang's, what they found goes to the next
 //! implementer with their names, an ABORT stops the other, and a failing reviewer runs

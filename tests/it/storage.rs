@@ -1,4 +1,4 @@
-//! The storage under the database (`SPEC.md` §11). A disk that fills: a command prints a
+//! The storage under the database. A disk that fills: a command prints a
 //! sprint id only for a sprint the disk kept, says the disk is full otherwise, and `serve`
 //! stops with the cause, leaving no sister behind and losing no transition; once there is
 //! room again, everything acknowledged is there and the sprint goes on. A database that

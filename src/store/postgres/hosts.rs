@@ -1,4 +1,4 @@
-//! Several hosts on one database (SPEC §9): each host's lease, claims of queued sprints
+//! Several hosts on one database: each host's lease, claims of queued sprints
 //! under the per-project pipeline lock, and the takeover of an expired host's sprints.
 //! Lease times are the database server's clock (`DB_NOW`), so the hosts need not agree
 //! on the time.

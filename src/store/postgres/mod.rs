@@ -1,11 +1,11 @@
-//! The PostgreSQL engine, chosen by `database.url = "postgres://…"` (SPEC §5, §9). What
+//! The PostgreSQL engine, chosen by `database.url = "postgres://…"`. What
 //! is PostgreSQL's own lives here: `$n` parameters, identity columns, transactions of
 //! separate statements (a prepared statement holds one), a transaction-scoped advisory
 //! lock where SQLite's single writer made numbering safe, reading PostgreSQL's error
 //! codes, and its migrations (`migrations/postgres/`).
 //!
 //! `queries.rs` answers the store's interface, `write.rs` holds a transition's commit and
-//! a run's start and end, `hosts.rs` what several hosts on one database share (SPEC §9).
+//! a run's start and end, `hosts.rs` what several hosts on one database share.
 //! A `Db` with a `HostScope` answers for that host: each call that differs says so.
 
 mod checks;

@@ -1,4 +1,4 @@
-//! The SQLite engine: the embedded default, one file beside the config (§5). Everything
+//! The SQLite engine: the embedded default, one file beside the config. Everything
 //! that is SQLite's own lives here: the pragmas and the set-up lock of `open`, the
 //! `VACUUM INTO` backup before an upgrade, `BEGIN IMMEDIATE`, the wake-up socket beside
 //! the file, reading SQLite's error codes, and its migrations (`migrations/sqlite/`).

@@ -1,4 +1,4 @@
-//! The evidence to approve (`SPEC.md` §13) in the sprint's thread, through the real
+//! The evidence to approve in the sprint's thread, through the real
 //! serenity client against the fake Discord, which takes uploads as Discord does
 //! (`payload_json` and `files[N]` parts): the summary at `done`, the patch and the
 //! picture; long findings attached whole; archived posts; a restart mid-upload.

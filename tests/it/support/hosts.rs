@@ -1,4 +1,4 @@
-//! `hanarang serve` processes as hosts sharing one PostgreSQL database (SPEC §9), for the
+//! `hanarang serve` processes as hosts sharing one PostgreSQL database, for the
 //! multi-host test and the hosts benchmark: each with its config (its name, the projects it
 //! serves, its lease), the timed fixture sister, and its log in a file.
 
