@@ -46,7 +46,8 @@ pub struct Sprint {
     /// How many times it was claimed or taken over: a write for it is guarded by this.
     #[serde(skip)]
     pub epoch: i64,
-    /// Who queued it: `discord:<id>` or `cli:<user>@<host>` (`None` for sprints recorded before hanarang kept it).
+    /// Who queued it: `discord:<id>` or `cli:<user>@<host>` (`None` for sprints recorded
+    /// before hanarang kept it).
     #[serde(skip)]
     pub started_by: Option<String>,
     /// Who gave `focus`.
