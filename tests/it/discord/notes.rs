@@ -40,6 +40,21 @@ async fn answer_to(fake: &FakeDiscord, thread: u64, to: u64) -> FakeMessage {
     fake.messages(thread).into_iter().find(is_answer).unwrap()
 }
 
+/// A bot on a pipeline whose implementer behaves as `narang` says, its sprint started.
+async fn sprint_with_narang(
+    narang: &'static str,
+    fake: &FakeDiscord,
+) -> (Pipeline, Bot, hanarang::store::Sprint) {
+    let setup = Setup {
+        narang,
+        ..Setup::default()
+    };
+    let p = pipeline(setup, fake).await;
+    let bot = Bot::start(&p, fake).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    (p, bot, s)
+}
+
 fn log(p: &Pipeline, args: &[&str]) -> String {
     let out = p.files.hanarang(args);
     assert!(
@@ -53,16 +68,7 @@ fn log(p: &Pipeline, args: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reply_from_the_user_is_noted_given_to_the_next_run_and_marked() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
-    let p = pipeline(
-        Setup {
-            narang: "hang-first 1",
-            ..Setup::default()
-        },
-        &fake,
-    )
-    .await;
-    let bot = Bot::start(&p, &fake).await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
+    let (p, bot, s) = sprint_with_narang("hang-first 1", &fake).await;
     let thread = thread(&fake).await;
     p.files.wait_hanging(Actor::Narang).await;
 
@@ -254,16 +260,7 @@ async fn a_note_from_the_command_line_reaches_the_next_run() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_note_to_an_escalated_sprint_offers_to_resume_and_goes_with_the_next_run() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
-    let p = pipeline(
-        Setup {
-            narang: "fail-first 3",
-            ..Setup::default()
-        },
-        &fake,
-    )
-    .await;
-    let bot = Bot::start(&p, &fake).await;
-    let s = p.start_sprint("app", "Add a login page", None).await;
+    let (p, bot, s) = sprint_with_narang("fail-first 3", &fake).await;
     p.wait_for(&s.id, State::Escalated).await;
     let thread = thread(&fake).await;
     let note = fake.user_message(thread, USER, &[], "the test needs a TTY; use --no-tty");
