@@ -277,7 +277,7 @@ fn fill(
 }
 
 /// The keys `config check` says the origin of.
-const SHOWN: [&str; 9] = [
+const SHOWN: [&str; 10] = [
     "program",
     "args",
     "output_pointer",
@@ -286,6 +286,7 @@ const SHOWN: [&str; 9] = [
     "pause_on",
     "session_pointer",
     "resume_args",
+    "stream",
     "env",
 ];
 

@@ -96,7 +96,7 @@ impl Orchestrator {
             async move {
                 let report = match prepared {
                     Ok(prepared) => {
-                        sister::run_prepared(&request, prepared, RunControl { stop }).await
+                        sister::run_prepared(&request, prepared, RunControl { stop, progress: None }).await
                     }
                     Err(report) => *report,
                 };

@@ -10,6 +10,7 @@
 pub mod branch;
 pub mod check;
 pub mod contract;
+pub mod events;
 pub mod facts;
 pub mod fence;
 pub mod git;
@@ -26,10 +27,11 @@ mod supervise;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 pub use check::{Check, CheckEnd, CheckReport};
 pub use contract::ContractFile;
+pub use events::Progress;
 pub use prompt::render_prompt;
 pub use spawn::{Prepared, prepare};
 pub use supervise::run_prepared;
@@ -155,13 +157,19 @@ impl RunReport {
 pub struct RunControl {
     /// Stops the run; dropping the sender means it is never stopped.
     pub stop: oneshot::Receiver<Stop>,
+    /// Where the run's steps go as its event stream tells them (latest wins); `None`:
+    /// nobody watches.
+    pub progress: Option<watch::Sender<Progress>>,
 }
 
 impl RunControl {
     /// A run nobody will stop, and whose pid nobody needs.
     pub fn unattended() -> RunControl {
         let (_, stop) = oneshot::channel();
-        RunControl { stop }
+        RunControl {
+            stop,
+            progress: None,
+        }
     }
 }
 
