@@ -2,13 +2,13 @@
 //! transition into the stage, or on its own for a run due later) so a crash while it runs
 //! is found at restart, and it runs in its own task that reports back to the loop.
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tracing::Instrument;
 
 use super::compose::Composed;
 use super::memory::Running;
 use super::{Finished, Orchestrator, OrchestratorError};
-use crate::sister::{self, RunControl};
+use crate::sister::{self, Progress, RunControl};
 use crate::store::{Run, Sprint, StoreError};
 
 impl Orchestrator {
@@ -81,6 +81,14 @@ impl Orchestrator {
             None => tracing::info!(parent: &span, round = sprint.round, attempt, "spawning sister"),
         }
         let (stop_tx, stop) = oneshot::channel();
+        // Its steps are recorded while it runs; the recorder ends with the run.
+        let (progress, steps) = watch::channel(Progress::default());
+        tokio::spawn(super::live::record(
+            self.handle.clone(),
+            sprint.id.clone(),
+            run_id.clone(),
+            steps,
+        ));
         let sprint_id = sprint.id.clone();
         self.memory.launch(
             run_id.clone(),
@@ -96,7 +104,15 @@ impl Orchestrator {
             async move {
                 let report = match prepared {
                     Ok(prepared) => {
-                        sister::run_prepared(&request, prepared, RunControl { stop, progress: None }).await
+                        sister::run_prepared(
+                            &request,
+                            prepared,
+                            RunControl {
+                                stop,
+                                progress: Some(progress),
+                            },
+                        )
+                        .await
                     }
                     Err(report) => *report,
                 };

@@ -248,8 +248,12 @@ impl StreamReader {
     /// Adds one model message's usage once, however many events repeat it.
     fn count_message(&mut self, message: &Value) {
         let id = str_at(message, "/id").unwrap_or_default().to_string();
-        let input = message.pointer("/usage/input_tokens").and_then(Value::as_u64);
-        let output = message.pointer("/usage/output_tokens").and_then(Value::as_u64);
+        let input = message
+            .pointer("/usage/input_tokens")
+            .and_then(Value::as_u64);
+        let output = message
+            .pointer("/usage/output_tokens")
+            .and_then(Value::as_u64);
         if input.is_none() && output.is_none() {
             return;
         }
@@ -386,7 +390,13 @@ fn last_line(text: &str) -> Option<&str> {
 
 /// Codex runs each command through a shell (`/bin/bash -lc 'cargo test'`): the command.
 fn unwrap_shell(command: &str) -> &str {
-    for shell in ["/bin/bash -lc ", "/bin/sh -lc ", "bash -lc ", "sh -c ", "/bin/sh -c "] {
+    for shell in [
+        "/bin/bash -lc ",
+        "/bin/sh -lc ",
+        "bash -lc ",
+        "sh -c ",
+        "/bin/sh -c ",
+    ] {
         if let Some(inner) = command.strip_prefix(shell) {
             let inner = inner.trim();
             return inner

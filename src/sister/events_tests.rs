@@ -8,10 +8,7 @@ fn reader(form: EventStream) -> StreamReader {
 
 /// Everything `feed` holds on to, in bytes.
 fn held(r: &StreamReader) -> usize {
-    r.line.len()
-        + r.head.len()
-        + r.tail.len()
-        + r.final_event.as_ref().map_or(0, Vec::len)
+    r.line.len() + r.head.len() + r.tail.len() + r.final_event.as_ref().map_or(0, Vec::len)
 }
 
 fn feed_all(r: &mut StreamReader, text: &str, chunk: usize) {
@@ -58,7 +55,11 @@ fn claude_code_steps_tokens_and_its_result_event_as_the_output() {
     let p = r.progress().clone();
     assert_eq!((p.input_tokens, p.output_tokens), (400, 40));
     assert_eq!(p.cost_usd, Some(0.25));
-    assert_eq!(p.step_at_ms, Some(1_000), "the step started when it was read");
+    assert_eq!(
+        p.step_at_ms,
+        Some(1_000),
+        "the step started when it was read"
+    );
     let out = r.take_output();
     assert_eq!(out.bytes, last.as_bytes(), "the result event, as printed");
     assert!(!out.over_cap);
@@ -73,7 +74,10 @@ fn chunks_cut_anywhere_read_the_same() {
         assert_eq!(r.progress().step.as_deref(), Some("▶️ pytest -q test.py"));
         assert_eq!(r.malformed(), 0);
         let out = r.take_output();
-        assert!(out.bytes.starts_with(br#"{"type":"result""#), "chunk {chunk}");
+        assert!(
+            out.bytes.starts_with(br#"{"type":"result""#),
+            "chunk {chunk}"
+        );
     }
 }
 
@@ -94,9 +98,15 @@ fn codex_steps_tokens_and_its_last_message_as_the_output() {
         steps.push(r.progress().step.clone());
     }
     assert_eq!(steps[2].as_deref(), Some("▶️ pytest -q test.py"));
-    assert_eq!(steps[3].as_deref(), Some("✏️ Edit slugify/__main__.py (+1)"));
+    assert_eq!(
+        steps[3].as_deref(),
+        Some("✏️ Edit slugify/__main__.py (+1)")
+    );
     let p = r.progress().clone();
-    assert_eq!((p.input_tokens, p.output_tokens, p.cost_usd), (1200, 80, None));
+    assert_eq!(
+        (p.input_tokens, p.output_tokens, p.cost_usd),
+        (1200, 80, None)
+    );
     let out = r.take_output();
     assert_eq!(out.bytes, br#"{"actor":"narang","abortReason":null}"#);
 }
@@ -185,7 +195,10 @@ fn a_cli_that_streams_nothing_leaves_its_whole_output() {
     // On one line, a message is no event of either form.
     let mut r = reader(EventStream::Codex);
     feed_all(&mut r, r#"{"actor":"harang","verdict":"PLAN_READY"}"#, 64);
-    assert_eq!(r.take_output().bytes, br#"{"actor":"harang","verdict":"PLAN_READY"}"#);
+    assert_eq!(
+        r.take_output().bytes,
+        br#"{"actor":"harang","verdict":"PLAN_READY"}"#
+    );
 }
 
 #[test]

@@ -73,9 +73,13 @@ async fn run_inner(
     // to, and the prompt is written on the first poll.
     // A CLI that prints an event stream is read event by event, its final event kept;
     // any other's stdout is kept up to its cap.
-    let stream = spec
-        .stream
-        .map(|form| Arc::new(Mutex::new(StreamReader::new(form, spec.max_output_bytes, &req.workdir))));
+    let stream = spec.stream.map(|form| {
+        Arc::new(Mutex::new(StreamReader::new(
+            form,
+            spec.max_output_bytes,
+            &req.workdir,
+        )))
+    });
     let read_out = child.stdout.take().map(|pipe| -> BoxFuture {
         match &stream {
             Some(reader) => Box::pin(process::read_stream(

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::database::Database;
 use super::{
     CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, Lease,
-    MigrationStatus, NewRun, Result, Run, RunEnd, Spend, Sprint, SprintStatus, StoreError,
+    MigrationStatus, NewRun, Result, Run, RunEnd, RunLive, Spend, Sprint, SprintStatus, StoreError,
     TransitionRecord, Usage, database_name, database_path, postgres, retry_locked, sqlite,
 };
 
@@ -321,6 +321,12 @@ impl Store {
     /// Closes a run that caused no transition, and rolls its spend up on its sprint.
     pub async fn end_run(&self, run: &RunEnd) -> Result<()> {
         self.write("record a run's end", || self.db.end_run(run))
+            .await
+    }
+
+    /// What a running sister is doing now (written about once a second while it runs).
+    pub async fn set_run_live(&self, run_id: &str, live: &RunLive) -> Result<()> {
+        self.write("record a run's step", || self.db.set_run_live(run_id, live))
             .await
     }
 

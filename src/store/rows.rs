@@ -307,6 +307,9 @@ pub struct Run {
     /// The run whose session this one continued (`resume_args`), when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resumes: Option<String>,
+    /// Its latest step and the tokens and cost so far, from its CLI's event stream.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live: Option<super::live::RunLive>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -339,6 +342,11 @@ pub(super) struct RunRaw {
     reviewer: Option<String>,
     session_id: Option<String>,
     resumes: Option<String>,
+    live_step: Option<String>,
+    live_step_at: Option<i64>,
+    live_input_tokens: Option<i64>,
+    live_output_tokens: Option<i64>,
+    live_cost_usd: Option<f64>,
 }
 
 #[cfg(test)]
@@ -404,6 +412,7 @@ impl Run {
             cost_usd: None,
             session_id: None,
             resumes: new.resumes.map(str::to_string),
+            live: None,
         }
     }
 
@@ -482,6 +491,13 @@ impl TryFrom<RunRaw> for Run {
             cost_usd: r.cost_usd,
             session_id: r.session_id,
             resumes: r.resumes,
+            live: super::live::RunLive::from_columns(
+                r.live_step,
+                r.live_step_at,
+                r.live_input_tokens,
+                r.live_output_tokens,
+                r.live_cost_usd,
+            ),
             run_id: r.id,
         })
     }

@@ -303,7 +303,10 @@ async fn a_postgres_database_is_checked_without_being_set_up() {
     let ((code, out), files) = run(files).await.unwrap();
     assert_eq!(code, 0, "{out}");
     let applied = support::db::Engine::Postgres.migrations().len();
-    assert!(out.contains(&format!("{applied} migrations applied")), "{out}");
+    assert!(
+        out.contains(&format!("{applied} migrations applied")),
+        "{out}"
+    );
 
     // A server that does not answer, with a password in the URL.
     let config = std::fs::read_to_string(&files.config_path).unwrap();

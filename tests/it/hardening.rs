@@ -219,7 +219,11 @@ async fn a_database_from_a_newer_hanarang_is_refused_naming_both_versions() {
         .unwrap();
     store.close().await;
     let before = std::fs::read(files.dir.path().join("hanarang.db")).unwrap();
-    let newest = support::db::Engine::Sqlite.migrations().last().copied().unwrap();
+    let newest = support::db::Engine::Sqlite
+        .migrations()
+        .last()
+        .copied()
+        .unwrap();
     for args in [
         &["sprint", "status"][..],
         &["serve"],

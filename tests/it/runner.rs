@@ -300,7 +300,16 @@ async fn stopped(script: &str, stop_with: Stop) -> RunReport {
     let (stop_tx, stop) = oneshot::channel();
     let running = tokio::spawn({
         let request = f.request.clone();
-        async move { run(&request, RunControl { stop }).await }
+        async move {
+            run(
+                &request,
+                RunControl {
+                    stop,
+                    progress: None,
+                },
+            )
+            .await
+        }
     });
     // Stop it once it has started its daemon.
     while !pid_file.exists() {
