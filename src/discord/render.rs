@@ -126,6 +126,55 @@ pub fn board(
     cut(&text, MAX_CONTENT)
 }
 
+/// Text an agent influenced, made unable to mention anyone even where mentions would be
+/// allowed: every `@` is followed by a zero-width space.
+pub fn no_pings(text: &str) -> String {
+    text.replace('@', "@\u{200B}")
+}
+
+/// The board's line of what the running sister does now (its latest step, the run's
+/// elapsed time, tokens and cost so far): the sprint's run still going, if it told a step.
+pub fn now_line(runs: &[crate::store::Run], locale: Locale, now_ms: i64) -> Option<String> {
+    let run = runs.iter().rev().find(|r| r.ended_at.is_none())?;
+    let now = crate::notify::messages::now_text(run.live.as_ref()?, run.started_at, now_ms)?;
+    let now = no_pings(&now);
+    Some(match locale {
+        Locale::Ko => format!("지금: {now}"),
+        Locale::En => format!("Now: {now}"),
+    })
+}
+
+/// The line the project's check posts when it ends: how long it took when it passed, its
+/// last line of output (or how it ended) when it failed.
+pub fn check_line(check: &crate::store::CheckRecord, locale: Locale) -> String {
+    let took = humantime::format_duration(Duration::from_secs(
+        u64::try_from(check.duration_ms.max(0) / 1000).unwrap_or(0),
+    ));
+    if check.passed() {
+        return match locale {
+            Locale::Ko => format!("🧪 체크 통과 ({took})"),
+            Locale::En => format!("🧪 check passed in {took}"),
+        };
+    }
+    let last = check
+        .output_tail
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .map(|l| no_pings(&crate::notify::messages::one_line(l)));
+    let why = match (last, check.exit_code, locale) {
+        (Some(last), _, _) => last,
+        (None, Some(code), Locale::Ko) => format!("종료 코드 {code}"),
+        (None, Some(code), Locale::En) => format!("exit code {code}"),
+        (None, None, Locale::Ko) => "중단됨 (시간 초과 또는 실행 불가)".into(),
+        (None, None, Locale::En) => "stopped (timed out or could not run)".into(),
+    };
+    match locale {
+        Locale::Ko => format!("❌ 체크 실패: {why}"),
+        Locale::En => format!("❌ check failed: {why}"),
+    }
+}
+
 /// A command's author as Discord shows it: a Discord user as their mention (the board is
 /// sent with no mention allowed, so it names them without a ping), a CLI user as
 /// `user@host (CLI)`.

@@ -243,7 +243,18 @@ impl Store {
     /// Every sprint with its total spend as one compact JSON array, oldest first: what
     /// `sprint status --json` prints.
     pub async fn status_json(&self) -> Result<String> {
-        SprintStatus::list_json(&self.sprints_with_spend().await?)
+        SprintStatus::list_json(&self.sprints_with_spend().await?, &self.live_steps().await?)
+    }
+
+    /// The running sisters' latest steps, by sprint (the runs not ended that told one).
+    pub async fn live_steps(&self) -> Result<std::collections::HashMap<String, RunLive>> {
+        Ok(self
+            .db
+            .runs_in_flight()
+            .await?
+            .into_iter()
+            .filter_map(|r| Some((r.sprint_id, r.live.filter(|l| l.step.is_some())?)))
+            .collect())
     }
 
     /// Sprints whose stage has a sister to run (planning, implementing, reviewing,
