@@ -182,6 +182,7 @@ fn no_mentions() -> Value {
 }
 
 mod evidence;
+mod live;
 mod token;
 
 const HAPPY_LINES: [&str; 6] = [
