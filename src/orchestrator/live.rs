@@ -35,22 +35,41 @@ fn live_of(p: &Progress) -> RunLive {
 
 /// Records a run's progress until its sister is done (the sender dropped): each change
 /// written and told, then a pause of `INTERVAL` in which changes only replace each other.
+/// The sister's end cuts the pause short, and its last progress is written before this
+/// returns (and so before the run's end is: a run that ended keeps what it has).
 pub(super) async fn record(
     handle: Handle,
     sprint_id: String,
     run_id: String,
     mut progress: watch::Receiver<Progress>,
 ) {
-    while progress.changed().await.is_ok() {
+    let mut written: Option<RunLive> = None;
+    let mut open = true;
+    while open {
+        open = progress.changed().await.is_ok();
         let live = live_of(&progress.borrow_and_update());
+        if written.as_ref() == Some(&live) {
+            continue;
+        }
         if let Err(e) = handle.store.set_run_live(&run_id, &live).await {
             tracing::debug!(run = %run_id, error = %e, "a run's step was not recorded");
         }
         let _ = handle.live.send(Arc::new(LiveStep {
             sprint_id: sprint_id.clone(),
             run_id: run_id.clone(),
-            live,
+            live: live.clone(),
         }));
-        tokio::time::sleep(INTERVAL).await;
+        written = Some(live);
+        if open {
+            tokio::select! {
+                () = tokio::time::sleep(INTERVAL) => {}
+                () = until_closed(&mut progress) => {}
+            }
+        }
     }
+}
+
+/// Waits for the sister's end; the changes meanwhile are read later, as one.
+async fn until_closed(progress: &mut watch::Receiver<Progress>) {
+    while progress.changed().await.is_ok() {}
 }

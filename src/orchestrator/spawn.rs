@@ -83,7 +83,7 @@ impl Orchestrator {
         let (stop_tx, stop) = oneshot::channel();
         // Its steps are recorded while it runs; the recorder ends with the run.
         let (progress, steps) = watch::channel(Progress::default());
-        tokio::spawn(super::live::record(
+        let recorder = tokio::spawn(super::live::record(
             self.handle.clone(),
             sprint.id.clone(),
             run_id.clone(),
@@ -114,8 +114,13 @@ impl Orchestrator {
                         )
                         .await
                     }
-                    Err(report) => *report,
+                    Err(report) => {
+                        drop(progress);
+                        *report
+                    }
                 };
+                // The run's last step is on record before its end is.
+                let _ = recorder.await;
                 let _ = finished.send(Finished {
                     sprint_id,
                     run_id,
