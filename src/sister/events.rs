@@ -14,6 +14,8 @@ use serde_json::Value;
 
 use crate::config::EventStream;
 
+/// Claude Code's tool for the answer `--json-schema` asks for.
+const STRUCTURED_OUTPUT: &str = "StructuredOutput";
 /// How much of a step's text is kept (characters).
 const STEP_CHARS: usize = 120;
 /// The raw tail kept of a stream that ended without its final event: what it said last.
@@ -205,6 +207,9 @@ impl StreamReader {
                 let message = event.get("message").unwrap_or(&Value::Null);
                 for block in blocks(message) {
                     match block.get("type").and_then(Value::as_str) {
+                        // Its answer, not a step.
+                        Some("tool_use")
+                            if str_at(block, "/name") == Some(STRUCTURED_OUTPUT) => {}
                         Some("tool_use") => {
                             let name = str_at(block, "/name").unwrap_or("tool");
                             let input = block.get("input").unwrap_or(&Value::Null);
@@ -307,7 +312,9 @@ impl StreamReader {
                     }
                     Some("agent_message") if kind == "item.completed" => {
                         if let Some(text) = str_at(item, "/text") {
-                            if let Some(line) = last_line(text) {
+                            // A JSON answer is the final message, not a step to show.
+                            let answer = text.trim_start().starts_with('{');
+                            if let Some(line) = last_line(text).filter(|_| !answer) {
                                 self.set_step(format!("💬 {line}"), now_ms);
                             }
                             // The line was within the cap, so is its text.
