@@ -327,6 +327,70 @@ mod tests {
     }
 
     #[test]
+    fn the_now_line_shows_the_running_runs_step_elapsed_tokens_and_cost() {
+        use crate::domain::Actor;
+        use crate::store::{Run, RunLive};
+        let mut done = Run::sample(Actor::Narang, None, 1, 1, 0);
+        done.ended_at = Some(5_000);
+        done.live = Some(RunLive {
+            step: Some("✏️ Edit old.rs".into()),
+            ..RunLive::default()
+        });
+        assert_eq!(
+            now_line(std::slice::from_ref(&done), Locale::En, 9_000),
+            None
+        );
+        let mut running = Run::sample(Actor::Narang, None, 2, 1, 10_000);
+        assert_eq!(
+            now_line(&[done.clone(), running.clone()], Locale::En, 75_000),
+            None
+        );
+        running.live = Some(RunLive {
+            step: Some("▶️ echo @everyone".into()),
+            step_at: Some(70_000),
+            input_tokens: 1200,
+            output_tokens: 34,
+            cost_usd: Some(0.0712),
+        });
+        assert_eq!(
+            now_line(&[done, running], Locale::En, 75_000).as_deref(),
+            Some("Now: ▶️ echo @\u{200B}everyone · 1m 5s · 1234 tokens · $0.07")
+        );
+    }
+
+    #[test]
+    fn the_check_line_says_how_long_it_took_or_its_last_line() {
+        use crate::store::CheckRecord;
+        let mut check = CheckRecord {
+            run_id: "SPRINT-001-R02".into(),
+            command: vec!["cargo".into(), "test".into()],
+            head: None,
+            exit_code: Some(0),
+            duration_ms: 12_400,
+            output_tail: "test result: ok\n".into(),
+            at: 0,
+        };
+        assert_eq!(check_line(&check, Locale::En), "🧪 check passed in 12s");
+        assert_eq!(check_line(&check, Locale::Ko), "🧪 체크 통과 (12s)");
+        check.exit_code = Some(101);
+        check.output_tail = "running 2 tests\nFAILED <@&42> @here   x  \n\n".into();
+        assert_eq!(
+            check_line(&check, Locale::En),
+            "❌ check failed: FAILED <@\u{200B}&42> @\u{200B}here x"
+        );
+        check.output_tail = String::new();
+        assert_eq!(
+            check_line(&check, Locale::En),
+            "❌ check failed: exit code 101"
+        );
+        check.exit_code = None;
+        assert_eq!(
+            check_line(&check, Locale::En),
+            "❌ check failed: stopped (timed out or could not run)"
+        );
+    }
+
+    #[test]
     fn the_people_line_names_the_starter_and_the_steering_applied() {
         use crate::store::{Command, CommandKind, CommandStatus};
         let command = |kind, by: &str, status| Command {

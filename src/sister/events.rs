@@ -43,6 +43,9 @@ pub struct StreamOutput {
     pub total: u64,
     /// A CLI that printed no stream wrote more than the cap.
     pub over_cap: bool,
+    /// The stream's events were read, but not its final one (a cut stream): `bytes` is
+    /// its tail.
+    pub unfinished: bool,
 }
 
 /// Reads one run's event stream, chunk by chunk.
@@ -151,7 +154,7 @@ impl StreamReader {
             return StreamOutput {
                 bytes,
                 total,
-                over_cap: false,
+                ..StreamOutput::default()
             };
         }
         if self.events == 0 {
@@ -159,12 +162,14 @@ impl StreamReader {
                 bytes: std::mem::take(&mut self.head),
                 total,
                 over_cap: total > self.cap as u64,
+                unfinished: false,
             };
         }
         StreamOutput {
             bytes: Vec::from(std::mem::take(&mut self.tail)),
             total,
             over_cap: false,
+            unfinished: true,
         }
     }
 
@@ -208,8 +213,7 @@ impl StreamReader {
                 for block in blocks(message) {
                     match block.get("type").and_then(Value::as_str) {
                         // Its answer, not a step.
-                        Some("tool_use")
-                            if str_at(block, "/name") == Some(STRUCTURED_OUTPUT) => {}
+                        Some("tool_use") if str_at(block, "/name") == Some(STRUCTURED_OUTPUT) => {}
                         Some("tool_use") => {
                             let name = str_at(block, "/name").unwrap_or("tool");
                             let input = block.get("input").unwrap_or(&Value::Null);

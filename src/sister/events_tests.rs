@@ -177,6 +177,7 @@ fn a_cut_stream_without_its_final_event_leaves_its_tail() {
     assert_eq!(r.progress().step.as_deref(), Some("▶️ pytest -q test.py"));
     assert_eq!(r.malformed(), 1, "the cut result line");
     let out = r.take_output();
+    assert!(out.unfinished);
     assert!(out.bytes.ends_with(&cut.as_bytes()[cut.len() - 20..]));
     assert!(!out.over_cap);
 }

@@ -167,15 +167,26 @@ async fn run_inner(
     if !pipes_done {
         let _ = tokio::time::timeout(spec.kill_grace, &mut pipes).await;
     }
+    let mut unfinished = false;
     if let Some(reader) = &stream {
         let mut reader = process::lock_reader(reader);
         if reader.malformed() > 0 {
             tracing::debug!(lines = reader.malformed(), "event stream lines not read");
         }
-        process::fill(&stdout, reader.take_output());
+        let out = reader.take_output();
+        unfinished = out.unfinished;
+        process::fill(&stdout, out);
     }
 
-    super::classify::report(req, pgid, status, interruption, &stdout, &stderr).await
+    let mut report =
+        super::classify::report(req, pgid, status, interruption, &stdout, &stderr).await;
+    if unfinished && report.outcome == RunOutcome::BadOutput {
+        report.detail = format!(
+            "the event stream ended without its final event; its tail: {}",
+            report.detail
+        );
+    }
+    report
 }
 
 type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;

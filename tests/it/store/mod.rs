@@ -4,6 +4,7 @@
 //! whole. Databases made by an older hanarang: `upgrade`.
 
 mod checks;
+mod live;
 mod upgrade;
 
 use hanarang::handoff::HandoffDocument;
