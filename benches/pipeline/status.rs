@@ -283,6 +283,7 @@ async fn replay(store: &Store, config: &Config, history: &History, n: usize) {
                                 started_at: now,
                                 reviewer: None,
                                 resumes: None,
+                                notes_upto: None,
                             },
                             0,
                         )
