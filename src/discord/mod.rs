@@ -174,12 +174,10 @@ pub async fn run_leading(
     );
     bridge.lead = lead;
     let (stop_bridge, bridge_stopped) = tokio::sync::oneshot::channel::<()>();
-    let mut bridge_task =
-        tokio::spawn(
-            bridge.run(handle.subscribe(), handle.subscribe_live(), async {
-                let _ = bridge_stopped.await;
-            }),
-        );
+    let (events, steps) = (handle.subscribe(), handle.subscribe_live());
+    let mut bridge_task = tokio::spawn(bridge.run(events, steps, async {
+        let _ = bridge_stopped.await;
+    }));
     let result = tokio::select! {
         r = connect(&config, &discord, &handle, &token) => r,
         // It ends early only when Discord refused the token, or when it failed.

@@ -5,14 +5,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
-use super::Handle;
 use crate::sister::Progress;
-use crate::store::RunLive;
+use crate::store::{RunLive, Store};
 
 /// At most one write (and one word to the shows) per run this often.
 pub const INTERVAL: Duration = Duration::from_secs(1);
+/// How long a run's end waits for its last step to be written (a step is worth less than
+/// the end: a locked database must not hold the end up).
+pub const LAST_STEP_WAIT: Duration = Duration::from_secs(2);
 
 /// A run's latest step, as recorded.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,37 +35,44 @@ fn live_of(p: &Progress) -> RunLive {
     }
 }
 
-/// Records a run's progress until its sister is done (the sender dropped): each change
+/// Records a run's progress through `store` (the loop's own: a stuck caller's runtime
+/// cannot hold it up) until its sister is done (the sender dropped): each change
 /// written and told, then a pause of `INTERVAL` in which changes only replace each other.
 /// The sister's end cuts the pause short, and its last progress is written before this
 /// returns (and so before the run's end is: a run that ended keeps what it has).
 pub(super) async fn record(
-    handle: Handle,
+    store: Store,
+    tell: broadcast::Sender<Arc<LiveStep>>,
     sprint_id: String,
     run_id: String,
     mut progress: watch::Receiver<Progress>,
 ) {
-    let mut written: Option<RunLive> = None;
+    // A sister that tells nothing (a CLI without an event stream) costs no write.
+    let mut written = live_of(&Progress::default());
     let mut open = true;
     while open {
         open = progress.changed().await.is_ok();
-        let live = live_of(&progress.borrow_and_update());
-        if written.as_ref() == Some(&live) {
-            continue;
-        }
-        if let Err(e) = handle.store.set_run_live(&run_id, &live).await {
-            tracing::debug!(run = %run_id, error = %e, "a run's step was not recorded");
-        }
-        let _ = handle.live.send(Arc::new(LiveStep {
-            sprint_id: sprint_id.clone(),
-            run_id: run_id.clone(),
-            live: live.clone(),
-        }));
-        written = Some(live);
-        if open {
-            tokio::select! {
-                () = tokio::time::sleep(INTERVAL) => {}
-                () = until_closed(&mut progress) => {}
+        // What is there now is written, then a pause; what changed meanwhile is written
+        // right after it.
+        loop {
+            let live = live_of(&progress.borrow_and_update());
+            if live == written {
+                break;
+            }
+            if let Err(e) = store.set_run_live(&run_id, &live).await {
+                tracing::debug!(run = %run_id, error = %e, "a run's step was not recorded");
+            }
+            let _ = tell.send(Arc::new(LiveStep {
+                sprint_id: sprint_id.clone(),
+                run_id: run_id.clone(),
+                live: live.clone(),
+            }));
+            written = live;
+            if open {
+                open = tokio::select! {
+                    () = tokio::time::sleep(INTERVAL) => true,
+                    () = until_closed(&mut progress) => false,
+                };
             }
         }
     }

@@ -84,7 +84,8 @@ impl Orchestrator {
         // Its steps are recorded while it runs; the recorder ends with the run.
         let (progress, steps) = watch::channel(Progress::default());
         let recorder = tokio::spawn(super::live::record(
-            self.handle.clone(),
+            self.store.clone(),
+            self.handle.live.clone(),
             sprint.id.clone(),
             run_id.clone(),
             steps,
@@ -119,8 +120,9 @@ impl Orchestrator {
                         *report
                     }
                 };
-                // The run's last step is on record before its end is.
-                let _ = recorder.await;
+                // The run's last step is on record before its end is (unless the database
+                // keeps it waiting).
+                let _ = tokio::time::timeout(super::live::LAST_STEP_WAIT, recorder).await;
                 let _ = finished.send(Finished {
                     sprint_id,
                     run_id,

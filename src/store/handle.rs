@@ -336,9 +336,12 @@ impl Store {
     }
 
     /// What a running sister is doing now (written about once a second while it runs).
+    /// Tried once: the next step replaces a step another process's lock kept out.
     pub async fn set_run_live(&self, run_id: &str, live: &RunLive) -> Result<()> {
-        self.write("record a run's step", || self.db.set_run_live(run_id, live))
+        self.db
+            .set_run_live(run_id, live)
             .await
+            .map_err(|e| e.at(&self.name))
     }
 
     pub async fn runs(&self, sprint_id: &str) -> Result<Vec<Run>> {
