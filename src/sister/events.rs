@@ -421,7 +421,7 @@ fn unwrap_shell(command: &str) -> &str {
 }
 
 /// A step on one line of plain characters, cut to `STEP_CHARS`.
-fn clean(step: &str) -> String {
+pub(super) fn clean(step: &str) -> String {
     let flat: String = step
         .split_whitespace()
         .collect::<Vec<_>>()

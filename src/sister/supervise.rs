@@ -29,7 +29,10 @@ pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunCont
     {
         if let Some(progress) = &control.progress {
             progress.send_modify(|p| {
-                p.step = Some(format!("🧪 {}", check.command.join(" ")));
+                p.step = Some(super::events::clean(&format!(
+                    "🧪 {}",
+                    check.command.join(" ")
+                )));
                 p.step_at_ms = Some(crate::clock::now_ms());
             });
         }

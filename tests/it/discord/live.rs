@@ -96,6 +96,16 @@ async fn the_board_shows_the_running_sisters_latest_step_and_a_burst_collapses()
         status[0]["now"]["step"], "▶️ pytest -q test.py",
         "{status:#}"
     );
+    // `sprint status` shows it in its NOW column, under its header.
+    let out = p.files.hanarang(&["sprint", "status"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = table.lines().collect();
+    let column = |line: &str, word: &str| line.find(word).map(|i| line[..i].chars().count());
+    assert_eq!(
+        column(lines[0], "NOW"),
+        column(lines[1], "▶️ pytest -q test.py"),
+        "{table}"
+    );
 
     // A burst of 41 steps made far fewer edits than steps: the board skipped to the
     // latest, and no edit repeated the text before it.
