@@ -174,6 +174,9 @@ async fn drive(
     let orchestrator = orchestrator.only(&sprint);
     let handle = orchestrator.handle();
     let mut events = handle.subscribe();
+    let mut steps = handle.subscribe_live();
+    // The running sister's latest step, shown on the status line.
+    let mut step: Option<crate::orchestrator::LiveStep> = None;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let mut driver = orchestrator.run_here(async move {
         let _ = stop_rx.await;
@@ -220,12 +223,23 @@ async fn drive(
                 break Exit::Failure;
             }
             _ = ticker.tick(), if terminal => {
-                show_status(&mut console, &current, &config);
+                show_status(&mut console, &current, step.as_ref(), &config);
+                continue;
+            }
+            Ok(told) = steps.recv(), if terminal => {
+                if told.sprint_id == current.id {
+                    step = Some((*told).clone());
+                    show_status(&mut console, &current, step.as_ref(), &config);
+                }
                 continue;
             }
         };
         current = match progress {
-            Ok(Progress::Moved(s)) => *s,
+            Ok(Progress::Moved(s)) => {
+                // The run that told it has ended.
+                step = None;
+                *s
+            }
             Ok(Progress::Elsewhere) => continue,
             Err(e) => {
                 console.clear_status();
@@ -233,7 +247,7 @@ async fn drive(
                 break Exit::Failure;
             }
         };
-        show_status(&mut console, &current, &config);
+        show_status(&mut console, &current, step.as_ref(), &config);
         match current.state {
             State::Deployed => break Exit::Success,
             State::Aborted => break Exit::Failure,
@@ -334,10 +348,29 @@ async fn drive(
 /// How often `run` redraws its status line on a terminal.
 const STATUS_EVERY: Duration = Duration::from_secs(1);
 
-fn show_status(console: &mut Console, sprint: &Sprint, config: &Config) {
+/// The status line, with what the running sister does now when it told a step.
+fn show_status(
+    console: &mut Console,
+    sprint: &Sprint,
+    step: Option<&crate::orchestrator::LiveStep>,
+    config: &Config,
+) {
     let cx = crate::notify::Context::new(config, sprint);
-    match crate::notify::messages::status_line(sprint, &cx, now_ms()) {
-        Some(line) => console.status(&line),
+    let now = now_ms();
+    match crate::notify::messages::status_line(sprint, &cx, now) {
+        Some(line) => {
+            let doing = step.and_then(|s| {
+                let started = s.live.step_at.unwrap_or(now);
+                crate::notify::messages::now_text(&s.live, started, now)
+            });
+            match doing {
+                Some(doing) => console.status(&format!(
+                    "{line} · {}",
+                    crate::output::escape_controls(&doing)
+                )),
+                None => console.status(&line),
+            }
+        }
         None => console.clear_status(),
     }
 }

@@ -40,6 +40,10 @@ pub struct AgentConfig {
     /// The args that continue a recorded session (`{session}`), for a retry of the stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_args: Option<Vec<String>>,
+    /// The CLI prints an event stream (one JSON event a line) in this form: its steps show
+    /// while it runs, and the envelope is read from the stream's final event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<EventStream>,
     /// Where a confined sister may write besides its workdir, its artifact folder and the
     /// temporary folder: the CLI's own state (`~/.claude`). `~/` is the user's home; a
     /// relative path starts at the config file's folder.
@@ -83,6 +87,7 @@ impl Default for AgentConfig {
             pause_default: default_pause(),
             session_pointer: None,
             resume_args: None,
+            stream: None,
             writable: Vec::new(),
             confine: Confine::default(),
             fallback: Vec::new(),
@@ -149,6 +154,16 @@ pub struct PauseRule {
     pub source: PauseSource,
 }
 
+/// The event stream forms hanarang reads: Claude Code's `--output-format stream-json`
+/// (the `result` event is the envelope) and Codex's `exec --json` (the last
+/// `agent_message` item's text is the output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventStream {
+    ClaudeCode,
+    Codex,
+}
+
 /// Which captured stream a `PauseRule` reads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -190,6 +205,8 @@ pub struct SisterConfig {
     pub session_pointer: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_args: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<EventStream>,
     /// Replaces `[agent].writable` for this sister.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writable: Option<Vec<String>>,
@@ -262,6 +279,7 @@ impl SisterConfig {
                 .resume_args
                 .clone()
                 .or_else(|| under.resume_args.clone()),
+            stream: self.stream.or(under.stream),
             writable: self.writable.clone().or_else(|| under.writable.clone()),
             timeout: self.timeout.or(under.timeout),
             fallback: self.fallback.clone().or_else(|| under.fallback.clone()),
@@ -289,6 +307,8 @@ pub struct SisterSpec {
     pub session_pointer: Option<String>,
     /// The args that continue session `{session}`; `None`: every run starts afresh.
     pub resume_args: Option<Vec<String>>,
+    /// The CLI's event stream form, when it prints one.
+    pub stream: Option<EventStream>,
     /// Where it may write besides its workdir, artifact folder and the temporary folder.
     pub writable: Vec<String>,
     pub timeout: Duration,
@@ -371,6 +391,7 @@ impl AgentConfig {
                 .clone()
                 .or_else(|| self.session_pointer.clone()),
             resume_args: own.resume_args.clone().or_else(|| self.resume_args.clone()),
+            stream: own.stream.or(self.stream),
             writable: own
                 .writable
                 .clone()

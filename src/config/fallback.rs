@@ -298,6 +298,7 @@ fn profile_spec(base: &SisterSpec, p: &SisterConfig) -> SisterSpec {
         pause_default: p.pause_default.map_or(base.pause_default, |d| d.0),
         session_pointer: p.session_pointer.clone(),
         resume_args: p.resume_args.clone(),
+        stream: p.stream,
         writable: p.writable.clone().unwrap_or_else(|| base.writable.clone()),
         timeout: base.timeout,
         reviewer: base.reviewer.clone(),

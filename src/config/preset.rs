@@ -300,7 +300,7 @@ fn fill(
 }
 
 /// The keys `config check` says the origin of.
-const SHOWN: [&str; 9] = [
+const SHOWN: [&str; 10] = [
     "program",
     "args",
     "output_pointer",
@@ -309,6 +309,7 @@ const SHOWN: [&str; 9] = [
     "pause_on",
     "session_pointer",
     "resume_args",
+    "stream",
     "env",
 ];
 

@@ -178,7 +178,8 @@ pub async fn run_leading(
     bridge.lead = lead;
     let notes = bridge.notes.clone();
     let (stop_bridge, bridge_stopped) = tokio::sync::oneshot::channel::<()>();
-    let mut bridge_task = tokio::spawn(bridge.run(handle.subscribe(), async {
+    let (events, steps) = (handle.subscribe(), handle.subscribe_live());
+    let mut bridge_task = tokio::spawn(bridge.run(events, steps, async {
         let _ = bridge_stopped.await;
     }));
     let result = tokio::select! {

@@ -136,6 +136,55 @@ pub fn board(
     cut(&text, MAX_CONTENT)
 }
 
+/// Text an agent influenced, made unable to mention anyone even where mentions would be
+/// allowed: every `@` is followed by a zero-width space.
+pub fn no_pings(text: &str) -> String {
+    text.replace('@', "@\u{200B}")
+}
+
+/// The board's line of what the running sister does now (its latest step, the run's
+/// elapsed time, tokens and cost so far): the sprint's run still going, if it told a step.
+pub fn now_line(runs: &[crate::store::Run], locale: Locale, now_ms: i64) -> Option<String> {
+    let run = runs.iter().rev().find(|r| r.ended_at.is_none())?;
+    let now = crate::notify::messages::now_text(run.live.as_ref()?, run.started_at, now_ms)?;
+    let now = no_pings(&now);
+    Some(match locale {
+        Locale::Ko => format!("지금: {now}"),
+        Locale::En => format!("Now: {now}"),
+    })
+}
+
+/// The line the project's check posts when it ends: how long it took when it passed, its
+/// last line of output (or how it ended) when it failed.
+pub fn check_line(check: &crate::store::CheckRecord, locale: Locale) -> String {
+    let took = humantime::format_duration(Duration::from_secs(
+        u64::try_from(check.duration_ms.max(0) / 1000).unwrap_or(0),
+    ));
+    if check.passed() {
+        return match locale {
+            Locale::Ko => format!("🧪 체크 통과 ({took})"),
+            Locale::En => format!("🧪 check passed in {took}"),
+        };
+    }
+    let last = check
+        .output_tail
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .map(|l| no_pings(&crate::notify::messages::one_line(l)));
+    let why = match (last, check.exit_code, locale) {
+        (Some(last), _, _) => last,
+        (None, Some(code), Locale::Ko) => format!("종료 코드 {code}"),
+        (None, Some(code), Locale::En) => format!("exit code {code}"),
+        (None, None, Locale::Ko) => "중단됨 (시간 초과 또는 실행 불가)".into(),
+        (None, None, Locale::En) => "stopped (timed out or could not run)".into(),
+    };
+    match locale {
+        Locale::Ko => format!("❌ 체크 실패: {why}"),
+        Locale::En => format!("❌ check failed: {why}"),
+    }
+}
+
 /// A command's author as Discord shows it: a Discord user as their mention (the board is
 /// sent with no mention allowed, so it names them without a ping), a CLI user as
 /// `user@host (CLI)`.
@@ -298,6 +347,70 @@ mod tests {
         assert!(cut_text.encode_utf16().count() <= MAX_CONTENT);
         assert!(cut_text.chars().rev().skip(1).all(|c| c == '🚀'));
         assert_eq!(cut("short", 10), "short");
+    }
+
+    #[test]
+    fn the_now_line_shows_the_running_runs_step_elapsed_tokens_and_cost() {
+        use crate::domain::Actor;
+        use crate::store::{Run, RunLive};
+        let mut done = Run::sample(Actor::Narang, None, 1, 1, 0);
+        done.ended_at = Some(5_000);
+        done.live = Some(RunLive {
+            step: Some("✏️ Edit old.rs".into()),
+            ..RunLive::default()
+        });
+        assert_eq!(
+            now_line(std::slice::from_ref(&done), Locale::En, 9_000),
+            None
+        );
+        let mut running = Run::sample(Actor::Narang, None, 2, 1, 10_000);
+        assert_eq!(
+            now_line(&[done.clone(), running.clone()], Locale::En, 75_000),
+            None
+        );
+        running.live = Some(RunLive {
+            step: Some("▶️ echo @everyone".into()),
+            step_at: Some(70_000),
+            input_tokens: 1200,
+            output_tokens: 34,
+            cost_usd: Some(0.0712),
+        });
+        assert_eq!(
+            now_line(&[done, running], Locale::En, 75_000).as_deref(),
+            Some("Now: ▶️ echo @\u{200B}everyone · 1m 5s · 1234 tokens · $0.07")
+        );
+    }
+
+    #[test]
+    fn the_check_line_says_how_long_it_took_or_its_last_line() {
+        use crate::store::CheckRecord;
+        let mut check = CheckRecord {
+            run_id: "SPRINT-001-R02".into(),
+            command: vec!["cargo".into(), "test".into()],
+            head: None,
+            exit_code: Some(0),
+            duration_ms: 12_400,
+            output_tail: "test result: ok\n".into(),
+            at: 0,
+        };
+        assert_eq!(check_line(&check, Locale::En), "🧪 check passed in 12s");
+        assert_eq!(check_line(&check, Locale::Ko), "🧪 체크 통과 (12s)");
+        check.exit_code = Some(101);
+        check.output_tail = "running 2 tests\nFAILED <@&42> @here   x  \n\n".into();
+        assert_eq!(
+            check_line(&check, Locale::En),
+            "❌ check failed: FAILED <@\u{200B}&42> @\u{200B}here x"
+        );
+        check.output_tail = String::new();
+        assert_eq!(
+            check_line(&check, Locale::En),
+            "❌ check failed: exit code 101"
+        );
+        check.exit_code = None;
+        assert_eq!(
+            check_line(&check, Locale::En),
+            "❌ check failed: stopped (timed out or could not run)"
+        );
     }
 
     #[test]

@@ -434,6 +434,24 @@ pub fn one_line_cow(text: &str) -> std::borrow::Cow<'_, str> {
     })
 }
 
+/// What a running sister is doing now, as the board and `run`'s status line show it: its
+/// latest step, how long its run has gone, the tokens and cost so far. `None` before it
+/// told a step.
+pub fn now_text(live: &crate::store::RunLive, run_started_at: i64, now_ms: i64) -> Option<String> {
+    let step = live.step.as_deref()?;
+    let elapsed =
+        Duration::from_secs(u64::try_from((now_ms - run_started_at).max(0) / 1000).unwrap_or(0));
+    let mut text = format!("{step} · {}", humantime::format_duration(elapsed));
+    let tokens = live.input_tokens.saturating_add(live.output_tokens);
+    if tokens > 0 {
+        text.push_str(&format!(" · {tokens} tokens"));
+    }
+    if let Some(cost) = live.cost_usd {
+        text.push_str(&format!(" · ${cost:.2}"));
+    }
+    Some(text)
+}
+
 /// The status line `run` keeps under the last line on a terminal: who is at work and for
 /// how long, or when a waiting retry starts.
 pub fn status_line(sprint: &Sprint, cx: &Context<'_>, now_ms: i64) -> Option<String> {

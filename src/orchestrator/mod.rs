@@ -11,6 +11,7 @@ mod commands;
 mod compose;
 mod finish;
 mod lease;
+pub mod live;
 mod memory;
 mod recovery;
 mod review;
@@ -26,6 +27,7 @@ use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 use memory::Memory;
 
 pub use lease::{LeaseError, LeaseGuard};
+pub use live::LiveStep;
 
 use crate::config::Config;
 use crate::pipeline::{Budget, Event, Policy};
@@ -47,6 +49,8 @@ const IDLE: Duration = Duration::from_secs(3600);
 /// How many transitions a slow subscriber may fall behind before it must catch up from
 /// the log.
 const BROADCAST_CAPACITY: usize = 1024;
+/// The same for running sisters' steps (a missed one is replaced by the next).
+const LIVE_CAPACITY: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OrchestratorError {
@@ -69,6 +73,7 @@ pub struct Handle {
     pub store: Store,
     wake: Arc<Notify>,
     events: broadcast::Sender<Arc<Committed>>,
+    live: broadcast::Sender<Arc<LiveStep>>,
 }
 
 /// A transition as broadcast after its commit: the log entry, and the sprint as the
@@ -96,6 +101,12 @@ impl Handle {
     /// transitions log.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Committed>> {
         self.events.subscribe()
+    }
+
+    /// Running sisters' steps, at most one a second per run (`live.rs`). A lagging
+    /// receiver misses steps only: the latest is on the run.
+    pub fn subscribe_live(&self) -> broadcast::Receiver<Arc<LiveStep>> {
+        self.live.subscribe()
     }
 }
 
@@ -170,12 +181,14 @@ impl Orchestrator {
         let lease = LeaseGuard::acquire(&store).await?;
         let (finished_tx, finished_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
+        let (live, _) = broadcast::channel(LIVE_CAPACITY);
         let mut orchestrator = Orchestrator {
             policy: Policy::from(&config.pipeline),
             handle: Handle {
                 store: store.clone(),
                 wake: Arc::new(Notify::new()),
                 events,
+                live,
             },
             config,
             store,

@@ -2,13 +2,13 @@
 //! transition into the stage, or on its own for a run due later) so a crash while it runs
 //! is found at restart, and it runs in its own task that reports back to the loop.
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tracing::Instrument;
 
 use super::compose::Composed;
 use super::memory::Running;
 use super::{Finished, Orchestrator, OrchestratorError};
-use crate::sister::{self, RunControl};
+use crate::sister::{self, Progress, RunControl};
 use crate::store::{Run, Sprint, StoreError};
 
 impl Orchestrator {
@@ -81,6 +81,15 @@ impl Orchestrator {
             None => tracing::info!(parent: &span, round = sprint.round, attempt, "spawning sister"),
         }
         let (stop_tx, stop) = oneshot::channel();
+        // Its steps are recorded while it runs; the recorder ends with the run.
+        let (progress, steps) = watch::channel(Progress::default());
+        let recorder = tokio::spawn(super::live::record(
+            self.store.clone(),
+            self.handle.live.clone(),
+            sprint.id.clone(),
+            run_id.clone(),
+            steps,
+        ));
         let sprint_id = sprint.id.clone();
         self.memory.launch(
             run_id.clone(),
@@ -102,11 +111,21 @@ impl Orchestrator {
             async move {
                 let report = match prepared {
                     Ok(prepared) => {
-                        let control = RunControl { stop, start_by };
+                        let control = RunControl {
+                            stop,
+                            start_by,
+                            progress: Some(progress),
+                        };
                         sister::run_prepared(&request, prepared, control).await
                     }
-                    Err(report) => *report,
+                    Err(report) => {
+                        drop(progress);
+                        *report
+                    }
                 };
+                // The run's last step is on record before its end is (unless the database
+                // keeps it waiting).
+                let _ = tokio::time::timeout(super::live::LAST_STEP_WAIT, recorder).await;
                 let _ = finished.send(Finished {
                     sprint_id,
                     run_id,

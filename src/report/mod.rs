@@ -6,7 +6,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use crate::notify::messages::one_line_cow;
 use crate::output::escape_controls;
 use crate::output::{Exit, print_json};
-use crate::store::{Spend, Sprint, SprintStatus, Store};
+use std::collections::HashMap;
+
+use crate::store::{RunLive, Spend, Sprint, SprintStatus, Store};
 use crate::{errln, out, outln};
 
 pub mod evidence;
@@ -38,12 +40,15 @@ struct StatusRow<'a> {
     attempt: i64,
     cost_usd: f64,
     next_run_at: Option<i64>,
+    /// The running sister's latest step.
+    now: Option<&'a str>,
     goal: &'a str,
 }
 
 impl<'a> StatusRow<'a> {
-    fn of(s: &'a Sprint, spend: &Spend) -> StatusRow<'a> {
+    fn of(s: &'a Sprint, spend: &Spend, now: &'a HashMap<String, RunLive>) -> StatusRow<'a> {
         StatusRow {
+            now: now.get(&s.id).and_then(|l| l.step.as_deref()),
             id: &s.id,
             state: s.state.as_str(),
             project: &s.project,
@@ -57,13 +62,17 @@ impl<'a> StatusRow<'a> {
 }
 
 pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
+    let now = match store.live_steps().await {
+        Ok(now) => now,
+        Err(e) => return failed(&e),
+    };
     let Some(id) = id else {
         let all = match store.sprints_with_spend().await {
             Ok(all) => all,
             Err(e) => return failed(&e),
         };
         if as_json {
-            return match SprintStatus::list_json(&all) {
+            return match SprintStatus::list_json(&all, &now) {
                 Ok(json) => {
                     outln!("{json}");
                     Exit::Success
@@ -73,7 +82,7 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
         }
         let rows: Vec<StatusRow> = all
             .iter()
-            .map(|(s, spend)| StatusRow::of(s, spend))
+            .map(|(s, spend)| StatusRow::of(s, spend, &now))
             .collect();
         return table(&rows);
     };
@@ -90,9 +99,10 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
         return print_json(&SprintStatus {
             sprint: &sprint,
             usage: &spend,
+            now: now.get(&sprint.id),
         });
     }
-    table(&[StatusRow::of(&sprint, &spend)])
+    table(&[StatusRow::of(&sprint, &spend, &now)])
 }
 
 /// The `sprint status` table, written at once. Two passes over the rows (the widths,
@@ -142,11 +152,19 @@ fn table(rows: &[StatusRow]) -> Exit {
         })
         .collect();
     let header = [
-        "ID", "STATE", "PROJECT", "ROUND", "ATTEMPT", "COST", "NEXT RUN",
+        "ID", "STATE", "PROJECT", "ROUND", "ATTEMPT", "COST", "NEXT RUN", "NOW",
     ];
+    // A step is agent text: on one line, cut to a column's width.
+    let steps: Vec<Option<String>> = rows
+        .iter()
+        .map(|s| {
+            s.now
+                .map(|step| escape_controls(&cut_chars(step, NOW_CHARS)).into_owned())
+        })
+        .collect();
     let mut widths = header.map(str::len);
     let mut goals = 0;
-    for (s, next) in rows.iter().zip(&next_runs) {
+    for ((s, next), step) in rows.iter().zip(&next_runs).zip(&steps) {
         goals += s.goal.len();
         let cells = [
             chars(s.id),
@@ -156,6 +174,7 @@ fn table(rows: &[StatusRow]) -> Exit {
             digits(s.attempt),
             width_of(Cost(s.cost_usd)),
             next.as_deref().map_or(1, chars),
+            step.as_deref().map_or(1, chars),
         ];
         for (width, cell) in widths.iter_mut().zip(cells) {
             *width = (*width).max(cell);
@@ -181,7 +200,7 @@ fn table(rows: &[StatusRow]) -> Exit {
         pad(&mut text, from, width);
     }
     text.push_str("GOAL\n");
-    for (s, next) in rows.iter().zip(&next_runs) {
+    for ((s, next), step) in rows.iter().zip(&next_runs).zip(&steps) {
         let cell = |text: &mut String, i: usize, write: &dyn Fn(&mut String)| {
             let from = text.len();
             write(text);
@@ -202,11 +221,25 @@ fn table(rows: &[StatusRow]) -> Exit {
         cell(&mut text, 6, &|t| {
             t.push_str(next.as_deref().unwrap_or("-"))
         });
+        cell(&mut text, 7, &|t| {
+            t.push_str(step.as_deref().unwrap_or("-"))
+        });
         text.push_str(&escape_controls(&one_line_cow(s.goal)));
         text.push('\n');
     }
     out!("{text}");
     Exit::Success
+}
+
+/// How much of a running sister's step the `sprint status` table shows (characters).
+const NOW_CHARS: usize = 40;
+
+/// `text` cut to `max` characters, with `…` when something was cut.
+fn cut_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
 }
 
 /// A sprint's spend as the table shows it: `$1.25`.

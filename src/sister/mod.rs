@@ -10,6 +10,7 @@
 pub mod branch;
 pub mod check;
 pub mod contract;
+pub mod events;
 pub mod facts;
 pub mod fence;
 pub mod git;
@@ -26,10 +27,11 @@ mod supervise;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 pub use check::{Check, CheckEnd, CheckReport};
 pub use contract::ContractFile;
+pub use events::Progress;
 pub use prompt::render_prompt;
 pub use spawn::{Prepared, prepare};
 pub use supervise::run_prepared;
@@ -159,6 +161,9 @@ pub struct RunControl {
     /// of this host's claim on the sprint); past it the run ends `interrupted`, its sister
     /// never started. `None`: no limit.
     pub start_by: Option<tokio::time::Instant>,
+    /// Where the run's steps go as its event stream tells them (latest wins); `None`:
+    /// nobody watches.
+    pub progress: Option<watch::Sender<Progress>>,
 }
 
 impl RunControl {
@@ -168,6 +173,7 @@ impl RunControl {
         RunControl {
             stop,
             start_by: None,
+            progress: None,
         }
     }
 }

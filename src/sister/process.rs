@@ -16,6 +16,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::events::{Progress, StreamOutput, StreamReader};
+
 const CHUNK: usize = 64 * 1024;
 
 /// What was read from one pipe so far. Shared with the run so a pipe held open by an
@@ -110,6 +112,53 @@ pub async fn read_head(
         }
     })
     .await;
+}
+
+/// Reads an event stream on stdout to its end: each chunk goes through `reader`, and a
+/// changed step is sent on `progress` (latest wins; nobody is waited for).
+pub async fn read_stream(
+    mut pipe: impl AsyncRead + Unpin,
+    reader: Arc<Mutex<StreamReader>>,
+    activity: Arc<Activity>,
+    progress: Option<tokio::sync::watch::Sender<Progress>>,
+) {
+    let mut buf = vec![0u8; CHUNK];
+    let send = |reader: &StreamReader| {
+        if let Some(progress) = &progress {
+            progress.send_replace(reader.progress().clone());
+        }
+    };
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        activity.touch();
+        let mut r = lock_reader(&reader);
+        if r.feed(&buf[..n], crate::clock::now_ms()) {
+            send(&r);
+        }
+    }
+    let mut r = lock_reader(&reader);
+    if r.finish(crate::clock::now_ms()) {
+        send(&r);
+    }
+}
+
+pub fn lock_reader(reader: &Mutex<StreamReader>) -> std::sync::MutexGuard<'_, StreamReader> {
+    reader
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Puts what an event stream left for the run's classification in the place of stdout's
+/// capture.
+pub fn fill(capture: &SharedCapture, out: StreamOutput) {
+    *lock(capture) = Capture {
+        bytes: VecDeque::from(out.bytes),
+        total: out.total,
+        over_cap: out.over_cap,
+    };
 }
 
 /// Reads stderr: keeps only the last `keep` bytes.

@@ -9,7 +9,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use tokio::sync::watch;
+
 use super::classify::Interruption;
+use super::events::{Progress, StreamReader};
 use super::process::{self, Activity, SharedCapture};
 use super::spawn::spawn_error;
 use super::{Prepared, RunControl, RunOutcome, RunReport, RunRequest, Stopper};
@@ -28,11 +31,20 @@ pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunCont
     }
     let mut stop = Stopper(Some(control.stop));
     let started = Instant::now();
-    let mut report = run_inner(req, prepared, &mut stop).await;
+    let mut report = run_inner(req, prepared, &mut stop, control.progress.as_ref()).await;
     report.duration = started.elapsed();
     if let Some(check) = &req.check
         && super::check::applies(&report)
     {
+        if let Some(progress) = &control.progress {
+            progress.send_modify(|p| {
+                p.step = Some(super::events::clean(&format!(
+                    "🧪 {}",
+                    check.command.join(" ")
+                )));
+                p.step_at_ms = Some(crate::clock::now_ms());
+            });
+        }
         super::check::run_and_judge(req, check, &mut stop, &mut report).await;
     }
     if req.fence.is_some() {
@@ -41,7 +53,12 @@ pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunCont
     report
 }
 
-async fn run_inner(req: &RunRequest, prepared: Prepared, stop: &mut Stopper) -> RunReport {
+async fn run_inner(
+    req: &RunRequest,
+    prepared: Prepared,
+    stop: &mut Stopper,
+    progress: Option<&watch::Sender<Progress>>,
+) -> RunReport {
     let Prepared {
         mut command,
         prompt,
@@ -66,14 +83,31 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, stop: &mut Stopper) -> 
     let stderr: SharedCapture = Arc::new(Mutex::new(Default::default()));
     // The pipes are served inside this task, beside the wait: no task to hand each chunk
     // to, and the prompt is written on the first poll.
-    let read_out = child.stdout.take().map(|pipe| {
-        process::read_head(
-            pipe,
+    // A CLI that prints an event stream is read event by event, its final event kept;
+    // any other's stdout is kept up to its cap.
+    let stream = spec.stream.map(|form| {
+        Arc::new(Mutex::new(StreamReader::new(
+            form,
             spec.max_output_bytes,
-            stdout.clone(),
-            over_cap.clone(),
-            activity.clone(),
-        )
+            &req.workdir,
+        )))
+    });
+    let read_out = child.stdout.take().map(|pipe| -> BoxFuture {
+        match &stream {
+            Some(reader) => Box::pin(process::read_stream(
+                pipe,
+                reader.clone(),
+                activity.clone(),
+                progress.cloned(),
+            )),
+            None => Box::pin(process::read_head(
+                pipe,
+                spec.max_output_bytes,
+                stdout.clone(),
+                over_cap.clone(),
+                activity.clone(),
+            )),
+        }
     });
     let read_err = child.stderr.take().map(|pipe| {
         process::read_tail(
@@ -145,9 +179,29 @@ async fn run_inner(req: &RunRequest, prepared: Prepared, stop: &mut Stopper) -> 
     if !pipes_done {
         let _ = tokio::time::timeout(spec.kill_grace, &mut pipes).await;
     }
+    let mut unfinished = false;
+    if let Some(reader) = &stream {
+        let mut reader = process::lock_reader(reader);
+        if reader.malformed() > 0 {
+            tracing::debug!(lines = reader.malformed(), "event stream lines not read");
+        }
+        let out = reader.take_output();
+        unfinished = out.unfinished;
+        process::fill(&stdout, out);
+    }
 
-    super::classify::report(req, pgid, status, interruption, &stdout, &stderr).await
+    let mut report =
+        super::classify::report(req, pgid, status, interruption, &stdout, &stderr).await;
+    if unfinished && report.outcome == RunOutcome::BadOutput {
+        report.detail = format!(
+            "the event stream ended without its final event; its tail: {}",
+            report.detail
+        );
+    }
+    report
 }
+
+type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// Sleeps `every` (the stall check's period), or forever when there is no stall check.
 async fn tick(every: Option<Duration>) {

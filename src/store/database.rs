@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::{
     CheckRecord, Command, CommandStatus, Commit, ForumPost, HostRecord, HostScope, Lease,
-    NewCommand, NewRun, Result, Run, RunEnd, Spend, Sprint, TransitionRecord, Usage,
+    NewCommand, NewRun, Result, Run, RunEnd, RunLive, Spend, Sprint, TransitionRecord, Usage,
 };
 
 /// Judges whether a lease's holder is gone (a dead pid on this machine, say).
@@ -95,6 +95,8 @@ pub trait Database: Send + Sync + std::fmt::Debug {
 
     async fn start_run(&self, new: &NewRun<'_>, epoch: i64) -> Result<String>;
     async fn end_run(&self, run: &RunEnd) -> Result<()>;
+    /// A running run's latest step and counts; a run that ended keeps what it has.
+    async fn set_run_live(&self, run_id: &str, live: &RunLive) -> Result<()>;
     async fn runs(&self, sprint_id: &str) -> Result<Vec<Run>>;
     async fn runs_in_flight(&self) -> Result<Vec<Run>>;
     /// Each agent still at its usage limit at `now_ms`, whatever sprint found it out: its

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::database::Database;
 use super::{
     CheckRecord, Command, CommandKind, CommandStatus, Commit, ForumPost, HostRecord, Lease,
-    MigrationStatus, NewRun, Result, Run, RunEnd, Spend, Sprint, SprintStatus, StoreError,
+    MigrationStatus, NewRun, Result, Run, RunEnd, RunLive, Spend, Sprint, SprintStatus, StoreError,
     TransitionRecord, Usage, database_name, database_path, postgres, retry_locked, sqlite,
 };
 
@@ -243,7 +243,18 @@ impl Store {
     /// Every sprint with its total spend as one compact JSON array, oldest first: what
     /// `sprint status --json` prints.
     pub async fn status_json(&self) -> Result<String> {
-        SprintStatus::list_json(&self.sprints_with_spend().await?)
+        SprintStatus::list_json(&self.sprints_with_spend().await?, &self.live_steps().await?)
+    }
+
+    /// The running sisters' latest steps, by sprint (the runs not ended that told one).
+    pub async fn live_steps(&self) -> Result<std::collections::HashMap<String, RunLive>> {
+        Ok(self
+            .db
+            .runs_in_flight()
+            .await?
+            .into_iter()
+            .filter_map(|r| Some((r.sprint_id, r.live.filter(|l| l.step.is_some())?)))
+            .collect())
     }
 
     /// Sprints whose stage has a sister to run (planning, implementing, reviewing,
@@ -322,6 +333,15 @@ impl Store {
     pub async fn end_run(&self, run: &RunEnd) -> Result<()> {
         self.write("record a run's end", || self.db.end_run(run))
             .await
+    }
+
+    /// What a running sister is doing now (written about once a second while it runs).
+    /// Tried once: the next step replaces a step another process's lock kept out.
+    pub async fn set_run_live(&self, run_id: &str, live: &RunLive) -> Result<()> {
+        self.db
+            .set_run_live(run_id, live)
+            .await
+            .map_err(|e| e.at(&self.name))
     }
 
     pub async fn runs(&self, sprint_id: &str) -> Result<Vec<Run>> {

@@ -20,6 +20,7 @@ mod commit;
 mod contract;
 mod database;
 mod handle;
+mod live;
 mod postgres;
 pub mod rows;
 pub mod signing;
@@ -38,6 +39,7 @@ pub use commit::{Commit, NewRun, RunEnd};
 pub use contract::{ContractItem, contract, contract_results};
 pub use database::Database;
 pub use handle::{HostScope, Store};
+pub use live::RunLive;
 pub use rows::{
     ForumPost, HostRecord, Lease, Run, Spend, Sprint, TransitionRecord, Usage, review_round,
     round_request,

@@ -315,6 +315,9 @@ pub struct Run {
     /// paused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paused_until: Option<i64>,
+    /// Its latest step and the tokens and cost so far, from its CLI's event stream.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live: Option<super::live::RunLive>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -349,6 +352,11 @@ pub(super) struct RunRaw {
     resumes: Option<String>,
     agent: Option<String>,
     paused_until: Option<i64>,
+    live_step: Option<String>,
+    live_step_at: Option<i64>,
+    live_input_tokens: Option<i64>,
+    live_output_tokens: Option<i64>,
+    live_cost_usd: Option<f64>,
 }
 
 #[cfg(test)]
@@ -417,6 +425,7 @@ impl Run {
             resumes: new.resumes.map(str::to_string),
             agent: new.agent.map(str::to_string),
             paused_until: None,
+            live: None,
         }
     }
 
@@ -498,6 +507,13 @@ impl TryFrom<RunRaw> for Run {
             resumes: r.resumes,
             agent: r.agent,
             paused_until: r.paused_until,
+            live: super::live::RunLive::from_columns(
+                r.live_step,
+                r.live_step_at,
+                r.live_input_tokens,
+                r.live_output_tokens,
+                r.live_cost_usd,
+            ),
             run_id: r.id,
         })
     }

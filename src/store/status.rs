@@ -4,8 +4,10 @@
 
 use serde::Serialize;
 
+use std::collections::HashMap;
+
 use super::rows::SprintRaw;
-use super::{Spend, Sprint, StoreError};
+use super::{RunLive, Spend, Sprint, StoreError};
 
 /// A sprint with its spend: one entry of `sprint status --json`.
 #[derive(Debug, Serialize)]
@@ -13,14 +15,25 @@ pub struct SprintStatus<'a> {
     #[serde(flatten)]
     pub sprint: &'a Sprint,
     pub usage: &'a Spend,
+    /// What its running sister does now (its latest step, tokens and cost so far).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub now: Option<&'a RunLive>,
 }
 
 impl SprintStatus<'_> {
-    /// The list `sprint status --json` prints, compact.
-    pub fn list_json(sprints: &[(Sprint, Spend)]) -> Result<String, StoreError> {
+    /// The list `sprint status --json` prints, compact; `now`: the running sisters' steps
+    /// by sprint.
+    pub fn list_json(
+        sprints: &[(Sprint, Spend)],
+        now: &HashMap<String, RunLive>,
+    ) -> Result<String, StoreError> {
         let list: Vec<SprintStatus<'_>> = sprints
             .iter()
-            .map(|(sprint, usage)| SprintStatus { sprint, usage })
+            .map(|(sprint, usage)| SprintStatus {
+                sprint,
+                usage,
+                now: now.get(&sprint.id),
+            })
             .collect();
         let mut out = Vec::with_capacity(sprints.len() * 320);
         let mut ser = serde_json::Serializer::with_formatter(&mut out, Dollars);

@@ -37,6 +37,7 @@ mod runner;
 mod steering;
 mod storage;
 mod store;
+mod streams;
 mod validate_corpus;
 mod validate_props;
 mod workdir_files;

@@ -326,9 +326,33 @@ async fn deliver(preset_name: &str, cli: &str) -> (FakeModel, Value) {
     (model, log)
 }
 
+/// The implementer's run kept its last step from the CLI's event stream: the shell
+/// command it ran, with the tokens counted so far.
+fn assert_step_recorded(log: &Value) {
+    let narang = log["runs"]
+        .as_array()
+        .and_then(|runs| {
+            runs.iter()
+                .find(|r| r["actor"] == "narang" && r["outcome"] == "handoff")
+        })
+        .expect("narang's run");
+    let live = &narang["live"];
+    let step = live["step"].as_str().unwrap_or_default();
+    assert!(
+        step.starts_with("▶️ ") || step.starts_with("🔧 ") || step.starts_with("💬 "),
+        "a step from the event stream: {narang:#}"
+    );
+    assert!(live["step_at"].is_i64(), "{narang:#}");
+    assert!(
+        live["input_tokens"].as_i64().is_some_and(|n| n > 0),
+        "{narang:#}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_preset_delivers_a_sprint_and_counts_what_the_cli_reported() {
     let (model, log) = deliver("claude-code", "claude").await;
+    assert_step_recorded(&log);
 
     // The budget counts Claude Code's envelope (`usage`, `total_cost_usd`), not what the
     // model wrote in its message (1 token each way).
@@ -352,6 +376,7 @@ async fn claude_code_preset_delivers_a_sprint_and_counts_what_the_cli_reported()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_preset_delivers_a_sprint_with_strict_answers() {
     let (model, log) = deliver("codex", "codex").await;
+    assert_step_recorded(&log);
 
     // Codex sent each sister's strict schema, and the model's answers, with a `null` in
     // every optional field they left out, were taken.

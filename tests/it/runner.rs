@@ -305,6 +305,7 @@ async fn a_run_whose_claim_ran_out_before_its_start_never_starts_its_sister() {
     let control = RunControl {
         stop,
         start_by: Some(claimed_until),
+        progress: None,
     };
     let report = run(&f.request, control).await;
     assert_eq!(report.outcome, RunOutcome::Interrupted, "{}", report.detail);
@@ -330,6 +331,7 @@ async fn stopped(script: &str, stop_with: Stop) -> RunReport {
                 RunControl {
                     stop,
                     start_by: None,
+                    progress: None,
                 },
             )
             .await

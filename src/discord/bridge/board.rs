@@ -4,6 +4,21 @@
 use super::*;
 
 impl Bridge {
+    /// A running sister's new step: its board is due for an edit (within the interval),
+    /// unless the step is the one it was last told.
+    pub(super) fn note_step(&self, step: &crate::orchestrator::LiveStep) -> bool {
+        self.with(|s| {
+            let board = s.boards.entry(step.sprint_id.clone()).or_default();
+            let told = Some((step.run_id.clone(), step.live.clone()));
+            if board.step == told {
+                return false;
+            }
+            board.step = told;
+            board.dirty = true;
+            true
+        })
+    }
+
     /// Edits the boards that changed and whose last edit is old enough. Returns how long
     /// until the next one is due.
     pub(super) async fn flush_boards(&self) -> Duration {
@@ -132,10 +147,15 @@ impl Bridge {
         };
         let thread = ChannelId::new(u64::try_from(post.thread_id).unwrap_or_default());
         let message = MessageId::new(u64::try_from(post.board_message_id).unwrap_or_default());
+        let text = self.board_text(&sprint).await?;
+        if self.with(|s| s.boards.get(sprint_id).and_then(|b| b.shown.as_ref()) == Some(&text)) {
+            return Ok(());
+        }
         let edit = EditMessage::new()
-            .content(self.board_text(&sprint).await?)
+            .content(text.clone())
             .allowed_mentions(CreateAllowedMentions::new());
         self.edit_in(thread, message, &edit).await?;
+        self.with(|s| s.boards.entry(sprint_id.to_string()).or_default().shown = Some(text));
         Ok(())
     }
 
@@ -158,6 +178,16 @@ impl Bridge {
             self.config.pipeline.max_attempts,
             crate::clock::now_ms(),
         );
+        if sprint.state.stage().is_some()
+            && let Some(now) = crate::discord::render::now_line(
+                &runs,
+                self.config.pipeline.locale,
+                crate::clock::now_ms(),
+            )
+        {
+            text.push('\n');
+            text.push_str(&now);
+        }
         if let Some(reviewers) =
             crate::discord::render::reviewers_line(&runs, self.config.pipeline.locale)
         {

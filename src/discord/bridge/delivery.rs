@@ -97,7 +97,13 @@ impl Bridge {
         };
         let mut post = self.post_for(&sprint).await?;
         let cx = Context::new(&self.config, &sprint);
-        let line = render(record, &cx);
+        let mut line = render(record, &cx);
+        // The project's check ran at the end of the run this transition follows: its line
+        // comes first, in the same message.
+        if let Some(check) = self.check_of(record).await? {
+            let check = super::super::render::check_line(&check, self.config.pipeline.locale);
+            line.text = format!("{check}\n{}", line.text);
+        }
         let user = self.discord.user_id.0;
         let (content, mentions) = if line.mention {
             (
@@ -161,6 +167,22 @@ impl Bridge {
         self.post_parts(thread, record, extras).await?;
         self.with(|s| s.boards.entry(sprint.id.clone()).or_default().dirty = true);
         Ok(())
+    }
+
+    /// The project's check of the run a transition follows, when one ran: after narang's
+    /// `IMPL_DONE` (it passed) or a `check_failed`.
+    async fn check_of(
+        &self,
+        record: &TransitionRecord,
+    ) -> Result<Option<crate::store::CheckRecord>, DeliveryError> {
+        let Some(run_id) = &record.run_id else {
+            return Ok(None);
+        };
+        if record.event != "narang:IMPL_DONE" && record.event != "failed:check_failed" {
+            return Ok(None);
+        }
+        let checks = self.store.checks(&record.sprint_id).await?;
+        Ok(checks.into_iter().rev().find(|c| c.run_id == *run_id))
     }
 
     /// After an escalation line: every attempt of the stage, so the human sees what was

@@ -91,8 +91,9 @@ impl Bridge {
         replacing: Option<i64>,
     ) -> Result<ForumPost, DeliveryError> {
         let forum = ChannelId::new(self.discord.forum_channel_id.0);
+        let board = self.board_text(sprint).await?;
         let first = CreateMessage::new()
-            .content(self.board_text(sprint).await?)
+            .content(board.clone())
             .allowed_mentions(CreateAllowedMentions::new());
         // The longest auto-archive: a sprint waiting days for its approval keeps its post
         // open (and one that archived anyway is opened again by its next line).
@@ -142,6 +143,8 @@ impl Bridge {
             return Ok(recorded);
         }
         tracing::info!(sprint = %sprint.id, thread = id, "forum post created");
+        // The sprint's board shows this text now: the same is not sent again.
+        self.with(|s| s.boards.entry(sprint.id.clone()).or_default().shown = Some(board));
         if replacing.is_some() {
             let note = match self.config.pipeline.locale {
                 crate::config::Locale::Ko => format!(

@@ -128,6 +128,10 @@ struct Board {
     dirty: bool,
     /// No edit before this (a failed edit's retry, a 429's `retry_after`).
     not_before: Option<Instant>,
+    /// The text it was last edited to: the same text is not sent again.
+    shown: Option<String>,
+    /// The running sister's step it was last told (run id and step).
+    step: Option<(String, crate::store::RunLive)>,
 }
 
 /// A sprint whose next line failed for now: it waits its turn; the other sprints do not.
@@ -311,6 +315,7 @@ impl Bridge {
     pub async fn run(
         self,
         mut events: broadcast::Receiver<std::sync::Arc<crate::orchestrator::Committed>>,
+        mut steps: broadcast::Receiver<std::sync::Arc<crate::orchestrator::LiveStep>>,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), super::StartError> {
         tokio::pin!(shutdown);
@@ -332,6 +337,7 @@ impl Bridge {
         let mut boards_due: Option<Instant> = Some(Instant::now());
         let mut read_due = true;
         let mut events_open = true;
+        let mut steps_open = true;
         // The database failed: nothing starts until the lines on their way are back,
         // then all is read again from the database after a backoff.
         let mut failed: Option<DeliveryError> = None;
@@ -460,6 +466,18 @@ impl Bridge {
                     events_open = !matches!(r, Err(broadcast::error::RecvError::Closed));
                     read_due = true;
                 }
+                // A running sister's step: its board is edited within the interval (a
+                // burst of steps shows the latest).
+                r = steps.recv(), if steps_open => match r {
+                    Ok(step) => {
+                        if bridge.note_step(&step) {
+                            let now = Instant::now();
+                            boards_due = Some(boards_due.map_or(now, |due| due.min(now)));
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => steps_open = false,
+                },
                 () = news.notified() => read_due = true,
                 () = bridge.notes.notified() => {
                     boards_due = Some(boards_due.map_or(now, |due| due.min(now)));

@@ -7,7 +7,7 @@
 use sqlx::Row;
 
 use super::{Db, unique_violation};
-use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, StoreError};
+use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, RunLive, StoreError};
 
 type Query<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
@@ -28,7 +28,25 @@ const END_RUN: &str = "
         cost_usd = $12, ended_at = $13, session_id = $14, paused_until = $15
     WHERE id = $16 AND outcome IS NULL";
 
+/// A running run's latest step and counts; a run that ended keeps what it has.
+const RUN_LIVE: &str = "UPDATE runs SET live_step = $1, live_step_at = $2, live_input_tokens = $3,
+        live_output_tokens = $4, live_cost_usd = $5
+     WHERE id = $6 AND outcome IS NULL";
+
 impl Db {
+    pub(super) async fn record_run_live(&self, run_id: &str, live: &RunLive) -> Result<()> {
+        sqlx::query(RUN_LIVE)
+            .bind(&live.step)
+            .bind(live.step_at)
+            .bind(live.input_tokens)
+            .bind(live.output_tokens)
+            .bind(live.cost_usd)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// The sprint's base, once: a base already recorded stays.
     pub(super) async fn write_base(
         &self,

@@ -13,7 +13,8 @@ use crate::store::database::{Database, IsGone};
 use crate::store::rows::{KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
 use crate::store::{
     CheckRecord, Command, CommandStatus, Commit, ForumPost, HostScope, Lease, NewCommand, NewRun,
-    Result, Run, RunEnd, Spend, Sprint, StoreError, TransitionRecord, Usage, sprint_branch,
+    Result, Run, RunEnd, RunLive, Spend, Sprint, StoreError, TransitionRecord, Usage,
+    sprint_branch,
 };
 
 /// The heads of the project queues whose pipeline lock is free. The lock holders are
@@ -276,6 +277,10 @@ impl Database for Db {
 
     async fn end_run(&self, run: &RunEnd) -> Result<()> {
         self.record_run_end(run).await
+    }
+
+    async fn set_run_live(&self, run_id: &str, live: &RunLive) -> Result<()> {
+        self.record_run_live(run_id, live).await
     }
 
     async fn runs(&self, sprint_id: &str) -> Result<Vec<Run>> {

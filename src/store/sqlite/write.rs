@@ -7,7 +7,9 @@ use sqlx::sqlite::SqliteArguments;
 
 use super::Db;
 use super::checks::{INSERT_CHECK, bind_check};
-use crate::store::{CommandStatus, Commit, NewRun, Result, RunEnd, StoreError, TransitionRecord};
+use crate::store::{
+    CommandStatus, Commit, NewRun, Result, RunEnd, RunLive, StoreError, TransitionRecord,
+};
 
 type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, SqliteArguments>;
 
@@ -69,7 +71,25 @@ const SET_CURSOR: &str = "PRAGMA synchronous = NORMAL;
      ON CONFLICT (consumer) DO UPDATE SET global_seq = excluded.global_seq;
      PRAGMA synchronous = FULL;";
 
+/// A running run's latest step and counts; a run that ended keeps what it has.
+const RUN_LIVE: &str = "UPDATE runs SET live_step = ?, live_step_at = ?, live_input_tokens = ?,
+        live_output_tokens = ?, live_cost_usd = ?
+     WHERE id = ? AND outcome IS NULL";
+
 impl Db {
+    pub(super) async fn record_run_live(&self, run_id: &str, live: &RunLive) -> Result<()> {
+        sqlx::query(RUN_LIVE)
+            .bind(&live.step)
+            .bind(live.step_at)
+            .bind(live.input_tokens)
+            .bind(live.output_tokens)
+            .bind(live.cost_usd)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// The sprint's base, once: a base already recorded stays.
     pub(super) async fn write_base(
         &self,

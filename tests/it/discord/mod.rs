@@ -184,6 +184,7 @@ fn no_mentions() -> Value {
 mod evidence;
 mod fallback;
 mod notes;
+mod live;
 mod token;
 
 const HAPPY_LINES: [&str; 6] = [

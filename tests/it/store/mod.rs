@@ -5,6 +5,7 @@
 
 mod checks;
 mod notes;
+mod live;
 mod upgrade;
 
 use hanarang::handoff::HandoffDocument;
