@@ -22,19 +22,19 @@ pub struct AgentConfig {
     pub stall_timeout: Option<Dur>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
-    /// Where in the stdout envelope the CLI reports what the run cost (`SPEC.md` §3).
+    /// Where in the stdout envelope the CLI reports what the run cost.
     #[serde(default, skip_serializing_if = "UsagePointers::is_unset")]
     pub usage: UsagePointers,
     /// Where the message is when nothing is at `output_pointer`: a string holding it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_pointer: Option<String>,
-    /// What the agent prints when it hits its usage or rate limit (`SPEC.md` §3).
+    /// What the agent prints when it hits its usage or rate limit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pause_on: Vec<PauseRule>,
     /// How long a pause lasts when the message names no reset time.
     #[serde(default = "default_pause")]
     pub pause_default: Dur,
-    /// Where in the stdout envelope the CLI reports its session id (`SPEC.md` §14).
+    /// Where in the stdout envelope the CLI reports its session id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_pointer: Option<String>,
     /// The args that continue a recorded session (`{session}`), for a retry of the stage.
@@ -49,7 +49,7 @@ pub struct AgentConfig {
     /// relative path starts at the config file's folder.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writable: Vec<String>,
-    /// `"required"`: no sister starts unconfined (`SPEC.md` §15); `"auto"`: confined where
+    /// `"required"`: no sister starts unconfined; `"auto"`: confined where
     /// the kernel has Landlock.
     #[serde(default)]
     pub confine: Confine,
@@ -216,7 +216,7 @@ pub struct SisterConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<Vec<String>>,
     /// `[agent.darang.reviewers.NAME]`: reviewers of one round that run in parallel, each
-    /// over `[agent.darang]` (`SPEC.md` §10). Only darang has them.
+    /// over `[agent.darang]`. Only darang has them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub reviewers: BTreeMap<String, SisterConfig>,
 }

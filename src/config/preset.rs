@@ -1,4 +1,4 @@
-//! Agent presets (`SPEC.md` §14): the values tested against each agent CLI, one file
+//! Agent presets: the values tested against each agent CLI, one file
 //! each in `presets/`, compiled in. `preset = "NAME"` in `[agent]`, a sister's table or a
 //! reviewer's fills the keys that table does not set itself; a preset's own sister tables
 //! (Codex's `[agent.narang]`) fill that sister's table the same way, unless it names a

@@ -1,4 +1,4 @@
-//! The Discord bridge (`SPEC.md` §8), the only module that knows serenity and poise. It
+//! The Discord bridge, the only module that knows serenity and poise. It
 //! turns slash commands and button clicks into the same durable commands the CLI gives,
 //! and follows the transitions log into one forum post per sprint. It never touches a
 //! sister process or routes a handoff: Discord only notifies.

@@ -1,4 +1,4 @@
-//! The words the user reads, one line per transition, in the design's style (`SPEC.md` §8):
+//! The words the user reads, one line per transition, in the design's style:
 //! Korean by default, English by config. The console and the Discord bridge both print
 //! these lines; only the Discord bridge turns `mention` into a ping.
 

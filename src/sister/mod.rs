@@ -1,4 +1,4 @@
-//! The sister runner: spawns one sister as the spawn contract says (`SPEC.md` §3) and turns
+//! The sister runner: spawns one sister as the spawn contract says and turns
 //! whatever the process does into exactly one outcome.
 //!
 //! No shell ever runs: `program` + `args`, placeholders substituted as whole strings. The
@@ -87,7 +87,7 @@ pub struct RunRequest {
     pub role_text: Option<String>,
     /// The project's check, run after narang's `IMPL_DONE` holds (narang's runs only).
     pub check: Option<Check>,
-    /// What the sister (and the check) may touch (`SPEC.md` §15); `None`: unconfined.
+    /// What the sister (and the check) may touch; `None`: unconfined.
     pub fence: Option<fence::Fence>,
     /// git on the workdir, for the facts checked after the sister (fenced the same way).
     pub repo: git::Repo,
@@ -118,7 +118,7 @@ pub struct RunReport {
     pub usage: Option<Usage>,
     /// With outcome `paused`: when the stage may run again (unix ms).
     pub resume_at_ms: Option<i64>,
-    /// The agent's session, as its envelope names it at `session_pointer` (`SPEC.md` §14).
+    /// The agent's session, as its envelope names it at `session_pointer`.
     pub session_id: Option<String>,
     /// The project's check, when one ran after the sister.
     pub check: Option<CheckReport>,

@@ -1,4 +1,4 @@
-//! The one interface every engine implements (SPEC §5): what the orchestrator, the CLI,
+//! The one interface every engine implements: what the orchestrator, the CLI,
 //! Discord and the tests ask of the database. `sqlite::Db` and `postgres::Db` each answer
 //! it with their own SQL; `Store` holds one behind an `Arc` and adds what all engines
 //! share (waiting out another process's lock, naming the database in errors).

@@ -31,7 +31,7 @@ pub struct Store {
     key: Arc<tokio::sync::OnceCell<super::signing::CommandKey>>,
 }
 
-/// A host among several on one PostgreSQL database (SPEC §9): its name, the projects it
+/// A host among several on one PostgreSQL database: its name, the projects it
 /// serves, and how long its lease lasts unrenewed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostScope {
@@ -354,7 +354,7 @@ impl Store {
         self.db.paused_agents(now_ms).await
     }
 
-    /// The project's checks of a sprint's runs, oldest first (SPEC §12).
+    /// The project's checks of a sprint's runs, oldest first.
     pub async fn checks(&self, sprint_id: &str) -> Result<Vec<CheckRecord>> {
         self.db.checks(sprint_id).await
     }
@@ -399,7 +399,7 @@ impl Store {
         self.record_command(&command, None).await
     }
 
-    /// Records a note (`SPEC.md` §17); from Discord, with where it was written
+    /// Records a note; from Discord, with where it was written
     /// (`<channel id>/<message id>`), so it can be marked there once a run is given it.
     pub async fn submit_note(
         &self,
@@ -450,7 +450,7 @@ impl Store {
     }
 
     /// Whether a command came through hanarang's own paths: its signature verifies
-    /// (`SPEC.md` §15). A row something else wrote does not.
+    ///. A row something else wrote does not.
     pub async fn written_by_hanarang(&self, c: &Command) -> Result<bool> {
         let key = self.command_key().await?;
         Ok(key.verifies(&c.asked(), c.mac.as_deref()))
@@ -523,7 +523,7 @@ impl Store {
     }
 
     /// Renews the lease; `false` when someone else took it. A host among several tries
-    /// once: its lease's deadline, not a lock, decides what happens next (SPEC §9).
+    /// once: its lease's deadline, not a lock, decides what happens next.
     pub async fn heartbeat(&self, token: &str, at: i64) -> Result<bool> {
         if self.scope.is_some() {
             return self

@@ -40,7 +40,7 @@ pub struct Sprint {
     pub last_seq: i64,
     pub created_at: i64,
     pub updated_at: i64,
-    /// The host that owns it, with several hosts on one PostgreSQL database (SPEC §9).
+    /// The host that owns it, with several hosts on one PostgreSQL database.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
     /// How many times it was claimed or taken over: a write for it is guarded by this.

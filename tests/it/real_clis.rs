@@ -478,7 +478,7 @@ async fn usage_limit_pauses_until_resumed(preset_name: &str, cli: &str) {
         console.contains("hit its usage limit: resumes at"),
         "run said so: {console}"
     );
-    // Sessions (SPEC §14): the paused run's session is continued where the CLI can do so
+    // Sessions: the paused run's session is continued where the CLI can do so
     // (Claude Code); the others start afresh.
     let runs: Vec<&Value> = log["runs"]
         .as_array()

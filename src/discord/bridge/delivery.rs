@@ -224,7 +224,7 @@ impl Bridge {
         Ok(parts(&text, picture.into_iter().collect()))
     }
 
-    /// When a sprint enters `done`: what it did (`SPEC.md` §13) — the summary, the patch
+    /// When a sprint enters `done`: what it did — the summary, the patch
     /// `base..branch` and the picture — as its last review saw it.
     pub(super) async fn summary_parts(
         &self,

@@ -1,5 +1,5 @@
 //! The store's interface on PostgreSQL. A `Db` with a host scope (several hosts on one
-//! database, SPEC §9) answers for its host where that differs: which sprints, runs and
+//! database) answers for its host where that differs: which sprints, runs and
 //! commands are its own, and its lease is the host's (`hosts.rs`).
 
 use std::collections::HashMap;

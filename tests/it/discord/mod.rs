@@ -183,8 +183,8 @@ fn no_mentions() -> Value {
 
 mod evidence;
 mod fallback;
-mod notes;
 mod live;
+mod notes;
 mod token;
 
 const HAPPY_LINES: [&str; 6] = [

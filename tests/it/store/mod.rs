@@ -4,8 +4,8 @@
 //! whole. Databases made by an older hanarang: `upgrade`.
 
 mod checks;
-mod notes;
 mod live;
+mod notes;
 mod upgrade;
 
 use hanarang::handoff::HandoffDocument;
