@@ -123,7 +123,7 @@ pub async fn on_message(
         return answer(ctx, msg, &text, buttons).await;
     }
     let running = store
-        .runs_in_flight()
+        .every_run_in_flight()
         .await?
         .into_iter()
         .find(|r| r.sprint_id == sprint.id);

@@ -99,6 +99,10 @@ pub trait Database: Send + Sync + std::fmt::Debug {
     async fn set_run_live(&self, run_id: &str, live: &RunLive) -> Result<()>;
     async fn runs(&self, sprint_id: &str) -> Result<Vec<Run>>;
     async fn runs_in_flight(&self) -> Result<Vec<Run>>;
+    /// Every host's runs in flight, whichever host's store asks.
+    async fn every_run_in_flight(&self) -> Result<Vec<Run>> {
+        self.runs_in_flight().await
+    }
     /// Each agent still at its usage limit at `now_ms`, whatever sprint found it out: its
     /// latest reset (unix ms).
     async fn paused_agents(&self, now_ms: i64) -> Result<Vec<(String, i64)>>;

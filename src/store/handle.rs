@@ -250,7 +250,7 @@ impl Store {
     pub async fn live_steps(&self) -> Result<std::collections::HashMap<String, RunLive>> {
         Ok(self
             .db
-            .runs_in_flight()
+            .every_run_in_flight()
             .await?
             .into_iter()
             .filter_map(|r| Some((r.sprint_id, r.live.filter(|l| l.step.is_some())?)))
@@ -363,6 +363,12 @@ impl Store {
     /// host owns.
     pub async fn runs_in_flight(&self) -> Result<Vec<Run>> {
         self.db.runs_in_flight().await
+    }
+
+    /// Runs that were spawned and never recorded an end, whichever host runs them (what
+    /// the thread and `sprint status` show).
+    pub async fn every_run_in_flight(&self) -> Result<Vec<Run>> {
+        self.db.every_run_in_flight().await
     }
 
     /// What a sprint's runs cost, in all and per sister.

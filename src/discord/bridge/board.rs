@@ -19,6 +19,23 @@ impl Bridge {
         })
     }
 
+    /// Sharing the database, a sister may run on another host, whose steps this bot is
+    /// not told of: they are read from the runs, each board due when its step changed.
+    /// Returns whether any sister runs (then it is read again within the interval).
+    pub(super) async fn read_steps(&self) -> Result<bool, DeliveryError> {
+        let running = self.store.every_run_in_flight().await?;
+        for run in &running {
+            if let Some(live) = run.live.clone().filter(|l| l.step.is_some()) {
+                self.note_step(&crate::orchestrator::LiveStep {
+                    sprint_id: run.sprint_id.clone(),
+                    run_id: run.run_id.clone(),
+                    live,
+                });
+            }
+        }
+        Ok(!running.is_empty())
+    }
+
     /// Edits the boards that changed and whose last edit is old enough. Returns how long
     /// until the next one is due.
     pub(super) async fn flush_boards(&self) -> Duration {

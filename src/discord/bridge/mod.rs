@@ -394,7 +394,17 @@ impl Bridge {
                 boards_due = None;
                 let bridge = bridge.clone();
                 boards.spawn(async move {
-                    let next = bridge.flush_boards().await;
+                    let running = match shared {
+                        true => bridge.read_steps().await.unwrap_or_else(|e| {
+                            tracing::warn!(error = %e, "running sisters' steps could not be read");
+                            true
+                        }),
+                        false => false,
+                    };
+                    let mut next = bridge.flush_boards().await;
+                    if running {
+                        next = next.min(BOARD_INTERVAL);
+                    }
                     match bridge.mark_notes().await {
                         Ok(false) => next,
                         Ok(true) => next.min(NOTES_POLL),

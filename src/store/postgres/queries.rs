@@ -289,6 +289,10 @@ impl Database for Db {
         if let Some(scope) = &self.scope {
             return self.owned_runs_in_flight(scope).await;
         }
+        self.every_run_in_flight().await
+    }
+
+    async fn every_run_in_flight(&self) -> Result<Vec<Run>> {
         let raws: Vec<RunRaw> =
             sqlx::query_as("SELECT * FROM runs WHERE outcome IS NULL ORDER BY sprint_id, number")
                 .fetch_all(&self.pool)

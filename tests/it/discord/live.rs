@@ -199,3 +199,54 @@ async fn a_failed_check_posts_its_last_line_and_pings_no_one() {
     bot.stop().await;
     p.stop().await;
 }
+
+/// Sharing a PostgreSQL database, a sister may run on another host, which tells this bot
+/// nothing: the bot reads the running sisters' steps from the database within the interval.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_recorded_by_another_host_reaches_the_board() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let p = pipeline(
+        Setup {
+            narang: "hang-first 1",
+            engine: support::db::Engine::Postgres,
+            ..Setup::default()
+        },
+        &fake,
+    )
+    .await;
+    let bot = Bot::start(&p, &fake).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.files
+        .wait_hanging(hanarang::handoff::message::Actor::Narang)
+        .await;
+    let run = p.runs(&s.id).await.pop().expect("narang's run");
+    assert!(fake.wait_until(PATIENCE, |f| !f.threads().is_empty()).await);
+    let thread = fake.threads()[0].id;
+    // The board has caught up with the implementer's start: nothing else will edit it.
+    wait_for_lines(&fake, 2).await;
+    assert!(
+        fake.wait_until(PATIENCE, |f| board_versions(f, thread)
+            .last()
+            .is_some_and(|b| b.contains("⚙️ 구현")))
+            .await
+    );
+    // Written as another host's loop writes its sister's step: through the database only.
+    let step = hanarang::store::RunLive {
+        step: Some("▶️ cargo test --workspace".into()),
+        step_at: Some(hanarang::clock::now_ms()),
+        input_tokens: 1200,
+        output_tokens: 300,
+        cost_usd: Some(0.02),
+    };
+    p.store.set_run_live(&run.run_id, &step).await.unwrap();
+    assert!(
+        fake.wait_until(PATIENCE, |f| board_versions(f, thread)
+            .last()
+            .is_some_and(|b| b.contains("▶️ cargo test --workspace")))
+            .await,
+        "{:#?}",
+        board_versions(&fake, thread)
+    );
+    bot.stop().await;
+    p.stop().await;
+}
