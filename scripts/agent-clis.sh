@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the pinned agent CLIs the suite drives (tests/it/real_clis.rs) under
+# Installs the pinned agent CLIs the suite drives (tests/it/real_clis/) under
 # target/agent-clis/, from the npm registry, once: a second run finds them and does
 # nothing. Prints one line per CLI on stdout, `NAME BIN_DIR` (the folder to put first on
 # PATH). Needs Node.js and npm on PATH.
