@@ -16,6 +16,12 @@
 //!    in a fresh child process of this benchmark (this executable re-run with
 //!    `--memory-case <case>`), which prints its own `VmHWM` once the run is over, so the
 //!    peak is the runner's alone. Target < 2 × `max_output_bytes` + 20 MB.
+//! 3. Event streams: a sister that prints Claude Code's stream-json (`STREAM_EVENTS`
+//!    tool calls, each with its result, then the result event), run with its stream read
+//!    into steps (`stream = "claude-code"`) and bare, interleaved. Reported as the cost
+//!    per event the runner adds: what reading the stream adds to a sister's wall time.
+//!    Target: a few percent of a sister's time at the rate a CLI prints (under 1% at
+//!    100 events a second).
 
 #[allow(dead_code)] // what the other benchmarks share beside the machine line
 mod common;
@@ -146,6 +152,76 @@ fn main() {
     overhead();
     println!();
     memory();
+    println!();
+    streams();
+}
+
+// --- 3. event streams -------------------------------------------------------------------
+
+/// Tool calls in the measured stream (each followed by its result: twice the lines).
+const STREAM_EVENTS: usize = 20_000;
+const STREAM_RUNS: usize = 20;
+
+fn streams() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a multi-thread runtime");
+    let dir = TempDir::new("bench-stream");
+    let file = dir.path().join("stream.jsonl");
+    let mut text = String::from(
+        "{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"s-1\"}\n",
+    );
+    for i in 0..STREAM_EVENTS {
+        text.push_str(&format!(
+            "{{\"type\":\"assistant\",\"message\":{{\"id\":\"m{i}\",\"content\":[{{\"type\":\"tool_use\",\"id\":\"t{i}\",\"name\":\"Edit\",\"input\":{{\"file_path\":\"src/part{i}.rs\"}}}}],\"usage\":{{\"input_tokens\":10,\"output_tokens\":1}}}},\"session_id\":\"s-1\"}}\n\
+             {{\"type\":\"user\",\"message\":{{\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"t{i}\",\"content\":\"ok\"}}]}}}}\n"
+        ));
+    }
+    text.push_str(&format!(
+        "{{\"type\":\"result\",\"subtype\":\"success\",\"session_id\":\"s-1\",\"total_cost_usd\":0.42,\"usage\":{{\"input_tokens\":1234,\"output_tokens\":56}},\"structured_output\":{MESSAGE}}}\n"
+    ));
+    std::fs::write(&file, &text).expect("write the stream");
+    let sister = Sister {
+        name: "Claude Code stream-json",
+        script: format!("cat >/dev/null; cat '{}'", file.display()),
+    };
+    let mut req = request(&dir, &sister);
+    req.spec.stream = Some(hanarang::config::EventStream::ClaudeCode);
+    req.spec.output_pointer = "/structured_output".into();
+    let (program, args) = (sister.program(), sister.args());
+    let (mut runner, mut bare) = (Vec::new(), Vec::new());
+    let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
+    for i in 0..STREAM_RUNS + 2 {
+        let run_id = format!("S-{i}");
+        req.contract_path = dir.path().join(format!("runs/{run_id}.contract.json"));
+        req.contract.run_id = run_id;
+        let started = Instant::now();
+        let report = rt.block_on(run(&req, RunControl::unattended()));
+        let r = started.elapsed();
+        let started = Instant::now();
+        spawn_bare(program, &args, &req.workdir, "");
+        let b = started.elapsed();
+        if i >= 2 {
+            runner.push(r);
+            bare.push(b);
+            *outcomes.entry(report.outcome.to_string()).or_default() += 1;
+        }
+    }
+    let (r, b) = (median(&runner), median(&bare));
+    let lines = 2 * STREAM_EVENTS + 2;
+    let per_line = r.saturating_sub(b) / u32::try_from(lines).unwrap_or(u32::MAX);
+    println!(
+        "3. Event streams: {lines} lines ({}), {STREAM_RUNS} runs each, runner reading the stream vs bare",
+        mib(text.len() as u64)
+    );
+    println!(
+        "runner med {}, bare med {}, added per line {:.2} µs; at 100 lines a second that is {:.3}% of the sister's time; outcomes {outcomes:?}",
+        us(r),
+        us(b),
+        per_line.as_secs_f64() * 1e6,
+        per_line.as_secs_f64() * 100.0 * 100.0
+    );
 }
 
 // --- 1. overhead ------------------------------------------------------------------------
