@@ -169,9 +169,8 @@ fn streams() {
         .expect("a multi-thread runtime");
     let dir = TempDir::new("bench-stream");
     let file = dir.path().join("stream.jsonl");
-    let mut text = String::from(
-        "{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"s-1\"}\n",
-    );
+    let mut text =
+        String::from("{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"s-1\"}\n");
     for i in 0..STREAM_EVENTS {
         text.push_str(&format!(
             "{{\"type\":\"assistant\",\"message\":{{\"id\":\"m{i}\",\"content\":[{{\"type\":\"tool_use\",\"id\":\"t{i}\",\"name\":\"Edit\",\"input\":{{\"file_path\":\"src/part{i}.rs\"}}}}],\"usage\":{{\"input_tokens\":10,\"output_tokens\":1}}}},\"session_id\":\"s-1\"}}\n\
