@@ -236,7 +236,7 @@ impl Orchestrator {
             Err(detail) => (RecipeTexts::default(), Some(detail)),
         };
         let request = self.request(sprint, actor).await;
-        let (notes, notes_upto) = self.notes(sprint, request.as_ref()).await;
+        let (notes, notes_upto) = self.notes(sprint, &runs, request.as_ref()).await;
         let contract = ContractFile {
             sprint_id: sprint.id.clone(),
             goal: sprint.goal.clone(),
@@ -381,13 +381,16 @@ impl Orchestrator {
         })
     }
 
-    /// The notes people left for the sprint that no run was given yet, and
-    /// the last one's command id. One whose signature does not verify is not given (the
+    /// The notes people left for the sprint that no run acted on yet, and the last one's
+    /// command id: those given to no run, and those given to a run that ended without an
+    /// answer (it failed, paused at a usage limit, was interrupted or handed off), which
+    /// the next run is given again. One whose signature does not verify is not given (the
     /// loop refuses it); one that only says what this round's request says is not given
     /// twice.
     async fn notes(
         &self,
         sprint: &Sprint,
+        runs: &[Run],
         request: Option<&sister::contract::PersonRequest>,
     ) -> (Vec<sister::contract::PersonNote>, Option<i64>) {
         use crate::store::{CommandKind, CommandStatus};
@@ -402,8 +405,12 @@ impl Orchestrator {
         let mut upto = None;
         for c in commands.iter().filter(|c| {
             c.kind == CommandKind::Note
-                && c.delivered_run.is_none()
                 && c.status != CommandStatus::Refused
+                && c.delivered_run.as_deref().is_none_or(|given| {
+                    runs.iter().any(|r| {
+                        r.run_id == given && r.outcome.is_some_and(|o| o != RunOutcome::Handoff)
+                    })
+                })
         }) {
             if !self.store.written_by_hanarang(c).await.unwrap_or(false) {
                 continue;

@@ -233,3 +233,43 @@ async fn an_escalation_pings_once_and_posts_a_digest_of_every_attempt() {
     let _ = stop.send(());
     p.stop().await;
 }
+
+/// A note is given until a run acts on it: the planner's run that was given it fails, so
+/// its retry is given it again; the implementer after a planner that answered is not.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_note_given_to_a_run_that_failed_goes_to_its_retry() {
+    let files = Files::new(&Setup {
+        harang: "fail-first 1",
+        ..Setup::default()
+    });
+    for args in [
+        &["sprint", "start", "Add a login page"][..],
+        &["sprint", "note", "1", "--text", "keep the form on one page"],
+    ] {
+        let out = files.hanarang(args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let p = Pipeline::start_with(files).await;
+    p.wait_for("SPRINT-001", State::Done).await;
+    let runs = p.runs("SPRINT-001").await;
+    let given = |run: &hanarang::store::Run| {
+        p.files.contract_of(&run.run_id)["notes"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|n| n["text"] == "keep the form on one page"))
+    };
+    assert_eq!(runs[0].outcome, Some(RunOutcome::ExitNonzero));
+    assert_eq!(runs[1].actor, Actor::Harang);
+    assert!(given(&runs[1]), "the retry is given the note again");
+    assert!(
+        !given(&runs[2]),
+        "not the implementer after the planner answered"
+    );
+    let log = p.files.hanarang(&["sprint", "log", "1", "--json"]);
+    let log: serde_json::Value = serde_json::from_slice(&log.stdout).unwrap();
+    assert_eq!(log["notes"][0]["delivered_run"], json!(runs[1].run_id));
+    p.stop().await;
+}

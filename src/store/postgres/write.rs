@@ -259,7 +259,7 @@ async fn deliver_notes(
     };
     sqlx::query(
         "UPDATE commands SET delivered_run = $1
-         WHERE sprint_id = $2 AND kind = 'note' AND delivered_run IS NULL AND status <> 'refused' AND id <= $3",
+         WHERE sprint_id = $2 AND kind = 'note' AND status <> 'refused' AND (delivered_run IS NULL OR delivered_run IN (SELECT id FROM runs WHERE runs.sprint_id = commands.sprint_id AND outcome IS NOT NULL AND outcome <> 'handoff')) AND id <= $3",
     )
     .bind(crate::domain::run_id(new.sprint_id, new.number))
     .bind(new.sprint_id)

@@ -51,12 +51,12 @@ const COMMIT_BATCH: &str = "BEGIN IMMEDIATE;
      INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer, resumes, agent)
      SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE ?;
      UPDATE commands SET delivered_run = ?
-     WHERE sprint_id = ? AND kind = 'note' AND delivered_run IS NULL AND status <> 'refused' AND id <= ?;
+     WHERE sprint_id = ? AND kind = 'note' AND status <> 'refused' AND (delivered_run IS NULL OR delivered_run IN (SELECT id FROM runs WHERE runs.sprint_id = commands.sprint_id AND outcome IS NOT NULL AND outcome <> 'handoff')) AND id <= ?;
      COMMIT;";
 
 /// The notes a new run is given (`NewRun::notes_upto`), marked as given to it.
 const DELIVER_NOTES: &str = "UPDATE commands SET delivered_run = ?
-     WHERE sprint_id = ? AND kind = 'note' AND delivered_run IS NULL AND status <> 'refused' AND id <= ?";
+     WHERE sprint_id = ? AND kind = 'note' AND status <> 'refused' AND (delivered_run IS NULL OR delivered_run IN (SELECT id FROM runs WHERE runs.sprint_id = commands.sprint_id AND outcome IS NOT NULL AND outcome <> 'handoff')) AND id <= ?";
 
 /// How many parameters the run's end, the command's answer and the next run take.
 const END_RUN_PARAMETERS: usize = 16;

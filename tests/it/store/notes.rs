@@ -4,7 +4,8 @@
 
 use hanarang::handoff::HandoffDocument;
 use hanarang::pipeline::Event;
-use hanarang::store::{CommandKind, ForumPost, NewRun, Store};
+use hanarang::sister::RunOutcome;
+use hanarang::store::{CommandKind, ForumPost, NewRun, RunEnd, Store};
 
 use crate::support::db::{TestDb, on_each_engine};
 use crate::support::{commit_event, planner_run};
@@ -88,4 +89,65 @@ async fn a_thread_finds_its_sprint(engine) {
     assert_eq!(store.forum_post_of_thread(post.thread_id).await.unwrap(), Some(post));
     assert_eq!(store.forum_post_of_thread(42).await.unwrap(), None);
 }
+}
+
+on_each_engine! {
+async fn a_note_given_to_a_run_that_ended_without_an_answer_is_given_again(engine) {
+    let db = TestDb::new(engine, "store").await;
+    let store = Store::open(&db.url).await.unwrap();
+    let queued = store
+        .create_sprint("app", "goal", None, "cli:tester@test", "b", 1)
+        .await
+        .unwrap();
+    let note = store
+        .submit_note(&queued.id, "keep it small", "discord:500", 0, 2, None)
+        .await
+        .unwrap();
+    let handoff = HandoffDocument::default();
+    let given_to = |store: &Store| {
+        let store = store.clone();
+        async move { store.command(note).await.unwrap().unwrap().delivered_run }
+    };
+    let start = |number: i64| NewRun {
+        number,
+        notes_upto: Some(note),
+        ..planner_run(&queued.id, &handoff)
+    };
+    let first = store.start_run(start(1), 0).await.unwrap();
+    assert_eq!(given_to(&store).await.as_deref(), Some(first.as_str()));
+    // Still running: a run started beside it (a reviewer) is not given it again.
+    let beside = store.start_run(start(2), 0).await.unwrap();
+    assert_eq!(given_to(&store).await.as_deref(), Some(first.as_str()));
+    store.end_run(&end(&first, RunOutcome::ExitNonzero)).await.unwrap();
+    store.end_run(&end(&beside, RunOutcome::Handoff)).await.unwrap();
+    // The run it was given failed: the next run is given it.
+    let retry = store.start_run(start(3), 0).await.unwrap();
+    assert_eq!(given_to(&store).await.as_deref(), Some(retry.as_str()));
+    // That one answered: the run after it is not.
+    store.end_run(&end(&retry, RunOutcome::Handoff)).await.unwrap();
+    store.start_run(start(4), 0).await.unwrap();
+    assert_eq!(given_to(&store).await.as_deref(), Some(retry.as_str()));
+}
+}
+
+fn end(run_id: &str, outcome: RunOutcome) -> RunEnd {
+    RunEnd {
+        run_id: run_id.to_string(),
+        outcome,
+        detail: String::new(),
+        rejection: None,
+        exit_code: Some(0),
+        signal: None,
+        duration_ms: 5,
+        stdout_tail: String::new(),
+        stderr_tail: String::new(),
+        message: None,
+        input_tokens: None,
+        output_tokens: None,
+        cost_usd: None,
+        ended_at: 8,
+        session_id: None,
+        check: None,
+        paused_until: None,
+    }
 }
