@@ -95,12 +95,6 @@ impl From<&str> for DatabaseUrl {
     }
 }
 
-impl PartialEq<str> for DatabaseUrl {
-    fn eq(&self, other: &str) -> bool {
-        self.0 == other
-    }
-}
-
 impl PartialEq<&str> for DatabaseUrl {
     fn eq(&self, other: &&str) -> bool {
         self.0 == *other

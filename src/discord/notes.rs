@@ -122,11 +122,12 @@ pub async fn on_message(
         let buttons = decision_buttons(&sprint.id, sprint.last_seq, Some(id), locale);
         return answer(ctx, msg, &text, buttons).await;
     }
+    // Whichever host runs it: the sprint's own runs, not this host's in flight.
     let running = store
-        .every_run_in_flight()
+        .runs(&sprint.id)
         .await?
         .into_iter()
-        .find(|r| r.sprint_id == sprint.id);
+        .find(|r| r.outcome.is_none());
     if let Some(run) = running {
         let who = run.actor.korean_name();
         let text = match locale {

@@ -107,9 +107,6 @@ impl Bridge {
     pub(super) async fn mark_notes(&self) -> Result<bool, DeliveryError> {
         let mut waiting = false;
         for note in self.store.notes_to_mark().await? {
-            let place = note.message.as_deref().and_then(|m| m.split_once('/'));
-            let ids =
-                place.and_then(|(c, m)| Some((c.parse::<u64>().ok()?, m.parse::<u64>().ok()?)));
             if note.delivered_run.is_none() {
                 // A sprint that ended before a run was given the note never will be: the
                 // note stops waiting, unmarked in Discord.
@@ -127,6 +124,10 @@ impl Bridge {
                 }
                 continue;
             }
+            // "<channel id>/<message id>", as the bot recorded it.
+            let place = note.message.as_deref().and_then(|m| m.split_once('/'));
+            let ids =
+                place.and_then(|(c, m)| Some((c.parse::<u64>().ok()?, m.parse::<u64>().ok()?)));
             if let Some((channel, message)) = ids.filter(|(c, m)| *c != 0 && *m != 0) {
                 let reacted = call(self.rest.react(
                     ChannelId::new(channel),
