@@ -55,6 +55,12 @@ async fn sprint_with_narang(
     (p, bot, s)
 }
 
+/// The notes `sprint log --json` lists for the first sprint.
+fn notes_on_record(p: &Pipeline) -> Value {
+    let log: Value = serde_json::from_str(&log(p, &["sprint", "log", "1", "--json"])).unwrap();
+    log["notes"].clone()
+}
+
 fn log(p: &Pipeline, args: &[&str]) -> String {
     let out = p.files.hanarang(args);
     assert!(
@@ -128,9 +134,7 @@ async fn a_reply_from_the_user_is_noted_given_to_the_next_run_and_marked() {
     assert!(text_log.contains("Notes:"), "{text_log}");
     assert!(text_log.contains(&format!("discord:{USER}")), "{text_log}");
     assert!(!text_log.contains(secret), "{text_log}");
-    let json_log: Value =
-        serde_json::from_str(&log(&p, &["sprint", "log", "1", "--json"])).unwrap();
-    assert_eq!(json_log["notes"][0]["text"], json!(text), "{json_log:#}");
+    assert_eq!(notes_on_record(&p)[0]["text"], json!(text));
     bot.stop().await;
     p.stop().await;
 }
@@ -183,9 +187,7 @@ async fn replies_that_cannot_be_notes_are_answered_and_change_nothing() {
     assert!(refused.content.contains("has ended"), "{}", refused.content);
     assert_eq!(refused.allowed_mentions, no_mentions());
     assert!(fake.reactions(late).is_empty());
-    let json_log: Value =
-        serde_json::from_str(&log(&p, &["sprint", "log", "1", "--json"])).unwrap();
-    assert_eq!(json_log["notes"], json!([]), "{json_log:#}");
+    assert_eq!(notes_on_record(&p), json!([]));
     bot.stop().await;
     p.stop().await;
 }
@@ -212,9 +214,7 @@ async fn without_the_message_content_intent_the_bot_connects_and_notes_nothing()
     let click = fake.button(STRANGER, &[], &done.custom_ids()[0], done.id, thread);
     fake.wait_for_responses(click.id, 1, PATIENCE).await;
     assert!(fake.reactions(blind).is_empty());
-    let json_log: Value =
-        serde_json::from_str(&log(&p, &["sprint", "log", "1", "--json"])).unwrap();
-    assert_eq!(json_log["notes"], json!([]), "{json_log:#}");
+    assert_eq!(notes_on_record(&p), json!([]));
     bot.stop().await;
     p.stop().await;
 }
