@@ -30,7 +30,7 @@ pub use lease::{LeaseError, LeaseGuard};
 pub use live::LiveStep;
 
 use crate::config::Config;
-use crate::pipeline::{Budget, Event, Policy};
+use crate::pipeline::{self, Budget, Due, Event, Policy};
 use crate::sister::{RunReport, Stop};
 use crate::store::{CommandStatus, Run, Sprint, Store, StoreError, TransitionRecord};
 
@@ -444,28 +444,24 @@ impl Orchestrator {
                 }
                 _ => {
                     let runs = self.runs_of(&sprint, runs).await?;
-                    match self.over_budget(&sprint, &runs) {
-                        Some((spent_usd, limit_usd)) => {
-                            let event = Event::BudgetExceeded {
-                                spent_usd,
-                                limit_usd,
-                            };
+                    let spent = spent_usd(&runs);
+                    match pipeline::due(
+                        self.budget(&sprint),
+                        spent,
+                        self.several_reviewers(),
+                        sprint.state,
+                    ) {
+                        Due::Exceeded(event) => {
                             self.transition(&sprint, event, None, None, Some(runs))
                                 .await?;
                         }
-                        None if fans_out => self.review(&sprint).await?,
-                        None => self.spawn(&sprint, runs).await?,
+                        Due::Reviewers => self.review(&sprint).await?,
+                        Due::Stage => self.spawn(&sprint, runs).await?,
                     }
                 }
             }
         }
         Ok(next_due)
-    }
-
-    /// `Some((spent, limit))` when the sprint has spent more than it may: checked before
-    /// every spawn. `runs`: all of the sprint's, as recorded (what `Store::usage` sums).
-    fn over_budget(&self, sprint: &Sprint, runs: &[Run]) -> Option<(f64, f64)> {
-        self.budget(sprint).exceeded(spent_usd(runs))
     }
 
     fn budget(&self, sprint: &Sprint) -> Budget {

@@ -1,42 +1,74 @@
-//! A transition, end to end: the rules asked (`fsm::apply`), the sprint after it worked
-//! out, the run a move into a stage starts composed, all committed in one transaction,
-//! broadcast only after the commit, and the run launched.
+//! A transition, end to end: read what the rules need, ask them (`pipeline::decide`),
+//! compose the run the decision starts, commit it all in one transaction, broadcast only
+//! after the commit, and launch the run.
 
 use std::sync::Arc;
 
 use super::{Committed, Orchestrator, OrchestratorError, spent_usd};
 use crate::clock::now_ms;
 use crate::handoff::message::HandoffMessage;
-use crate::pipeline::{Event, Facts, State, Transition, apply, next_run_at};
+use crate::pipeline::{Before, Decision, Event, Facts, Launch, decide};
 use crate::sister::Stop;
 use crate::store::{Command, CommandStatus, Run, RunEnd, Sprint, StoreError, TransitionRecord};
 
 impl Orchestrator {
-    /// Applies one event to a sprint and commits it; `Ok(None)` when the rules refuse it.
-    /// A move into a stage whose sister may start at once records that run in the same
-    /// commit and launches it. `runs`: the sprint's runs as they are with `run` ended, when
-    /// the caller knows them (they are read otherwise).
+    /// Applies one event to a sprint: the rules decide (`pipeline::decide`), the decision
+    /// is committed in one transaction, broadcast, and what it names launched. `Ok(None)`
+    /// when the rules refuse it. `runs`: the sprint's runs as they are with `run` ended,
+    /// when the caller knows them (they are read otherwise).
     pub(super) async fn transition(
         &mut self,
         sprint: &Sprint,
         event: Event,
         run: Option<&RunEnd>,
         command: Option<&Command>,
-        mut runs: Option<Vec<Run>>,
+        runs: Option<Vec<Run>>,
     ) -> Result<Option<TransitionRecord>, OrchestratorError> {
         // Whatever happens, a copy kept from before is no longer the sprint.
         self.memory.forget(&sprint.id);
         let sister_running = self.memory.runs_sister(&sprint.id);
-        let ((unchanged_head, same_findings), known) =
-            self.progress(sprint, &event, runs.take()).await?;
-        runs = known;
+        let ((unchanged_head, same_findings), mut runs) =
+            self.progress(sprint, &event, runs).await?;
+        // What the sprint spent matters only under a limit.
+        let budget = self.budget(sprint);
+        let spent_usd = if budget.limit_usd.is_some() {
+            let known = self.runs_of(sprint, runs.take()).await?;
+            let spent = spent_usd(&known);
+            runs = Some(known);
+            spent
+        } else {
+            0.0
+        };
+        let message: Option<HandoffMessage> = run
+            .and_then(|r| r.message.clone())
+            .and_then(|m| serde_json::from_value(m).ok());
+        let (named_contract, named_branch) = match &message {
+            Some(HandoffMessage::Harang(m)) => {
+                (m.payload.as_ref().map(|p| p.contract_id.as_str()), None)
+            }
+            Some(HandoffMessage::Narang(m)) => {
+                (None, m.payload.as_ref().map(|p| p.branch.as_str()))
+            }
+            _ => (None, None),
+        };
+        let before = Before {
+            position: sprint.position(),
+            next_run_at: sprint.next_run_at,
+            focus: (sprint.focus.as_deref()).map(|text| (text, sprint.focus_by.as_deref())),
+            budget,
+            spent_usd,
+            named_contract,
+            named_branch,
+            several_reviewers: self.several_reviewers(),
+            may_start: !self.hold_spawns && !self.at_cap() && self.wants(sprint),
+        };
         let facts = Facts {
             unchanged_head: unchanged_head.as_deref(),
             same_findings,
             ..Facts::of(&sprint.id, sister_running)
         };
-        let t = match apply(sprint.position(), &event, facts, &self.policy) {
-            Ok(t) => t,
+        let decision = match decide(before, &event, facts, &self.policy, now_ms()) {
+            Ok(decision) => decision,
             Err(refusal) => {
                 self.memory.park(sprint.clone(), runs);
                 if let Some(c) = command {
@@ -50,34 +82,21 @@ impl Orchestrator {
                 return Ok(None);
             }
         };
-        let mut after = next_sprint(sprint, &t, &event, run, now_ms());
-        if let (Event::Resume { .. }, Some(_)) = (&event, self.config.pipeline.max_cost_usd) {
-            // A human's resume is their word to spend more.
-            let known = self.runs_of(sprint, runs.take()).await?;
-            after.budget_usd = self.budget(sprint).after_resume(spent_usd(&known));
-            runs = Some(known);
-        }
-        // Several reviewers are started by the pass (`review`), not with the commit.
-        let starts_now = after.state.stage().is_some()
-            && after.next_run_at.is_none()
-            && !sister_running
-            && !self.fans_out(&after)
-            && !self.hold_spawns
-            && !self.at_cap()
-            && self.wants(&after);
-        let mut launch = None;
-        if starts_now {
-            let known = self.runs_of(sprint, runs.take()).await?;
-            if self.over_budget(&after, &known).is_some() {
-                // The next pass escalates it.
-                runs = Some(known);
-            } else {
-                launch = self.compose(&after, known).await;
-                // The run takes the focus with it.
-                after.focus = None;
-                after.focus_by = None;
+        let t = &decision.transition;
+        let mut after = sprint_after(sprint, &decision);
+        let launch = match &decision.launch {
+            Launch::Stage { focus, .. } => {
+                let known = self.runs_of(sprint, runs.take()).await?;
+                // The run is given the focus the sprint no longer keeps.
+                let given = Sprint {
+                    focus: focus.as_ref().map(|f| f.text.clone()),
+                    focus_by: focus.as_ref().and_then(|f| f.by.clone()),
+                    ..after.clone()
+                };
+                self.compose(&given, known).await
             }
-        }
+            Launch::Nothing | Launch::Reviewers => None,
+        };
         let at = now_ms();
         let result = format!("{}: {} → {}", sprint.id, t.from.state, t.to.state);
         let committed = self
@@ -85,7 +104,7 @@ impl Orchestrator {
             .commit(crate::store::Commit {
                 before: sprint,
                 after: &after,
-                transition: &t,
+                transition: t,
                 event: &event,
                 run,
                 command: command.map(|c| (c.id, result.as_str())),
@@ -109,9 +128,7 @@ impl Orchestrator {
         after.last_seq = record.seq;
         after.updated_at = at;
         tracing::info!(sprint = %sprint.id, seq = record.seq, from = %t.from.state, to = %t.to.state, event = %record.event, "transition");
-        // A terminal sprint frees its project's lock (a queued sprint aborted changes the
-        // queue's head).
-        if t.to.state.is_terminal() {
+        if decision.frees_lock {
             self.lock_freed = true;
         }
         // After the commit, never before: a subscriber only ever hears of what is durable.
@@ -119,73 +136,41 @@ impl Orchestrator {
             record: record.clone(),
             sprint: after.clone(),
         }));
-        // Left a stage of several reviewers (escalated, aborted): the ones still running
-        // stop, their runs `cancelled`.
-        if self.fans_out(sprint) && after.state != State::Reviewing {
+        if decision.stops_reviewers {
+            // Their runs end `cancelled`.
             self.memory.stop_sprint(&sprint.id, Stop::Abort);
         }
         if let Some(composed) = launch {
             let prepared = composed.prepare();
             self.launch(after, composed, prepared);
         } else {
-            let fans_out = self.fans_out(&after);
-            self.memory.keep(after, runs, fans_out);
+            let reviewers = decision.launch == Launch::Reviewers;
+            self.memory.keep(after, runs, reviewers);
         }
         Ok(Some(record))
     }
 }
 
-/// The sprint after a transition: the new position, plus what the event tells.
-fn next_sprint(
-    before: &Sprint,
-    t: &Transition,
-    event: &Event,
-    run: Option<&RunEnd>,
-    now_ms: i64,
-) -> Sprint {
-    let mut after = before.clone();
-    after.state = t.to.state;
-    after.round = t.to.round;
-    after.attempt = t.to.attempt;
-    after.resume = t.to.resume;
-    after.next_run_at = next_run_at(t, event, before.next_run_at, now_ms);
-    let message: Option<HandoffMessage> = run
-        .and_then(|r| r.message.clone())
-        .and_then(|m| serde_json::from_value(m).ok());
-    if t.to.state != State::Aborted {
-        match &message {
-            Some(HandoffMessage::Harang(m)) => {
-                if let Some(p) = &m.payload {
-                    after.contract_id = p.contract_id.clone();
-                }
-            }
-            Some(HandoffMessage::Narang(m)) => {
-                if let Some(p) = &m.payload {
-                    after.branch = p.branch.clone();
-                }
-            }
-            _ => {}
-        }
+/// The sprint as the decision leaves it.
+fn sprint_after(before: &Sprint, d: &Decision) -> Sprint {
+    let to = d.transition.to;
+    let focus = d.focus.clone();
+    Sprint {
+        state: to.state,
+        round: to.round,
+        attempt: to.attempt,
+        resume: to.resume,
+        next_run_at: d.next_run_at,
+        focus_by: focus.as_ref().and_then(|f| f.by.clone()),
+        focus: focus.map(|f| f.text),
+        budget_usd: d.budget_usd,
+        contract_id: d
+            .contract_id
+            .clone()
+            .unwrap_or_else(|| before.contract_id.clone()),
+        branch: d.branch.clone().unwrap_or_else(|| before.branch.clone()),
+        ..before.clone()
     }
-    match event {
-        Event::RequestChanges { by, note } => {
-            after.focus = Some(note.clone());
-            after.focus_by = Some(by.clone());
-        }
-        Event::Resume {
-            focus: Some(focus),
-            by,
-        }
-        | Event::Handoff {
-            focus: Some(focus),
-            by,
-        } => {
-            after.focus = Some(focus.clone());
-            after.focus_by = Some(by.clone());
-        }
-        _ => {}
-    }
-    after
 }
 
 impl Orchestrator {

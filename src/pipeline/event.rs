@@ -140,6 +140,23 @@ impl Event {
         }
     }
 
+    /// What a person asked the next run to look at, `(by, text)`: a request for changes'
+    /// note, or the focus of a resume or a handoff.
+    pub fn focus(&self) -> Option<(&str, &str)> {
+        match self {
+            Event::RequestChanges { by, note } => Some((by, note)),
+            Event::Resume {
+                by,
+                focus: Some(focus),
+            }
+            | Event::Handoff {
+                by,
+                focus: Some(focus),
+            } => Some((by, focus)),
+            _ => None,
+        }
+    }
+
     /// Given by a person (CLI or Discord), not by a sister or the orchestrator.
     pub fn is_human(&self) -> bool {
         matches!(

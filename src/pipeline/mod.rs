@@ -1,6 +1,7 @@
 //! The pipeline's rules: the pure state machine, the retry policy, the merge of a review
 //! round's verdicts, and what a run's end, a retry's wait and a budget mean.
 
+mod decide;
 mod event;
 pub mod fsm;
 pub mod policy;
@@ -9,6 +10,7 @@ pub mod review;
 pub mod rules;
 
 pub use crate::domain::FailureKind;
+pub use decide::{Before, Decision, Due, Focus, Launch, decide, due};
 pub use event::merged_verdict;
 pub use fsm::{Event, Facts, Failure, Position, Refusal, Stage, State, Transition, apply};
 pub use policy::{Backoff, Policy};

@@ -10,7 +10,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::Verdict;
+use std::collections::BTreeMap;
+
+use crate::domain::{RunOutcome, Verdict};
 
 /// What one reviewer may answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -135,6 +137,64 @@ fn tagged<'a, T: Clone>(reviewer: &'a str, items: &'a [T]) -> impl Iterator<Item
     })
 }
 
+/// One reviewer's run of the round (a run after the implementer's last), as the round's
+/// rule needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct ReviewerRun<'a> {
+    pub reviewer: &'a str,
+    pub attempt: u32,
+    /// `None` while it runs.
+    pub outcome: Option<RunOutcome>,
+    /// The verdict of its valid answer, when it gave one.
+    pub verdict: Option<ReviewVerdict>,
+}
+
+/// What a round of several reviewers asks for now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Round {
+    /// Every reviewer answered, or one aborted (the others are told to stop): the
+    /// verdicts to merge (`Event::ReviewMerged`).
+    Merge(BTreeMap<String, ReviewVerdict>),
+    /// Each reviewer with no verdict and no run in flight, with the attempt its next run
+    /// is; a reviewer whose run is in flight is waited for.
+    Start(Vec<(String, u32)>),
+}
+
+/// Where the round stands, from its runs alone (never kept apart): a resume, a crash or a
+/// takeover re-runs exactly the reviewers without a verdict. A reviewer's failure retries
+/// it alone, up to `max_attempts`; a failure at the last one escalated the stage, so a
+/// run after it follows a person's resume, with every attempt again.
+pub fn round(reviewers: &[&str], runs: &[ReviewerRun<'_>], max_attempts: u32) -> Round {
+    let mut verdicts = BTreeMap::new();
+    let mut due = Vec::new();
+    for name in reviewers {
+        let mine: Vec<&ReviewerRun<'_>> = runs.iter().filter(|r| r.reviewer == *name).collect();
+        let answered = mine
+            .iter()
+            .rev()
+            .find_map(|r| r.verdict.filter(|_| r.outcome == Some(RunOutcome::Handoff)));
+        let attempt = match (answered, mine.last()) {
+            (Some(verdict), _) => {
+                verdicts.insert(name.to_string(), verdict);
+                continue;
+            }
+            (None, Some(last)) if last.outcome.is_none() => continue,
+            // Stopped because the stage ended otherwise (another reviewer's failure
+            // escalated it): not a try of its own.
+            (None, Some(last)) if last.outcome == Some(RunOutcome::Cancelled) => last.attempt,
+            (None, Some(last)) if last.attempt < max_attempts => last.attempt + 1,
+            (None, _) => 1,
+        };
+        due.push((name.to_string(), attempt));
+    }
+    let aborted = verdicts.values().any(|v| *v == ReviewVerdict::Abort);
+    if aborted || verdicts.len() == reviewers.len() {
+        Round::Merge(verdicts)
+    } else {
+        Round::Start(due)
+    }
+}
+
 fn strictness(v: ReviewVerdict) -> u8 {
     match v {
         ReviewVerdict::Approve => 0,
@@ -180,6 +240,61 @@ mod tests {
             let reviews: Vec<_> = verdicts.iter().map(|(r, v)| review(r, *v, &[])).collect();
             assert_eq!(merge(&reviews).verdict(), *expected, "{verdicts:?}");
         }
+    }
+
+    #[test]
+    fn a_reviewer_stands_where_its_runs_of_the_round_say() {
+        let run = |reviewer, outcome, attempt| ReviewerRun {
+            reviewer,
+            attempt,
+            outcome,
+            verdict: (outcome == Some(RunOutcome::Handoff)).then_some(Approve),
+        };
+        let runs = [
+            run("static", Some(RunOutcome::Handoff), 1),
+            run("runtime", Some(RunOutcome::Timeout), 1),
+            run("slow", None, 1),
+            run("flaky", Some(RunOutcome::BadOutput), 3),
+            run("stopped", Some(RunOutcome::Cancelled), 2),
+        ];
+        let reviewers = ["flaky", "lint", "runtime", "slow", "static", "stopped"];
+        assert_eq!(
+            round(&reviewers, &runs, 3),
+            Round::Start(vec![
+                // Failed at its last attempt: the stage escalated, and a resume starts it over.
+                ("flaky".into(), 1),
+                ("lint".into(), 1),
+                ("runtime".into(), 2),
+                // Cancelled with the stage: the same attempt again.
+                ("stopped".into(), 2),
+            ])
+        );
+        // Every one answered: merged.
+        assert_eq!(
+            round(&["static"], &runs, 3),
+            Round::Merge(BTreeMap::from([("static".to_string(), Approve)]))
+        );
+        // One aborted: merged at once, whatever the others are doing.
+        let aborted = [
+            ReviewerRun {
+                verdict: Some(Abort),
+                ..run("runtime", Some(RunOutcome::Handoff), 1)
+            },
+            run("slow", None, 1),
+        ];
+        assert_eq!(
+            round(&["runtime", "slow"], &aborted, 3),
+            Round::Merge(BTreeMap::from([("runtime".to_string(), Abort)]))
+        );
+        // A run that handed off without a reviewer's verdict is no answer.
+        let wrong = [ReviewerRun {
+            verdict: None,
+            ..run("static", Some(RunOutcome::Handoff), 1)
+        }];
+        assert_eq!(
+            round(&["static"], &wrong, 3),
+            Round::Start(vec![("static".into(), 2)])
+        );
     }
 
     #[test]

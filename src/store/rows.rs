@@ -184,18 +184,7 @@ impl TransitionRecord {
         if self.to != State::Implementing {
             return None;
         }
-        match &self.detail {
-            Event::RequestChanges { by, note } => Some((by, note)),
-            Event::Resume {
-                by,
-                focus: Some(focus),
-            }
-            | Event::Handoff {
-                by,
-                focus: Some(focus),
-            } => Some((by, focus)),
-            _ => None,
-        }
+        self.detail.focus()
     }
 }
 

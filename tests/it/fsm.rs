@@ -1,5 +1,6 @@
 //! The pipeline's rules, state by state and event by event, and as properties over random
-//! event sequences. Everything here runs the pure `apply`: no process, no database.
+//! event sequences. Everything here runs the pure `apply` and `decide`: no process, no
+//! database.
 
 use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
@@ -7,7 +8,8 @@ use std::time::Duration;
 use hanarang::handoff::message::{Actor, Verdict};
 use hanarang::pipeline::fsm::{Escalation, Note, ResumePoint};
 use hanarang::pipeline::{
-    Backoff, Event, Facts, Failure, FailureKind, Policy, Position, Stage, State, apply,
+    Backoff, Before, Budget, Due, Event, Facts, Failure, FailureKind, Launch, Policy, Position,
+    Stage, State, apply, decide, due,
 };
 use proptest::prelude::*;
 
@@ -762,4 +764,180 @@ proptest! {
             prop_assert!(can_come_to_rest(pos, &policy), "stuck at {:?}", pos);
         }
     }
+}
+
+/// What the loop may know around an event, drawn at random: a wait recorded, a focus
+/// waiting, a limit (raised or not) and what was spent, several reviewers, room to start.
+#[derive(Debug, Clone)]
+struct Around {
+    next_run_at: Option<i64>,
+    focus: Option<(String, Option<String>)>,
+    limit_usd: Option<f64>,
+    raised_usd: Option<f64>,
+    spent_usd: f64,
+    several_reviewers: bool,
+    may_start: bool,
+    named: bool,
+}
+
+fn arb_around() -> impl Strategy<Value = Around> {
+    (
+        proptest::option::of(0i64..2_000_000),
+        proptest::option::of(("[a-z ]{1,12}", proptest::option::of("discord:[0-9]{3}"))),
+        proptest::option::of(1.0f64..10.0),
+        proptest::option::of(1.0f64..20.0),
+        0.0f64..25.0,
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(next_run_at, focus, limit_usd, raised_usd, spent_usd, several, may_start, named)| {
+                Around {
+                    next_run_at,
+                    focus,
+                    limit_usd,
+                    raised_usd,
+                    spent_usd,
+                    several_reviewers: several,
+                    may_start,
+                    named,
+                }
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// `decide` is `apply` plus the rules around it, and the loop adds none: whether the
+    /// stage's sister starts with the commit, where a person's words go, what a resume
+    /// does to the budget, what frees the lock and stops reviewers.
+    #[test]
+    fn a_decision_is_the_whole_rule(
+        policy in arb_policy(),
+        steps in proptest::collection::vec((arb_step(), arb_around()), 1..40),
+    ) {
+        const NOW: i64 = 1_000_000;
+        let all = all_events();
+        let mut pos = Position::QUEUED;
+        for ((pick, _, running), around) in steps {
+            let event = {
+                let accepted: Vec<&Event> = all
+                    .iter()
+                    .filter(|e| apply(pos, e, facts(running), &policy).is_ok())
+                    .collect();
+                if accepted.is_empty() || pick % 5 == 0 {
+                    all[pick % all.len()].clone()
+                } else {
+                    accepted[pick % accepted.len()].clone()
+                }
+            };
+            let budget = Budget { limit_usd: around.limit_usd, raised_usd: around.raised_usd };
+            let before = Before {
+                position: pos,
+                next_run_at: around.next_run_at,
+                focus: around.focus.as_ref().map(|(text, by)| (text.as_str(), by.as_deref())),
+                budget,
+                spent_usd: around.spent_usd,
+                named_contract: around.named.then_some("C-9"),
+                named_branch: around.named.then_some("sprint/9"),
+                several_reviewers: around.several_reviewers,
+                may_start: around.may_start,
+            };
+            let applied = apply(pos, &event, facts(running), &policy);
+            let decided = decide(before, &event, facts(running), &policy, NOW);
+            let d = match (applied, decided) {
+                (Err(a), Err(b)) => { prop_assert_eq!(a, b); continue; }
+                (Ok(t), Ok(d)) => { prop_assert_eq!(&t, &d.transition); d }
+                (a, b) => { prop_assert!(false, "apply {:?} but decide {:?}", a, b); unreachable!() }
+            };
+            let to = d.transition.to;
+
+            // The budget: only a person's resume raises it, and past the limit it raises
+            // it enough to go on.
+            if matches!(event, Event::Resume { .. }) && around.limit_usd.is_some() {
+                let raised = Budget { raised_usd: d.budget_usd, ..budget };
+                if budget.exceeded(around.spent_usd).is_some() {
+                    prop_assert!(raised.exceeded(around.spent_usd).is_none());
+                }
+            } else {
+                prop_assert_eq!(d.budget_usd, around.raised_usd);
+            }
+            let spent_out = Budget { raised_usd: d.budget_usd, ..budget }
+                .exceeded(around.spent_usd)
+                .is_some();
+
+            // The stage's sister starts with the commit exactly when it may.
+            let several_here = around.several_reviewers && to.state == State::Reviewing;
+            let starts = to.state.stage().is_some()
+                && !several_here
+                && d.next_run_at.is_none()
+                && !running
+                && around.may_start
+                && !spent_out;
+            match &d.launch {
+                Launch::Stage { stage, attempt, .. } => {
+                    prop_assert!(starts, "started {:?} from {:?} by {:?}", to, pos, event);
+                    prop_assert_eq!(Some(*stage), to.state.stage());
+                    prop_assert_eq!(*attempt, to.attempt);
+                }
+                Launch::Reviewers => prop_assert!(several_here),
+                Launch::Nothing => prop_assert!(!starts && !several_here),
+            }
+            // A retry's wait or a pause is never skipped.
+            if d.transition.retry_delay().is_some() {
+                prop_assert!(d.next_run_at.is_some());
+            }
+
+            // A person's words are never lost: the run started takes them, else the
+            // sprint keeps them; the event's words replace the ones waiting.
+            let given = match &d.launch {
+                Launch::Stage { focus, .. } => {
+                    prop_assert!(d.focus.is_none());
+                    focus.clone()
+                }
+                _ => d.focus.clone(),
+            };
+            let expected = event
+                .focus()
+                .map(|(by, text)| (text.to_string(), Some(by.to_string())))
+                .or(around.focus.clone());
+            prop_assert_eq!(given.map(|f| (f.text, f.by)), expected);
+
+            // What a sister named is the sprint's, unless the sprint is aborted.
+            let named = around.named && to.state != State::Aborted;
+            prop_assert_eq!(d.contract_id.is_some(), named);
+            prop_assert_eq!(d.branch.is_some(), named);
+
+            prop_assert_eq!(d.frees_lock, to.state.is_terminal());
+            prop_assert_eq!(
+                d.stops_reviewers,
+                around.several_reviewers && pos.state == State::Reviewing && to.state != State::Reviewing
+            );
+            pos = to;
+        }
+    }
+}
+
+#[test]
+fn a_due_stage_escalates_past_its_budget_and_fans_out_to_several_reviewers() {
+    let budget = Budget {
+        limit_usd: Some(5.0),
+        raised_usd: None,
+    };
+    assert_eq!(
+        due(budget, 5.5, true, State::Reviewing),
+        Due::Exceeded(Event::BudgetExceeded {
+            spent_usd: 5.5,
+            limit_usd: 5.0
+        })
+    );
+    assert_eq!(due(budget, 5.0, true, State::Reviewing), Due::Reviewers);
+    assert_eq!(due(budget, 5.0, true, State::Implementing), Due::Stage);
+    let raised = Budget {
+        raised_usd: Some(10.0),
+        ..budget
+    };
+    assert_eq!(due(raised, 5.5, false, State::Deploying), Due::Stage);
 }
