@@ -1,6 +1,6 @@
 //! The orchestrator: the one place that joins the state machine, the sister runner and the
 //! store. It queues sprints behind each project's pipeline lock, spawns the stage's sister,
-//! turns the run's outcome into an event, applies it through `fsm::apply`, commits the
+//! turns the run's outcome into an event, asks the rules (`pipeline::decide`), commits the
 //! transition in one transaction and only then broadcasts it. Commands from the CLI and
 //! Discord arrive through the database and are answered there.
 

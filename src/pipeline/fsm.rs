@@ -1,9 +1,9 @@
-//! The pipeline's rules as one pure function:
-//! `(sprint, event, policy) -> Transition | Refusal`.
+//! The state machine as one pure function:
+//! `(position, event, facts, policy) -> Transition | Refusal`.
 //!
-//! No I/O, no clock, no randomness: the orchestrator passes in what it knows and applies
-//! what comes out inside one database transaction. Every state change of a sprint goes
-//! through `apply`; this is the only place the pipeline's rules are written down.
+//! No I/O, no clock, no randomness. Every state change of a sprint goes through `apply`,
+//! asked by `decide` (`decide.rs`), which adds what the sprint becomes around the move;
+//! this is the only place the moves themselves are written down.
 
 use std::fmt;
 use std::time::Duration;
