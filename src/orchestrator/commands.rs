@@ -63,20 +63,7 @@ impl Orchestrator {
                     .await?;
                 return Ok(());
             }
-            let fans_out = self.fans_out(&sprint);
-            if fans_out
-                && matches!(event, Event::Handoff { .. })
-                && self.memory.runs_sister(&sprint.id)
-            {
-                let reason = format!(
-                    "{} is being reviewed by several reviewers at once: a handoff takes one running sister (abort, or wait for their verdicts)",
-                    sprint.id
-                );
-                self.store
-                    .resolve_command(command.id, CommandStatus::Refused, &reason, now_ms())
-                    .await?;
-                return Ok(());
-            }
+            let several_reviewers = self.several_reviewers();
             if let Some(running) = self.memory.running_of(&sprint.id) {
                 if running.waiting.is_some() {
                     // Another command is being carried out; this one waits its turn.
@@ -89,7 +76,10 @@ impl Orchestrator {
                 };
                 if let Some(stop) = stop {
                     // The rules must accept it before the sister is stopped.
-                    let facts = Facts::of(&sprint.id, true);
+                    let facts = Facts {
+                        several_reviewers,
+                        ..Facts::of(&sprint.id, true)
+                    };
                     if let Err(refusal) = apply(sprint.position(), &event, facts, &self.policy) {
                         self.store
                             .resolve_command(

@@ -59,12 +59,12 @@ impl Orchestrator {
             spent_usd,
             named_contract,
             named_branch,
-            several_reviewers: self.several_reviewers(),
             may_start: !self.hold_spawns && !self.at_cap() && self.wants(sprint),
         };
         let facts = Facts {
             unchanged_head: unchanged_head.as_deref(),
             same_findings,
+            several_reviewers: self.several_reviewers(),
             ..Facts::of(&sprint.id, sister_running)
         };
         let decision = match decide(before, &event, facts, &self.policy, now_ms()) {

@@ -33,8 +33,6 @@ pub struct Before<'a> {
     /// implementer's branch.
     pub named_contract: Option<&'a str>,
     pub named_branch: Option<&'a str>,
-    /// `[agent.darang.reviewers]` is set: the review stage is several runs.
-    pub several_reviewers: bool,
     /// This host may start a sister with this commit: it drives the sprint, is below its
     /// cap, and is not holding spawns (recovering, a later command for the sprint waits,
     /// shutting down).
@@ -139,7 +137,7 @@ pub fn decide(
         // A person's resume is their word to spend more.
         budget.raised_usd = budget.after_resume(before.spent_usd);
     }
-    let several_reviewers = |state: State| before.several_reviewers && state == State::Reviewing;
+    let several_reviewers = |state: State| facts.several_reviewers && state == State::Reviewing;
     let launch = match to.state.stage() {
         Some(_) if several_reviewers(to.state) => Launch::Reviewers,
         Some(stage)

@@ -60,6 +60,8 @@ pub struct Facts<'a> {
     pub unchanged_head: Option<&'a str>,
     /// The review's findings are the round before's (`rules::same_findings`, from round 2).
     pub same_findings: bool,
+    /// `[agent.darang.reviewers]` is set: the review stage is several runs at once.
+    pub several_reviewers: bool,
 }
 
 impl<'a> Facts<'a> {
@@ -70,6 +72,7 @@ impl<'a> Facts<'a> {
             sister_running,
             unchanged_head: None,
             same_findings: false,
+            several_reviewers: false,
         }
     }
 }
@@ -303,6 +306,11 @@ pub fn apply(
         Event::Abort { .. } => to(at.with_state(State::Aborted), None),
 
         Event::Handoff { .. } => match at.state.stage() {
+            Some(Stage::Reviewing) if facts.sister_running && facts.several_reviewers => {
+                refuse(format!(
+                    "{id} is being reviewed by several reviewers at once: a handoff takes one running sister (abort, or wait for their verdicts)"
+                ))
+            }
             Some(_) if facts.sister_running => to(at, None),
             Some(stage) => refuse(format!(
                 "no sister of {id} is running right now ({} is waiting to retry {stage}): there is no session to hand off",

@@ -583,6 +583,22 @@ fn refusals_say_why() {
     };
     let refusal = apply(at(State::Done), &empty_note, facts(false), &policy()).unwrap_err();
     assert!(refusal.reason.contains("needs a note"), "{refusal}");
+    // A handoff takes one running sister: not a round of several reviewers.
+    let several = Facts {
+        several_reviewers: true,
+        ..facts(true)
+    };
+    let refusal = apply(at(State::Reviewing), &human("handoff"), several, &policy()).unwrap_err();
+    assert!(refusal.reason.contains("several reviewers"), "{refusal}");
+    assert!(
+        apply(
+            at(State::Implementing),
+            &human("handoff"),
+            several,
+            &policy()
+        )
+        .is_ok()
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -842,9 +858,9 @@ proptest! {
                 spent_usd: around.spent_usd,
                 named_contract: around.named.then_some("C-9"),
                 named_branch: around.named.then_some("sprint/9"),
-                several_reviewers: around.several_reviewers,
                 may_start: around.may_start,
             };
+            let facts = |running| Facts { several_reviewers: around.several_reviewers, ..facts(running) };
             let applied = apply(pos, &event, facts(running), &policy);
             let decided = decide(before, &event, facts(running), &policy, NOW);
             let d = match (applied, decided) {

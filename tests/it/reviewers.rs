@@ -282,9 +282,8 @@ async fn one_reviewer_failing_every_attempt_escalates_and_a_resume_runs_only_it(
     p.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_users_abort_stops_every_reviewer_at_once() {
-    let (p, s) = with_two_reviewers("hang", "hang").await;
+/// Waits until both reviewers of the round run.
+async fn both_reviewers_running(p: &Pipeline, s: &Sprint) {
     p.wait_for(&s.id, State::Reviewing).await;
     let deadline = tokio::time::Instant::now() + crate::support::pipeline::PATIENCE;
     while p
@@ -301,6 +300,35 @@ async fn a_users_abort_stops_every_reviewer_at_once() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handoff_is_refused_while_several_reviewers_run_and_stops_none() {
+    let (p, s) = with_two_reviewers("hang", "hang").await;
+    both_reviewers_running(&p, &s).await;
+    let answer = p
+        .command(&s.id, hanarang::store::CommandKind::Handoff, None)
+        .await;
+    let hanarang::orchestrator::client::Answer::Refused(reason) = answer else {
+        panic!("a handoff of several reviewers was not refused: {answer:?}");
+    };
+    assert!(reason.contains("several reviewers"), "{reason}");
+    let runs = p.runs(&s.id).await;
+    let running = runs
+        .iter()
+        .filter(|r| r.reviewer.is_some() && r.outcome.is_none())
+        .count();
+    assert_eq!(
+        running, 2,
+        "the refused handoff stopped a reviewer: {runs:#?}"
+    );
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_users_abort_stops_every_reviewer_at_once() {
+    let (p, s) = with_two_reviewers("hang", "hang").await;
+    both_reviewers_running(&p, &s).await;
     let answer = p
         .command(
             &s.id,
