@@ -18,6 +18,8 @@ use crate::support::fake_discord::{FakeConfig, FakeDiscord};
 use crate::support::hosts::{Host, HostSetup};
 use crate::support::pipeline::assert_log_is_whole;
 
+mod frozen_before_spawn;
+
 /// Waits in these tests are for other processes' leases to run out: far longer than the
 /// pipeline's own.
 const PATIENCE: Duration = Duration::from_secs(180);
