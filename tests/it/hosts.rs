@@ -18,6 +18,8 @@ use crate::support::fake_discord::{FakeConfig, FakeDiscord};
 use crate::support::hosts::{Host, HostSetup};
 use crate::support::pipeline::assert_log_is_whole;
 
+mod frozen_before_spawn;
+
 /// Waits in these tests are for other processes' leases to run out: far longer than the
 /// pipeline's own.
 const PATIENCE: Duration = Duration::from_secs(180);
@@ -124,6 +126,69 @@ fn run_times(state: &Path) -> BTreeMap<String, Vec<(String, u128, Option<u128>)>
     by_sprint
 }
 
+/// A human beside the hosts until every sprint is deployed: each `done` is approved, and
+/// a deploy that a lost host interrupted (it escalates) is resumed. Any other escalation,
+/// or an abort, is the task's error.
+fn approve_until_deployed(store: Store) -> tokio::task::JoinHandle<Result<(), String>> {
+    tokio::spawn(async move {
+        loop {
+            let now = sprints(&store).await;
+            for s in &now {
+                let kind = match s.state {
+                    State::Done => CommandKind::Approve,
+                    State::Escalated => {
+                        let runs: Vec<Run> = store.runs(&s.id).await.unwrap_or_default();
+                        let last = runs.last().map(|r| (r.actor, r.outcome));
+                        if last
+                            != Some((
+                                hanarang::handoff::Actor::Erang,
+                                Some(hanarang::sister::RunOutcome::Interrupted),
+                            ))
+                        {
+                            return Err(format!("{} escalated: {last:?}", s.id));
+                        }
+                        CommandKind::Resume
+                    }
+                    State::Aborted => return Err(format!("{} was aborted", s.id)),
+                    _ => continue,
+                };
+                let pending = store.pending_commands().await.unwrap_or_default();
+                if pending.iter().any(|c| c.sprint_id == s.id) {
+                    continue;
+                }
+                let request = Request {
+                    sprint_id: &s.id,
+                    kind,
+                    text: None,
+                    by: "test",
+                    seq: None,
+                };
+                let _ =
+                    client::submit(&store, &Policy::default(), request, None, Duration::ZERO).await;
+            }
+            if now.iter().all(|s| s.state == State::Deployed) {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+}
+
+/// Each of a sprint's runs (`run_times`) ended before the next started; sorts them by
+/// their start.
+fn assert_one_at_a_time(sprint: &str, runs: &mut [(String, u128, Option<u128>)]) {
+    runs.sort_by_key(|(_, start, _)| *start);
+    for pair in runs.windows(2) {
+        let (first, _, end) = &pair[0];
+        let (next, start, _) = &pair[1];
+        let end = end.unwrap_or_else(|| panic!("{first} of {sprint} never ended"));
+        assert!(
+            end <= *start,
+            "{sprint}: {next} started before {first} ended"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint() {
     let db = TestDb::new(Engine::Postgres, "hosts").await;
@@ -171,54 +236,8 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
                 .expect("queue a sprint");
         }
     }
-    // A human meanwhile: each `done` is approved, and a deploy that a lost host
-    // interrupted (it escalates) is resumed.
-    let human = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            loop {
-                let now = sprints(&store).await;
-                for s in &now {
-                    let kind = match s.state {
-                        State::Done => CommandKind::Approve,
-                        State::Escalated => {
-                            let runs: Vec<Run> = store.runs(&s.id).await.unwrap_or_default();
-                            let last = runs.last().map(|r| (r.actor, r.outcome));
-                            if last
-                                != Some((
-                                    hanarang::handoff::Actor::Erang,
-                                    Some(hanarang::sister::RunOutcome::Interrupted),
-                                ))
-                            {
-                                return Err(format!("{} escalated: {last:?}", s.id));
-                            }
-                            CommandKind::Resume
-                        }
-                        State::Aborted => return Err(format!("{} was aborted", s.id)),
-                        _ => continue,
-                    };
-                    let pending = store.pending_commands().await.unwrap_or_default();
-                    if pending.iter().any(|c| c.sprint_id == s.id) {
-                        continue;
-                    }
-                    let request = Request {
-                        sprint_id: &s.id,
-                        kind,
-                        text: None,
-                        by: "test",
-                        seq: None,
-                    };
-                    let _ =
-                        client::submit(&store, &Policy::default(), request, None, Duration::ZERO)
-                            .await;
-                }
-                if now.iter().all(|s| s.state == State::Deployed) {
-                    return Ok(());
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-    };
+    // A human meanwhile.
+    let human = approve_until_deployed(store.clone());
 
     // kill -9 a host while one of its sisters runs.
     let (killed, lost) = until("a host runs a sister", &all, || async {
@@ -399,16 +418,7 @@ async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint
     let times = run_times(&dir.path().join("sisters"));
     let mut spans: BTreeMap<String, Vec<(u128, u128, String)>> = BTreeMap::new();
     for (sprint, mut runs) in times {
-        runs.sort_by_key(|(_, start, _)| *start);
-        for pair in runs.windows(2) {
-            let (first, _, end) = &pair[0];
-            let (next, start, _) = &pair[1];
-            let end = end.unwrap_or_else(|| panic!("{first} of {sprint} never ended"));
-            assert!(
-                end <= *start,
-                "{sprint}: {next} started before {first} ended"
-            );
-        }
+        assert_one_at_a_time(&sprint, &mut runs);
         let project = store
             .sprint(&sprint)
             .await
