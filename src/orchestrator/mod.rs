@@ -9,6 +9,7 @@ mod checkout;
 pub mod client;
 mod commands;
 mod compose;
+mod findings;
 mod finish;
 mod lease;
 pub mod live;
