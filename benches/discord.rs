@@ -4,7 +4,8 @@
 //! `deployed`, each approved as soon as it is `done`. For every transition, the time from
 //! its commit (`at` in the log) to the fake's receipt of its line (the request whose nonce
 //! names the transition's `global_seq`): p50, p99 and the worst, and which transitions
-//! the three worst were. Target: p99 under 50 ms (docs/benchmarks.md).
+//! the three worst were. Target: p99 under 50 ms
+//! (docs/benchmarks/discord-delivery.md).
 
 #[allow(dead_code)] // what every benchmark prints about the machine
 #[path = "common/mod.rs"]

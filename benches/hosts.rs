@@ -4,8 +4,8 @@
 //! server `HANARANG_TEST_POSTGRES` names, by default the machine's own): sprints delivered
 //! per minute, and the claim latency (queued → planning) at p50 and p99. Then, with two
 //! hosts, one is killed (`kill -9`) while it runs sisters: how long until its sprints run
-//! again on the other. Targets (docs/benchmarks.md): three hosts move at least 2.7× the
-//! sprints of one; a lost host's sprints run again within `lease_ttl` + 5 s.
+//! again on the other. Targets (docs/benchmarks/several-hosts.md): three hosts move at
+//! least 2.7× the sprints of one; a lost host's sprints run again within `lease_ttl` + 5 s.
 
 #[allow(dead_code)] // the machine line of what both benchmarks print
 #[path = "common/mod.rs"]

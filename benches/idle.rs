@@ -4,7 +4,8 @@
 //! `hanarang serve` as a child process: its CPU over `IDLE_FOR` from `/proc/<pid>/stat`,
 //! as a share of one core. Then `hanarang sprint approve` from start to exit (with its
 //! answer), `APPROVALS` times, each on the next sprint waiting in `done`. Targets
-//! (docs/benchmarks.md): under 0.2% of a core at every size; approve under 15 ms median.
+//! (docs/benchmarks/idle.md): under 0.2% of a core at every size; approve under 15 ms
+//! median.
 
 #[allow(dead_code)] // what every benchmark prints about the machine
 #[path = "common/mod.rs"]

@@ -3,7 +3,8 @@
 //! each take `T` (the scripted fixture sister, `sleep-then T`), reviewed by darang alone
 //! and then by two reviewers at once. The round's cost is the time from the transition
 //! into `reviewing` to the one out of it, from the transitions log; the median over a few
-//! sprints of each kind, and the ratio (target: about 1, not 2; docs/benchmarks.md).
+//! sprints of each kind, and the ratio (target: about 1, not 2;
+//! docs/benchmarks/reviewers.md).
 
 #[allow(dead_code)] // the machine line of what every benchmark prints
 #[path = "common/mod.rs"]

@@ -1,6 +1,7 @@
 //! What one `hanarang run --auto-approve` costs against the physical floor of the same work
-//! (issue 18, item 3): `cargo bench --bench run`. docs/benchmarks.md says what is measured
-//! and records the numbers. It only reports: nothing here asserts.
+//! (issue 18, item 3): `cargo bench --bench run`. docs/benchmarks/run.md says what is
+//! measured and records the numbers (its later rounds on the pages after it). It only
+//! reports: nothing here asserts.
 //!
 //! - **run**: the real binary, `hanarang --config X run GOAL --auto-approve`, as a child
 //!   process with its output to /dev/null, timed from spawn to exit. Its sisters are

@@ -1,6 +1,6 @@
 //! Benchmark of the sister runner (`hanarang::sister::run`). Run it with
-//! `cargo bench --bench runner`; `docs/benchmarks.md` says what it measures and records
-//! the numbers. It only reports: nothing here asserts.
+//! `cargo bench --bench runner`; `docs/benchmarks/runner.md` says what it measures and
+//! records the numbers. It only reports: nothing here asserts.
 //!
 //! 1. Overhead: a trivial sister that exits at once and prints a valid HandoffMessage, run
 //!    through the runner and spawned bare with `std::process::Command` (same program, same

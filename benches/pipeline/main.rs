@@ -1,7 +1,8 @@
 //! Benchmark of the orchestrator: whole sprints with zero-delay simulated sisters. Run it
 //! with `cargo bench --bench pipeline` (all three parts) or name parts:
-//! `cargo bench --bench pipeline -- wall serve status`. `docs/benchmarks.md` says what
-//! it measures and records the numbers. It only reports: nothing here asserts.
+//! `cargo bench --bench pipeline -- wall serve status`. `docs/benchmarks/orchestrator.md`
+//! says what it measures and records the numbers (its later rounds on the pages after
+//! it). It only reports: nothing here asserts.
 //!
 //! 1. `wall`: per-sprint wall time of an in-process `Orchestrator` (one project, so the
 //!    sprints run one after another; each approved as it reaches `done`), against a

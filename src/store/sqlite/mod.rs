@@ -240,7 +240,8 @@ impl Db {
     /// The same database through one connection of its own. SQLite drops a connection's
     /// whole page cache when another connection has written since it last read, so a pool
     /// that hands its connections round re-reads the tables on nearly every statement; one
-    /// connection that does all of the loop's writes keeps its cache (docs/benchmarks.md).
+    /// connection that does all of the loop's writes keeps its cache
+    /// (docs/benchmarks/orchestrator-third-round.md).
     /// Its statements queue behind each other: the loop makes one at a time anyway.
     ///
     /// Call it on the runtime that will use it: sqlx hands a connection back to its pool
