@@ -181,7 +181,7 @@ fn discord_failed(e: &crate::discord::StartError) -> Exit {
 const BOT_ROLE: &str = "discord";
 
 /// With several hosts on one PostgreSQL database, exactly one runs the Discord bot: the
-/// one that holds the bot's lease (`Store::lead`), renewed every third of `[host]
+/// one that holds the bot's lease (`Database::lead`), renewed every third of `[host]
 /// lease_ttl`. The others stand by and try for it as often; when the holder goes (its
 /// lease runs out, or it gives it up on stopping), one of them starts its bot, which
 /// delivers the log from the shared cursor on. A bot whose lease could not be renewed

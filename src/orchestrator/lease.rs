@@ -100,7 +100,7 @@ impl LeaseGuard {
             heartbeat_at: now,
         };
         match store
-            .acquire_lease(&me, |holder| !holder_alive(holder))
+            .acquire_lease(&me, &|holder| !holder_alive(holder))
             .await?
         {
             Ok(()) => Ok(LeaseGuard { token: me.token }),

@@ -9,10 +9,12 @@
 //!
 //! `Database` (`database.rs`) is the interface; each engine implements it with its own SQL
 //! and migrations folder: `sqlite` (`migrations/sqlite/`, the embedded default) and
-//! `postgres` (`migrations/postgres/`, several hosts on one database). `Store`
-//! (`handle.rs`) holds one and adds what every engine shares: a write waits out a lock
-//! held by another process (`retry_locked`), and a failed write names the database. The
-//! records (`rows`, `commit`) know no engine.
+//! `postgres` (`migrations/postgres/`, several hosts on one database). Each engine's
+//! writes go through the one `Writes` of its database: a write waits out a lock held by
+//! another process (`retry_locked`), and a failed write names the database. `Store`
+//! (`handle.rs`) holds an engine, opens it, and signs and verifies commands; every other
+//! call reaches the engine through it (`Deref`). The records (`rows`, `commit`) know no
+//! engine.
 
 mod check;
 mod command;
@@ -31,6 +33,8 @@ pub mod testing;
 
 use crate::pipeline::Backoff;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use check::CheckRecord;
@@ -150,7 +154,7 @@ const LOCKED_WAIT_WHEN_STOPPING: Duration = Duration::from_secs(10);
 /// at the next start, as after a crash, so a stop never hangs on a lock.
 async fn retry_locked<T, F>(
     what: &'static str,
-    stopping: &std::sync::atomic::AtomicBool,
+    stopping: &AtomicBool,
     mut op: impl FnMut() -> F,
 ) -> Result<T>
 where
@@ -162,7 +166,7 @@ where
         match op().await {
             Err(e)
                 if e.is_locked()
-                    && stopping.load(std::sync::atomic::Ordering::Relaxed)
+                    && stopping.load(Ordering::Relaxed)
                     && started.elapsed() >= LOCKED_WAIT_WHEN_STOPPING =>
             {
                 tracing::warn!(error = %e, "the database is still locked; shutting down without: {what}");
@@ -183,6 +187,49 @@ where
                 return other;
             }
         }
+    }
+}
+
+/// How every engine writes: a write is tried again while another process holds the
+/// database's lock (`retry_locked`), and a failure of the storage under it names the
+/// database (`StoreError::Storage`). One per opened database, shared by every handle made
+/// from it, so that `stop` reaches them all.
+#[derive(Debug, Clone)]
+struct Writes {
+    /// How errors name the database: its path, or its URL with the password hidden.
+    db: Arc<str>,
+    /// Set by `stop`: from then on a locked write waits only for a bound.
+    stopping: Arc<AtomicBool>,
+}
+
+impl Writes {
+    fn new(url: &str) -> Writes {
+        Writes {
+            db: database_name(url).into(),
+            stopping: Arc::default(),
+        }
+    }
+
+    /// A write, tried again while another process holds the database's lock; a failure
+    /// of the storage under it names the database.
+    async fn retry<T, F>(&self, what: &'static str, op: impl FnMut() -> F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        retry_locked(what, &self.stopping, op)
+            .await
+            .map_err(|e| e.at(&self.db))
+    }
+
+    /// A write tried once (the next one replaces it, or a deadline rather than a lock
+    /// decides what follows); a failure of the storage under it names the database.
+    fn once<T>(&self, written: Result<T>) -> Result<T> {
+        written.map_err(|e| e.at(&self.db))
+    }
+
+    /// The process is stopping: see `Store::stopping`.
+    fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
     }
 }
 

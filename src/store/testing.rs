@@ -7,7 +7,40 @@
 pub use super::postgres::testing::{HeldCommit, drop_database, fresh_database, restore_postgres};
 pub use super::sqlite::testing::{Floor, WriteLock};
 
-use super::{CommandKind, Commit, Result, Store, StoreError, postgres};
+use async_trait::async_trait;
+
+use super::{CommandKind, Commit, Result, Store, StoreError, postgres, sqlite};
+
+/// What the calls below that work on every engine ask of it; each engine answers in its
+/// own `testing.rs`.
+#[async_trait]
+pub(super) trait Engine: Send + Sync {
+    /// Several commands for one sprint in one transaction, signed with `macs`; wakes the
+    /// orchestrator as `record_command` does.
+    async fn insert_commands_together(
+        &self,
+        sprint_id: &str,
+        kinds: &[CommandKind],
+        macs: &[String],
+    ) -> Result<()>;
+    async fn insert_newer_migration(&self, version: i64) -> Result<()>;
+    async fn write_sprint_state(&self, sprint_id: &str, state: &str) -> Result<()>;
+    async fn runs_on_record(&self) -> Result<i64>;
+}
+
+/// The engine behind `store`, for what `Database` does not ask of it.
+fn engine(store: &Store) -> Result<&dyn Engine> {
+    let db: &dyn std::any::Any = &*store.db;
+    if let Some(db) = db.downcast_ref::<sqlite::Db>() {
+        return Ok(db);
+    }
+    match db.downcast_ref::<postgres::Db>() {
+        Some(db) => Ok(db),
+        None => Err(StoreError::Sql(sqlx::Error::Configuration(
+            "store::testing knows no such engine".into(),
+        ))),
+    }
+}
 
 /// Every `(table, column)` of hanarang's tables in the database `url` names, on either
 /// engine, sorted: what two engines' schemas are compared by.
@@ -29,7 +62,7 @@ pub async fn submit_commands_together(
     sprint_id: &str,
     kinds: &[CommandKind],
 ) -> Result<()> {
-    let key = store.command_key().await?;
+    let key = store.signing_key().await?;
     let macs: Vec<String> = kinds
         .iter()
         .map(|&kind| {
@@ -43,40 +76,34 @@ pub async fn submit_commands_together(
             })
         })
         .collect();
-    store
-        .db
-        .submit_commands_together(sprint_id, kinds, &macs)
-        .await?;
-    store.db.nudge();
-    Ok(())
+    engine(store)?
+        .insert_commands_together(sprint_id, kinds, &macs)
+        .await
 }
 
 /// Records a migration this binary does not have, as a newer hanarang's sqlx would.
 pub async fn record_newer_migration(store: &Store, version: i64) -> Result<()> {
-    store.db.record_newer_migration(version).await
+    engine(store)?.insert_newer_migration(version).await
 }
 
 /// Writes `state` into a sprint's row as it is, whether or not it names a state.
 pub async fn overwrite_sprint_state(store: &Store, sprint_id: &str, state: &str) -> Result<()> {
-    store.db.overwrite_sprint_state(sprint_id, state).await
+    engine(store)?.write_sprint_state(sprint_id, state).await
 }
 
 /// How many runs the database holds.
 pub async fn count_runs(store: &Store) -> Result<i64> {
-    store.db.count_runs().await
+    engine(store)?.runs_on_record().await
 }
 
 /// The PostgreSQL engine behind `store`, for the calls only it answers.
 fn postgres_of<'a>(store: &'a Store, what: &str) -> Result<&'a postgres::Db> {
-    store
-        .db
-        .as_any()
-        .downcast_ref::<postgres::Db>()
-        .ok_or_else(|| {
-            StoreError::Sql(sqlx::Error::Configuration(
-                format!("store::testing::{what} is for PostgreSQL").into(),
-            ))
-        })
+    let db: &dyn std::any::Any = &*store.db;
+    db.downcast_ref::<postgres::Db>().ok_or_else(|| {
+        StoreError::Sql(sqlx::Error::Configuration(
+            format!("store::testing::{what} is for PostgreSQL").into(),
+        ))
+    })
 }
 
 /// On PostgreSQL: writes a commit's statements and holds its transaction open, as a
@@ -101,9 +128,8 @@ pub async fn forge_command(
     by: &str,
     mac: Option<&str>,
 ) -> Result<i64> {
-    let id = store
-        .db
-        .submit_command(
+    store
+        .record_command(
             &super::NewCommand {
                 sprint_id,
                 kind,
@@ -115,7 +141,5 @@ pub async fn forge_command(
             mac.unwrap_or(""),
             None,
         )
-        .await?;
-    store.db.nudge();
-    Ok(id)
+        .await
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
-use super::{HostScope, MigrationStatus, Result, StoreError};
+use super::{HostScope, MigrationStatus, Result, StoreError, Writes};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
@@ -54,6 +54,7 @@ pub(super) struct Db {
     /// The host this handle answers for, among several (`Store::shared_by`); `None`: the
     /// only orchestrator on the database.
     scope: Option<HostScope>,
+    writes: Writes,
 }
 
 fn options(url: &str) -> Result<PgConnectOptions> {
@@ -106,7 +107,7 @@ impl Db {
     /// does, so hosts starting together migrate once; each migration is a transaction of
     /// its own, so a failed one leaves the database as it was). Returns it with the
     /// folder for run contract files: on this machine, named after the database.
-    pub async fn open(url: &str) -> Result<(Db, PathBuf)> {
+    pub(super) async fn open(url: &str, writes: Writes) -> Result<(Db, PathBuf)> {
         let options = options(url)?;
         let pool = connect(url, 4).await?;
         let (_, pending) = migrations_of(&pool, url).await?;
@@ -134,7 +135,12 @@ impl Db {
             "_",
         );
         let runs_dir = std::env::temp_dir().join("hanarang-runs").join(name);
-        Ok((Db { pool, scope: None }, runs_dir))
+        let db = Db {
+            pool,
+            scope: None,
+            writes,
+        };
+        Ok((db, runs_dir))
     }
 
     /// A write transaction that takes `WRITE_LOCK` first (released at its end).

@@ -43,7 +43,7 @@ fn sprints_of(raws: Vec<SprintRaw>) -> Result<Vec<Sprint>> {
 
 #[async_trait]
 impl Database for Db {
-    async fn server_version(&self) -> Result<String> {
+    async fn engine_version(&self) -> Result<String> {
         super::server_version(&self.pool).await
     }
 
@@ -67,8 +67,8 @@ impl Database for Db {
 
     fn shared_by(&self, scope: HostScope) -> Option<Arc<dyn Database>> {
         Some(Arc::new(Db {
-            pool: self.pool.clone(),
             scope: Some(scope),
+            ..self.clone()
         }))
     }
 
@@ -88,33 +88,38 @@ impl Database for Db {
         branch_template: &str,
         at: i64,
     ) -> Result<Sprint> {
-        // The write lock (`begin_write`) makes the next number this transaction's. The id
-        // is handed out only once COMMIT returned.
-        let mut tx = self.begin_write().await?;
-        let number: i64 =
-            sqlx::query_scalar("SELECT CAST(COALESCE(MAX(number), 0) + 1 AS BIGINT) FROM sprints")
+        self.writes
+            .retry("queue a sprint", || async move {
+                // The write lock (`begin_write`) makes the next number this transaction's. The id
+                // is handed out only once COMMIT returned.
+                let mut tx = self.begin_write().await?;
+                let number: i64 = sqlx::query_scalar(
+                    "SELECT CAST(COALESCE(MAX(number), 0) + 1 AS BIGINT) FROM sprints",
+                )
                 .fetch_one(&mut *tx)
                 .await?;
-        let id = crate::domain::sprint_id(number);
-        let branch = sprint_branch(branch_template, &id, project);
-        let raw: SprintRaw = sqlx::query_as(
-            "INSERT INTO sprints (id, number, project, goal, state, round, attempt, contract_id, branch, focus, created_at, updated_at, started_by, focus_by)
-             VALUES ($1, $2, $3, $4, 'queued', 0, 0, $1, $5, $6, $7, $7, $8, $9)
-             RETURNING *",
-        )
-        .bind(&id)
-        .bind(number)
-        .bind(project)
-        .bind(goal)
-        .bind(&branch)
-        .bind(focus)
-        .bind(at)
-        .bind(by)
-        .bind(focus.map(|_| by))
-        .fetch_one(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Sprint::try_from(raw)
+                let id = crate::domain::sprint_id(number);
+                let branch = sprint_branch(branch_template, &id, project);
+                let raw: SprintRaw = sqlx::query_as(
+                    "INSERT INTO sprints (id, number, project, goal, state, round, attempt, contract_id, branch, focus, created_at, updated_at, started_by, focus_by)
+                     VALUES ($1, $2, $3, $4, 'queued', 0, 0, $1, $5, $6, $7, $7, $8, $9)
+                     RETURNING *",
+                )
+                .bind(&id)
+                .bind(number)
+                .bind(project)
+                .bind(goal)
+                .bind(&branch)
+                .bind(focus)
+                .bind(at)
+                .bind(by)
+                .bind(focus.map(|_| by))
+                .fetch_one(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Sprint::try_from(raw)
+            })
+            .await
     }
 
     async fn sprint(&self, id: &str) -> Result<Option<Sprint>> {
@@ -131,7 +136,11 @@ impl Database for Db {
         base_branch: &str,
         base_commit: &str,
     ) -> Result<()> {
-        self.write_base(sprint_id, base_branch, base_commit).await
+        self.writes
+            .retry("record a sprint's base", || {
+                self.write_base(sprint_id, base_branch, base_commit)
+            })
+            .await
     }
 
     async fn sprints(&self) -> Result<Vec<Sprint>> {
@@ -187,23 +196,32 @@ impl Database for Db {
     /// When shared: the host first claims the head of each queue it serves, and the
     /// sprints are those it owns and has not started yet.
     async fn next_in_queues(&self) -> Result<Vec<Sprint>> {
-        if let Some(scope) = &self.scope {
-            self.claim(scope).await?;
-            return self.owned_queued(scope).await;
-        }
-        sprints_of(
-            sqlx::query_as(NEXT_IN_QUEUES)
-                .bind(states(State::holds_lock))
-                .fetch_all(&self.pool)
-                .await?,
-        )
+        self.writes
+            .retry("claim queued sprints", || async move {
+                if let Some(scope) = &self.scope {
+                    self.claim(scope).await?;
+                    return self.owned_queued(scope).await;
+                }
+                sprints_of(
+                    sqlx::query_as(NEXT_IN_QUEUES)
+                        .bind(states(State::holds_lock))
+                        .fetch_all(&self.pool)
+                        .await?,
+                )
+            })
+            .await
     }
 
-    async fn commit(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
-        let mut tx = self.pool.begin().await?;
-        let global_seq = self.write_commit(&mut tx, c).await?;
-        tx.commit().await?;
-        Ok(c.record(global_seq))
+    async fn commit(&self, c: Commit<'_>) -> Result<TransitionRecord> {
+        let c = &c;
+        self.writes
+            .retry("commit a transition", || async move {
+                let mut tx = self.pool.begin().await?;
+                let global_seq = self.write_commit(&mut tx, c).await?;
+                tx.commit().await?;
+                Ok(c.record(global_seq))
+            })
+            .await
     }
 
     // --- the transitions log ------------------------------------------------------------
@@ -263,16 +281,20 @@ impl Database for Db {
 
     // --- runs -----------------------------------------------------------------------------
 
-    async fn start_run(&self, new: &NewRun<'_>, epoch: i64) -> Result<String> {
-        self.insert_run(new, epoch).await
+    async fn start_run(&self, new: NewRun<'_>, epoch: i64) -> Result<String> {
+        self.writes
+            .retry("record a run's start", || self.insert_run(&new, epoch))
+            .await
     }
 
     async fn end_run(&self, run: &RunEnd) -> Result<()> {
-        self.record_run_end(run).await
+        self.writes
+            .retry("record a run's end", || self.record_run_end(run))
+            .await
     }
 
     async fn set_run_live(&self, run_id: &str, live: &RunLive) -> Result<()> {
-        self.record_run_live(run_id, live).await
+        self.writes.once(self.record_run_live(run_id, live).await)
     }
 
     async fn runs(&self, sprint_id: &str) -> Result<Vec<Run>> {
@@ -342,38 +364,49 @@ impl Database for Db {
 
     // --- commands -------------------------------------------------------------------------
 
-    async fn submit_command(
+    /// The triggers of migration 0003 wake the other processes.
+    async fn record_command(
         &self,
         c: &NewCommand<'_>,
         mac: &str,
         message: Option<&str>,
     ) -> Result<i64> {
-        Ok(sqlx::query_scalar(
-            "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq, mac, message) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-             RETURNING id",
-        )
-        .bind(c.sprint_id)
-        .bind(c.kind.as_str())
-        .bind(c.text)
-        .bind(c.by)
-        .bind(c.created_at)
-        .bind(c.seq)
-        .bind(mac)
-        .bind(message)
-        .fetch_one(&self.pool)
-        .await?)
+        self.writes
+            .retry("record a command", || async move {
+                Ok(sqlx::query_scalar(
+                    "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq, mac, message) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                     RETURNING id",
+                )
+                .bind(c.sprint_id)
+                .bind(c.kind.as_str())
+                .bind(c.text)
+                .bind(c.by)
+                .bind(c.created_at)
+                .bind(c.seq)
+                .bind(mac)
+                .bind(message)
+                .fetch_one(&self.pool)
+                .await?)
+            })
+            .await
     }
 
     async fn command_key(&self, candidate: &[u8]) -> Result<Vec<u8>> {
-        sqlx::query("INSERT INTO command_key (id, key) VALUES (1, $1) ON CONFLICT (id) DO NOTHING")
-            .bind(candidate)
-            .execute(&self.pool)
-            .await?;
-        Ok(
-            sqlx::query_scalar("SELECT key FROM command_key WHERE id = 1")
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        self.writes
+            .retry("record the command key", || async move {
+                sqlx::query(
+                    "INSERT INTO command_key (id, key) VALUES (1, $1) ON CONFLICT (id) DO NOTHING",
+                )
+                .bind(candidate)
+                .execute(&self.pool)
+                .await?;
+                Ok(
+                    sqlx::query_scalar("SELECT key FROM command_key WHERE id = 1")
+                        .fetch_one(&self.pool)
+                        .await?,
+                )
+            })
+            .await
     }
 
     /// When shared: those for the sprints this host owns, and for the queued sprints of
@@ -418,12 +451,16 @@ impl Database for Db {
     }
 
     async fn mark_note(&self, id: i64, at: i64) -> Result<()> {
-        sqlx::query("UPDATE commands SET marked_at = $1 WHERE id = $2")
-            .bind(at)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.writes
+            .retry("mark a note as given", || async move {
+                sqlx::query("UPDATE commands SET marked_at = $1 WHERE id = $2")
+                    .bind(at)
+                    .bind(id)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            })
+            .await
     }
 
     async fn resolve_command(
@@ -433,17 +470,21 @@ impl Database for Db {
         result: &str,
         at: i64,
     ) -> Result<()> {
-        sqlx::query(
-            "UPDATE commands SET status = $1, result = $2, applied_at = $3
-             WHERE id = $4 AND status = 'pending'",
-        )
-        .bind(status.as_str())
-        .bind(result)
-        .bind(at)
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        self.writes
+            .retry("answer a command", || async move {
+                sqlx::query(
+                    "UPDATE commands SET status = $1, result = $2, applied_at = $3
+                     WHERE id = $4 AND status = 'pending'",
+                )
+                .bind(status.as_str())
+                .bind(result)
+                .bind(at)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            })
+            .await
     }
 
     // --- the orchestrator's lease; several hosts ------------------------------------------
@@ -460,51 +501,61 @@ impl Database for Db {
         me: &Lease,
         is_gone: IsGone<'_>,
     ) -> Result<std::result::Result<(), Lease>> {
-        if let Some(scope) = &self.scope {
-            return self.acquire_host(scope, me, is_gone).await;
-        }
-        // The holder is judged, then replaced only if it is still the one judged.
-        loop {
-            let current = self.lease().await?;
-            if let Some(holder) = &current
-                && holder.token != me.token
-                && !is_gone(holder)
-            {
-                return Ok(Err(holder.clone()));
-            }
-            let judged = current.map(|holder| holder.token);
-            let taken: Option<i32> = sqlx::query_scalar(
-                "INSERT INTO instance_lease (id, token, pid, host, started_at, heartbeat_at) VALUES (1, $1, $2, $3, $4, $5)
-                 ON CONFLICT (id) DO UPDATE SET token = excluded.token, pid = excluded.pid, host = excluded.host,
-                     started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at
-                 WHERE instance_lease.token IS NOT DISTINCT FROM $6
-                 RETURNING 1",
-            )
-            .bind(&me.token)
-            .bind(me.pid)
-            .bind(&me.host)
-            .bind(me.started_at)
-            .bind(me.heartbeat_at)
-            .bind(judged)
-            .fetch_optional(&self.pool)
-            .await?;
-            if taken.is_some() {
-                return Ok(Ok(()));
-            }
-        }
+        self.writes
+            .retry("take the lease", || async move {
+                if let Some(scope) = &self.scope {
+                    return self.acquire_host(scope, me, is_gone).await;
+                }
+                // The holder is judged, then replaced only if it is still the one judged.
+                loop {
+                    let current = self.lease().await?;
+                    if let Some(holder) = &current
+                        && holder.token != me.token
+                        && !is_gone(holder)
+                    {
+                        return Ok(Err(holder.clone()));
+                    }
+                    let judged = current.map(|holder| holder.token);
+                    let taken: Option<i32> = sqlx::query_scalar(
+                        "INSERT INTO instance_lease (id, token, pid, host, started_at, heartbeat_at) VALUES (1, $1, $2, $3, $4, $5)
+                         ON CONFLICT (id) DO UPDATE SET token = excluded.token, pid = excluded.pid, host = excluded.host,
+                             started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at
+                         WHERE instance_lease.token IS NOT DISTINCT FROM $6
+                         RETURNING 1",
+                    )
+                    .bind(&me.token)
+                    .bind(me.pid)
+                    .bind(&me.host)
+                    .bind(me.started_at)
+                    .bind(me.heartbeat_at)
+                    .bind(judged)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    if taken.is_some() {
+                        return Ok(Ok(()));
+                    }
+                }
+            })
+            .await
     }
 
+    /// When shared: the host's lease, tried once.
     async fn heartbeat(&self, token: &str, at: i64) -> Result<bool> {
         if let Some(scope) = &self.scope {
-            return self.renew_host(scope, token).await;
+            return self.writes.once(self.renew_host(scope, token).await);
         }
-        let renewed =
-            sqlx::query("UPDATE instance_lease SET heartbeat_at = $1 WHERE id = 1 AND token = $2")
+        self.writes
+            .retry("renew the lease", || async move {
+                let renewed = sqlx::query(
+                    "UPDATE instance_lease SET heartbeat_at = $1 WHERE id = 1 AND token = $2",
+                )
                 .bind(at)
                 .bind(token)
                 .execute(&self.pool)
                 .await?;
-        Ok(renewed.rows_affected() == 1)
+                Ok(renewed.rows_affected() == 1)
+            })
+            .await
     }
 
     async fn release_lease(&self, token: &str) -> Result<()> {
@@ -519,10 +570,12 @@ impl Database for Db {
     }
 
     async fn take_over(&self) -> Result<Vec<Sprint>> {
-        match &self.scope {
-            Some(scope) => self.take_over_expired(scope).await,
-            None => Ok(Vec::new()),
-        }
+        let Some(scope) = &self.scope else {
+            return Ok(Vec::new());
+        };
+        self.writes
+            .retry("take over sprints", || self.take_over_expired(scope))
+            .await
     }
 
     async fn live_hosts_for(&self, sprint: &Sprint) -> Result<Option<Vec<String>>> {
@@ -569,18 +622,22 @@ impl Database for Db {
     }
 
     async fn save_forum_post(&self, post: &ForumPost) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO discord_threads (sprint_id, thread_id, board_message_id, done_message_id) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (sprint_id) DO UPDATE SET thread_id = excluded.thread_id,
-                 board_message_id = excluded.board_message_id, done_message_id = excluded.done_message_id",
-        )
-        .bind(&post.sprint_id)
-        .bind(post.thread_id)
-        .bind(post.board_message_id)
-        .bind(post.done_message_id)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        self.writes
+            .retry("save a forum post", || async move {
+                sqlx::query(
+                    "INSERT INTO discord_threads (sprint_id, thread_id, board_message_id, done_message_id) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (sprint_id) DO UPDATE SET thread_id = excluded.thread_id,
+                         board_message_id = excluded.board_message_id, done_message_id = excluded.done_message_id",
+                )
+                .bind(&post.sprint_id)
+                .bind(post.thread_id)
+                .bind(post.board_message_id)
+                .bind(post.done_message_id)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            })
+            .await
     }
 
     async fn record_new_forum_post(
@@ -588,31 +645,35 @@ impl Database for Db {
         post: &ForumPost,
         replacing: Option<i64>,
     ) -> Result<ForumPost> {
-        if let Some(old) = replacing {
-            sqlx::query(
-                "UPDATE discord_threads SET thread_id = $2, board_message_id = $3, done_message_id = $4
-                 WHERE sprint_id = $1 AND thread_id = $5",
-            )
-            .bind(&post.sprint_id)
-            .bind(post.thread_id)
-            .bind(post.board_message_id)
-            .bind(post.done_message_id)
-            .bind(old)
-            .execute(&self.pool)
-            .await?;
-        }
-        sqlx::query(
-            "INSERT INTO discord_threads (sprint_id, thread_id, board_message_id, done_message_id) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (sprint_id) DO NOTHING",
-        )
-        .bind(&post.sprint_id)
-        .bind(post.thread_id)
-        .bind(post.board_message_id)
-        .bind(post.done_message_id)
-        .execute(&self.pool)
-        .await?;
-        let recorded = self.forum_post(&post.sprint_id).await?;
-        Ok(recorded.unwrap_or_else(|| post.clone()))
+        self.writes
+            .retry("record a forum post", || async move {
+                if let Some(old) = replacing {
+                    sqlx::query(
+                        "UPDATE discord_threads SET thread_id = $2, board_message_id = $3, done_message_id = $4
+                         WHERE sprint_id = $1 AND thread_id = $5",
+                    )
+                    .bind(&post.sprint_id)
+                    .bind(post.thread_id)
+                    .bind(post.board_message_id)
+                    .bind(post.done_message_id)
+                    .bind(old)
+                    .execute(&self.pool)
+                    .await?;
+                }
+                sqlx::query(
+                    "INSERT INTO discord_threads (sprint_id, thread_id, board_message_id, done_message_id) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (sprint_id) DO NOTHING",
+                )
+                .bind(&post.sprint_id)
+                .bind(post.thread_id)
+                .bind(post.board_message_id)
+                .bind(post.done_message_id)
+                .execute(&self.pool)
+                .await?;
+                let recorded = self.forum_post(&post.sprint_id).await?;
+                Ok(recorded.unwrap_or_else(|| post.clone()))
+            })
+            .await
     }
 
     async fn cursor(&self, consumer: &str) -> Result<i64> {
@@ -625,46 +686,18 @@ impl Database for Db {
     }
 
     async fn set_cursor(&self, consumer: &str, global_seq: i64) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO delivery_cursors (consumer, global_seq) VALUES ($1, $2)
-             ON CONFLICT (consumer) DO UPDATE SET global_seq = excluded.global_seq",
-        )
-        .bind(consumer)
-        .bind(global_seq)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    // --- for the tests and benchmarks only ------------------------------------------------------
-
-    #[cfg(feature = "testing")]
-    async fn submit_commands_together(
-        &self,
-        sprint_id: &str,
-        kinds: &[crate::store::CommandKind],
-        macs: &[String],
-    ) -> Result<()> {
-        self.insert_commands_together(sprint_id, kinds, macs).await
-    }
-
-    #[cfg(feature = "testing")]
-    async fn record_newer_migration(&self, version: i64) -> Result<()> {
-        self.insert_newer_migration(version).await
-    }
-
-    #[cfg(feature = "testing")]
-    async fn overwrite_sprint_state(&self, sprint_id: &str, state: &str) -> Result<()> {
-        self.write_sprint_state(sprint_id, state).await
-    }
-
-    #[cfg(feature = "testing")]
-    async fn count_runs(&self) -> Result<i64> {
-        self.runs_on_record().await
-    }
-
-    #[cfg(feature = "testing")]
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+        self.writes
+            .retry("move a delivery cursor", || async move {
+                sqlx::query(
+                    "INSERT INTO delivery_cursors (consumer, global_seq) VALUES ($1, $2)
+                     ON CONFLICT (consumer) DO UPDATE SET global_seq = excluded.global_seq",
+                )
+                .bind(consumer)
+                .bind(global_seq)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            })
+            .await
     }
 }

@@ -116,8 +116,9 @@ pub async fn restore_postgres(url: &str, dump: &str) -> Result<()> {
 }
 
 /// The writes and counts `store::testing` asks of every engine.
-impl super::Db {
-    pub(super) async fn insert_commands_together(
+#[async_trait::async_trait]
+impl crate::store::testing::Engine for super::Db {
+    async fn insert_commands_together(
         &self,
         sprint_id: &str,
         kinds: &[crate::store::CommandKind],
@@ -138,7 +139,7 @@ impl super::Db {
         Ok(())
     }
 
-    pub(super) async fn insert_newer_migration(&self, version: i64) -> Result<()> {
+    async fn insert_newer_migration(&self, version: i64) -> Result<()> {
         sqlx::query(
             "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
              VALUES ($1, 'from a newer hanarang', TRUE, $2, 0)",
@@ -150,7 +151,7 @@ impl super::Db {
         Ok(())
     }
 
-    pub(super) async fn write_sprint_state(&self, sprint_id: &str, state: &str) -> Result<()> {
+    async fn write_sprint_state(&self, sprint_id: &str, state: &str) -> Result<()> {
         sqlx::query("UPDATE sprints SET state = $1 WHERE id = $2")
             .bind(state)
             .bind(sprint_id)
@@ -159,7 +160,7 @@ impl super::Db {
         Ok(())
     }
 
-    pub(super) async fn runs_on_record(&self) -> Result<i64> {
+    async fn runs_on_record(&self) -> Result<i64> {
         Ok(sqlx::query_scalar("SELECT COUNT(*) FROM runs")
             .fetch_one(&self.pool)
             .await?)

@@ -16,7 +16,7 @@ type Query<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArgume
 /// order of the inserts, and commits can land the other way round).
 const LOG_LOCK: i64 = 0x6861_6e61_726c_6f67; // "hanarlog"
 
-/// A run's start (`Store::start_run`); bound by `bind_new_run`.
+/// A run's start (`Database::start_run`); bound by `bind_new_run`.
 const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer, resumes, agent)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
-use super::{MigrationStatus, Result, StoreError};
+use super::{MigrationStatus, Result, StoreError, Writes};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -39,6 +39,7 @@ pub(super) struct Db {
     /// Whether `pool` is the loop's own connection (`single_connection`), not the shared
     /// pool of the store it came from.
     own: bool,
+    writes: Writes,
 }
 
 impl Db {
@@ -86,7 +87,7 @@ impl Db {
     /// Tells the orchestrator listening on the database that something was written for
     /// it. Never waits and never fails: with nobody listening, the datagram goes nowhere,
     /// and the orchestrator's sweep finds the write all the same.
-    fn send_nudge(&self) {
+    fn nudge(&self) {
         let Some(address) = self.wake_address() else {
             return;
         };
@@ -99,7 +100,7 @@ impl Db {
     /// Opens (creating if missing) the database, in WAL mode with a busy timeout, and
     /// applies the embedded migrations (after a backup, on an upgrade). Returns it with the
     /// folder for run contract files: beside the database file.
-    pub async fn open(url: &str) -> Result<(Db, PathBuf)> {
+    pub(super) async fn open(url: &str, writes: Writes) -> Result<(Db, PathBuf)> {
         let open_err = |source| StoreError::Open {
             url: crate::config::redacted(url),
             source,
@@ -214,6 +215,7 @@ impl Db {
                 single,
                 file,
                 own: false,
+                writes,
             },
             runs_dir,
         ))
@@ -401,7 +403,9 @@ mod tests {
     #[tokio::test]
     async fn an_in_memory_database_opens_and_leaves_no_file() {
         assert_eq!(database_path("sqlite://?mode=memory"), None);
-        let (store, _) = Db::open("sqlite::memory:").await.unwrap();
+        let (store, _) = Db::open("sqlite::memory:", Writes::new("sqlite::memory:"))
+            .await
+            .unwrap();
         assert_eq!(database_path("sqlite::memory:"), None);
         let sprint = store
             .create_sprint("app", "goal", None, "cli:tester@test", "b", 1)
@@ -424,7 +428,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let url = format!("sqlite://{}", dir.join("hanarang.db").display());
-        let (store, _) = Db::open(&url).await.unwrap();
+        let (store, _) = Db::open(&url, Writes::new(&url)).await.unwrap();
         let store = store.own_connection();
         store.set_cursor("discord", 1).await.unwrap();
         let level = || async {

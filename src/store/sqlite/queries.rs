@@ -52,7 +52,7 @@ fn sprints_of(raws: Vec<SprintRaw>) -> Result<Vec<Sprint>> {
 
 #[async_trait]
 impl Database for Db {
-    async fn server_version(&self) -> Result<String> {
+    async fn engine_version(&self) -> Result<String> {
         let version: String = sqlx::query_scalar("SELECT sqlite_version()")
             .fetch_one(&self.pool)
             .await?;
@@ -86,10 +86,6 @@ impl Database for Db {
         self.bind_wake_socket(wake).await
     }
 
-    fn nudge(&self) {
-        self.send_nudge();
-    }
-
     // --- sprints ------------------------------------------------------------------------
 
     async fn create_sprint(
@@ -101,34 +97,41 @@ impl Database for Db {
         branch_template: &str,
         at: i64,
     ) -> Result<Sprint> {
-        // The write lock is taken first, so the next number is this transaction's. The id
-        // is handed out only once COMMIT returned: an insert whose row was read before a
-        // commit that failed (a full disk) would name a sprint never stored.
-        let mut tx = self.begin_write().await?;
-        let number: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(number), 0) + 1 FROM sprints")
-            .fetch_one(&mut *tx)
+        let queued = self
+            .writes
+            .retry("queue a sprint", || async move {
+                // The write lock is taken first, so the next number is this transaction's. The id
+                // is handed out only once COMMIT returned: an insert whose row was read before a
+                // commit that failed (a full disk) would name a sprint never stored.
+                let mut tx = self.begin_write().await?;
+                let number: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(number), 0) + 1 FROM sprints")
+                    .fetch_one(&mut *tx)
+                    .await?;
+                let id = crate::domain::sprint_id(number);
+                let branch = sprint_branch(branch_template, &id, project);
+                let mut rows: Vec<SprintRaw> = sqlx::query_as(
+                    "INSERT INTO sprints (id, number, project, goal, state, round, attempt, contract_id, branch, focus, created_at, updated_at, started_by, focus_by)
+                     VALUES (?1, ?2, ?3, ?4, 'queued', 0, 0, ?1, ?5, ?6, ?7, ?7, ?8, ?9)
+                     RETURNING *",
+                )
+                .bind(&id)
+                .bind(number)
+                .bind(project)
+                .bind(goal)
+                .bind(&branch)
+                .bind(focus)
+                .bind(at)
+                .bind(by)
+                .bind(focus.map(|_| by))
+                .fetch_all(&mut *tx)
+                .await?;
+                let raw = rows.pop().ok_or(sqlx::Error::RowNotFound)?;
+                tx.commit().await?;
+                Sprint::try_from(raw)
+            })
             .await?;
-        let id = crate::domain::sprint_id(number);
-        let branch = sprint_branch(branch_template, &id, project);
-        let mut rows: Vec<SprintRaw> = sqlx::query_as(
-            "INSERT INTO sprints (id, number, project, goal, state, round, attempt, contract_id, branch, focus, created_at, updated_at, started_by, focus_by)
-             VALUES (?1, ?2, ?3, ?4, 'queued', 0, 0, ?1, ?5, ?6, ?7, ?7, ?8, ?9)
-             RETURNING *",
-        )
-        .bind(&id)
-        .bind(number)
-        .bind(project)
-        .bind(goal)
-        .bind(&branch)
-        .bind(focus)
-        .bind(at)
-        .bind(by)
-        .bind(focus.map(|_| by))
-        .fetch_all(&mut *tx)
-        .await?;
-        let raw = rows.pop().ok_or(sqlx::Error::RowNotFound)?;
-        tx.commit().await?;
-        Sprint::try_from(raw)
+        self.nudge();
+        Ok(queued)
     }
 
     async fn sprint(&self, id: &str) -> Result<Option<Sprint>> {
@@ -145,7 +148,11 @@ impl Database for Db {
         base_branch: &str,
         base_commit: &str,
     ) -> Result<()> {
-        self.write_base(sprint_id, base_branch, base_commit).await
+        self.writes
+            .retry("record a sprint's base", || {
+                self.write_base(sprint_id, base_branch, base_commit)
+            })
+            .await
     }
 
     async fn sprints(&self) -> Result<Vec<Sprint>> {
@@ -201,16 +208,22 @@ impl Database for Db {
     }
 
     async fn next_in_queues(&self) -> Result<Vec<Sprint>> {
-        sprints_of(
-            sqlx::query_as(NEXT_IN_QUEUES)
-                .bind(states(State::holds_lock))
-                .fetch_all(&self.pool)
-                .await?,
-        )
+        self.writes
+            .retry("claim queued sprints", || async move {
+                sprints_of(
+                    sqlx::query_as(NEXT_IN_QUEUES)
+                        .bind(states(State::holds_lock))
+                        .fetch_all(&self.pool)
+                        .await?,
+                )
+            })
+            .await
     }
 
-    async fn commit(&self, c: &Commit<'_>) -> Result<TransitionRecord> {
-        self.commit_batch(c).await
+    async fn commit(&self, c: Commit<'_>) -> Result<TransitionRecord> {
+        self.writes
+            .retry("commit a transition", || self.commit_batch(&c))
+            .await
     }
 
     // --- the transitions log ------------------------------------------------------------
@@ -271,16 +284,20 @@ impl Database for Db {
     // --- runs -----------------------------------------------------------------------------
 
     /// SQLite's sprints are never taken over: `epoch` guards nothing here.
-    async fn start_run(&self, new: &NewRun<'_>, _epoch: i64) -> Result<String> {
-        self.insert_run(new).await
+    async fn start_run(&self, new: NewRun<'_>, _epoch: i64) -> Result<String> {
+        self.writes
+            .retry("record a run's start", || self.insert_run(&new))
+            .await
     }
 
     async fn end_run(&self, run: &RunEnd) -> Result<()> {
-        self.record_run_end(run).await
+        self.writes
+            .retry("record a run's end", || self.record_run_end(run))
+            .await
     }
 
     async fn set_run_live(&self, run_id: &str, live: &RunLive) -> Result<()> {
-        self.record_run_live(run_id, live).await
+        self.writes.once(self.record_run_live(run_id, live).await)
     }
 
     async fn runs(&self, sprint_id: &str) -> Result<Vec<Run>> {
@@ -342,42 +359,55 @@ impl Database for Db {
 
     // --- commands -------------------------------------------------------------------------
 
-    async fn submit_command(
+    async fn record_command(
         &self,
         c: &NewCommand<'_>,
         mac: &str,
         message: Option<&str>,
     ) -> Result<i64> {
-        // Every row read: the statement (and its commit) is over when the id is handed out.
-        let ids: Vec<i64> = sqlx::query_scalar(
-            "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq, mac, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-             RETURNING id",
-        )
-        .bind(c.sprint_id)
-        .bind(c.kind.as_str())
-        .bind(c.text)
-        .bind(c.by)
-        .bind(c.created_at)
-        .bind(c.seq)
-        .bind(mac)
-        .bind(message)
-        .fetch_all(&self.pool)
-        .await?;
-        ids.first()
-            .copied()
-            .ok_or_else(|| sqlx::Error::RowNotFound.into())
+        let id = self
+            .writes
+            .retry("record a command", || async move {
+                // Every row read: the statement (and its commit) is over when the id is handed out.
+                let ids: Vec<i64> = sqlx::query_scalar(
+                    "INSERT INTO commands (sprint_id, kind, text, by, created_at, seq, mac, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                     RETURNING id",
+                )
+                .bind(c.sprint_id)
+                .bind(c.kind.as_str())
+                .bind(c.text)
+                .bind(c.by)
+                .bind(c.created_at)
+                .bind(c.seq)
+                .bind(mac)
+                .bind(message)
+                .fetch_all(&self.pool)
+                .await?;
+                ids.first()
+                    .copied()
+                    .ok_or_else(|| sqlx::Error::RowNotFound.into())
+            })
+            .await?;
+        self.nudge();
+        Ok(id)
     }
 
     async fn command_key(&self, candidate: &[u8]) -> Result<Vec<u8>> {
-        sqlx::query("INSERT INTO command_key (id, key) VALUES (1, ?) ON CONFLICT (id) DO NOTHING")
-            .bind(candidate)
-            .execute(&self.pool)
-            .await?;
-        Ok(
-            sqlx::query_scalar("SELECT key FROM command_key WHERE id = 1")
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        self.writes
+            .retry("record the command key", || async move {
+                sqlx::query(
+                    "INSERT INTO command_key (id, key) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
+                )
+                .bind(candidate)
+                .execute(&self.pool)
+                .await?;
+                Ok(
+                    sqlx::query_scalar("SELECT key FROM command_key WHERE id = 1")
+                        .fetch_one(&self.pool)
+                        .await?,
+                )
+            })
+            .await
     }
 
     async fn pending_commands(&self) -> Result<Vec<Command>> {
@@ -417,12 +447,16 @@ impl Database for Db {
     }
 
     async fn mark_note(&self, id: i64, at: i64) -> Result<()> {
-        sqlx::query("UPDATE commands SET marked_at = ? WHERE id = ?")
-            .bind(at)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.writes
+            .retry("mark a note as given", || async move {
+                sqlx::query("UPDATE commands SET marked_at = ? WHERE id = ?")
+                    .bind(at)
+                    .bind(id)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            })
+            .await
     }
 
     async fn resolve_command(
@@ -432,17 +466,21 @@ impl Database for Db {
         result: &str,
         at: i64,
     ) -> Result<()> {
-        sqlx::query(
-            "UPDATE commands SET status = ?, result = ?, applied_at = ?
-             WHERE id = ? AND status = 'pending'",
-        )
-        .bind(status.as_str())
-        .bind(result)
-        .bind(at)
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        self.writes
+            .retry("answer a command", || async move {
+                sqlx::query(
+                    "UPDATE commands SET status = ?, result = ?, applied_at = ?
+                     WHERE id = ? AND status = 'pending'",
+                )
+                .bind(status.as_str())
+                .bind(result)
+                .bind(at)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            })
+            .await
     }
 
     // --- the orchestrator's lease -----------------------------------------------------------
@@ -458,46 +496,55 @@ impl Database for Db {
         me: &Lease,
         is_gone: IsGone<'_>,
     ) -> Result<std::result::Result<(), Lease>> {
-        // The holder is judged, then replaced only if it is still the one judged: of two
-        // starting at once, the second finds the first's lease and judges it in turn.
-        loop {
-            let current = self.lease().await?;
-            if let Some(holder) = &current
-                && holder.token != me.token
-                && !is_gone(holder)
-            {
-                return Ok(Err(holder.clone()));
-            }
-            let judged = current.map(|holder| holder.token);
-            let taken: Vec<i64> = sqlx::query_scalar(
-                "INSERT INTO instance_lease (id, token, pid, host, started_at, heartbeat_at) VALUES (1, ?, ?, ?, ?, ?)
-                 ON CONFLICT (id) DO UPDATE SET token = excluded.token, pid = excluded.pid, host = excluded.host,
-                     started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at
-                 WHERE instance_lease.token IS ?
-                 RETURNING id",
-            )
-            .bind(&me.token)
-            .bind(me.pid)
-            .bind(&me.host)
-            .bind(me.started_at)
-            .bind(me.heartbeat_at)
-            .bind(judged)
-            .fetch_all(&self.pool)
-            .await?;
-            if taken.len() == 1 {
-                return Ok(Ok(()));
-            }
-        }
+        self.writes
+            .retry("take the lease", || async move {
+                // The holder is judged, then replaced only if it is still the one judged: of two
+                // starting at once, the second finds the first's lease and judges it in turn.
+                loop {
+                    let current = self.lease().await?;
+                    if let Some(holder) = &current
+                        && holder.token != me.token
+                        && !is_gone(holder)
+                    {
+                        return Ok(Err(holder.clone()));
+                    }
+                    let judged = current.map(|holder| holder.token);
+                    let taken: Vec<i64> = sqlx::query_scalar(
+                        "INSERT INTO instance_lease (id, token, pid, host, started_at, heartbeat_at) VALUES (1, ?, ?, ?, ?, ?)
+                         ON CONFLICT (id) DO UPDATE SET token = excluded.token, pid = excluded.pid, host = excluded.host,
+                             started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at
+                         WHERE instance_lease.token IS ?
+                         RETURNING id",
+                    )
+                    .bind(&me.token)
+                    .bind(me.pid)
+                    .bind(&me.host)
+                    .bind(me.started_at)
+                    .bind(me.heartbeat_at)
+                    .bind(judged)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    if taken.len() == 1 {
+                        return Ok(Ok(()));
+                    }
+                }
+            })
+            .await
     }
 
     async fn heartbeat(&self, token: &str, at: i64) -> Result<bool> {
-        let renewed =
-            sqlx::query("UPDATE instance_lease SET heartbeat_at = ? WHERE id = 1 AND token = ?")
+        self.writes
+            .retry("renew the lease", || async move {
+                let renewed = sqlx::query(
+                    "UPDATE instance_lease SET heartbeat_at = ? WHERE id = 1 AND token = ?",
+                )
                 .bind(at)
                 .bind(token)
                 .execute(&self.pool)
                 .await?;
-        Ok(renewed.rows_affected() == 1)
+                Ok(renewed.rows_affected() == 1)
+            })
+            .await
     }
 
     async fn release_lease(&self, token: &str) -> Result<()> {
@@ -529,18 +576,22 @@ impl Database for Db {
     }
 
     async fn save_forum_post(&self, post: &ForumPost) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO discord_threads (sprint_id, thread_id, board_message_id, done_message_id) VALUES (?, ?, ?, ?)
-             ON CONFLICT (sprint_id) DO UPDATE SET thread_id = excluded.thread_id,
-                 board_message_id = excluded.board_message_id, done_message_id = excluded.done_message_id",
-        )
-        .bind(&post.sprint_id)
-        .bind(post.thread_id)
-        .bind(post.board_message_id)
-        .bind(post.done_message_id)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        self.writes
+            .retry("save a forum post", || async move {
+                sqlx::query(
+                    "INSERT INTO discord_threads (sprint_id, thread_id, board_message_id, done_message_id) VALUES (?, ?, ?, ?)
+                     ON CONFLICT (sprint_id) DO UPDATE SET thread_id = excluded.thread_id,
+                         board_message_id = excluded.board_message_id, done_message_id = excluded.done_message_id",
+                )
+                .bind(&post.sprint_id)
+                .bind(post.thread_id)
+                .bind(post.board_message_id)
+                .bind(post.done_message_id)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            })
+            .await
     }
 
     async fn record_new_forum_post(
@@ -548,31 +599,35 @@ impl Database for Db {
         post: &ForumPost,
         replacing: Option<i64>,
     ) -> Result<ForumPost> {
-        if let Some(old) = replacing {
-            sqlx::query(
-                "UPDATE discord_threads SET thread_id = ?, board_message_id = ?, done_message_id = ?
-                 WHERE sprint_id = ? AND thread_id = ?",
-            )
-            .bind(post.thread_id)
-            .bind(post.board_message_id)
-            .bind(post.done_message_id)
-            .bind(&post.sprint_id)
-            .bind(old)
-            .execute(&self.pool)
-            .await?;
-        }
-        sqlx::query(
-            "INSERT INTO discord_threads (sprint_id, thread_id, board_message_id, done_message_id) VALUES (?, ?, ?, ?)
-             ON CONFLICT (sprint_id) DO NOTHING",
-        )
-        .bind(&post.sprint_id)
-        .bind(post.thread_id)
-        .bind(post.board_message_id)
-        .bind(post.done_message_id)
-        .execute(&self.pool)
-        .await?;
-        let recorded = self.forum_post(&post.sprint_id).await?;
-        Ok(recorded.unwrap_or_else(|| post.clone()))
+        self.writes
+            .retry("record a forum post", || async move {
+                if let Some(old) = replacing {
+                    sqlx::query(
+                        "UPDATE discord_threads SET thread_id = ?, board_message_id = ?, done_message_id = ?
+                         WHERE sprint_id = ? AND thread_id = ?",
+                    )
+                    .bind(post.thread_id)
+                    .bind(post.board_message_id)
+                    .bind(post.done_message_id)
+                    .bind(&post.sprint_id)
+                    .bind(old)
+                    .execute(&self.pool)
+                    .await?;
+                }
+                sqlx::query(
+                    "INSERT INTO discord_threads (sprint_id, thread_id, board_message_id, done_message_id) VALUES (?, ?, ?, ?)
+                     ON CONFLICT (sprint_id) DO NOTHING",
+                )
+                .bind(&post.sprint_id)
+                .bind(post.thread_id)
+                .bind(post.board_message_id)
+                .bind(post.done_message_id)
+                .execute(&self.pool)
+                .await?;
+                let recorded = self.forum_post(&post.sprint_id).await?;
+                Ok(recorded.unwrap_or_else(|| post.clone()))
+            })
+            .await
     }
 
     async fn cursor(&self, consumer: &str) -> Result<i64> {
@@ -585,38 +640,10 @@ impl Database for Db {
     }
 
     async fn set_cursor(&self, consumer: &str, global_seq: i64) -> Result<()> {
-        self.write_cursor(consumer, global_seq).await
-    }
-
-    // --- for the tests and benchmarks only ------------------------------------------------------
-
-    #[cfg(feature = "testing")]
-    async fn submit_commands_together(
-        &self,
-        sprint_id: &str,
-        kinds: &[crate::store::CommandKind],
-        macs: &[String],
-    ) -> Result<()> {
-        self.insert_commands_together(sprint_id, kinds, macs).await
-    }
-
-    #[cfg(feature = "testing")]
-    async fn record_newer_migration(&self, version: i64) -> Result<()> {
-        self.insert_newer_migration(version).await
-    }
-
-    #[cfg(feature = "testing")]
-    async fn overwrite_sprint_state(&self, sprint_id: &str, state: &str) -> Result<()> {
-        self.write_sprint_state(sprint_id, state).await
-    }
-
-    #[cfg(feature = "testing")]
-    async fn count_runs(&self) -> Result<i64> {
-        self.runs_on_record().await
-    }
-
-    #[cfg(feature = "testing")]
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+        self.writes
+            .retry("move a delivery cursor", || {
+                self.write_cursor(consumer, global_seq)
+            })
+            .await
     }
 }

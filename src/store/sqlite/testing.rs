@@ -122,8 +122,9 @@ impl Floor {
 }
 
 /// The writes and counts `store::testing` asks of every engine.
-impl super::Db {
-    pub(super) async fn insert_commands_together(
+#[async_trait::async_trait]
+impl crate::store::testing::Engine for super::Db {
+    async fn insert_commands_together(
         &self,
         sprint_id: &str,
         kinds: &[crate::store::CommandKind],
@@ -141,10 +142,11 @@ impl super::Db {
             .await?;
         }
         tx.commit().await?;
+        self.nudge();
         Ok(())
     }
 
-    pub(super) async fn insert_newer_migration(&self, version: i64) -> Result<()> {
+    async fn insert_newer_migration(&self, version: i64) -> Result<()> {
         sqlx::query(
             "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
              VALUES (?, 'from a newer hanarang', TRUE, ?, 0)",
@@ -156,7 +158,7 @@ impl super::Db {
         Ok(())
     }
 
-    pub(super) async fn write_sprint_state(&self, sprint_id: &str, state: &str) -> Result<()> {
+    async fn write_sprint_state(&self, sprint_id: &str, state: &str) -> Result<()> {
         sqlx::query("UPDATE sprints SET state = ? WHERE id = ?")
             .bind(state)
             .bind(sprint_id)
@@ -165,7 +167,7 @@ impl super::Db {
         Ok(())
     }
 
-    pub(super) async fn runs_on_record(&self) -> Result<i64> {
+    async fn runs_on_record(&self) -> Result<i64> {
         Ok(sqlx::query_scalar("SELECT COUNT(*) FROM runs")
             .fetch_one(&self.pool)
             .await?)

@@ -524,7 +524,7 @@ async fn take_host_lease(host: &Store, token: &str) {
         started_at: 1,
         heartbeat_at: 1,
     };
-    host.acquire_lease(&me, |_| false)
+    host.acquire_lease(&me, &|_| false)
         .await
         .expect("the database")
         .expect("a free host name");
@@ -549,7 +549,7 @@ async fn of_orchestrators_starting_at_once_one_takes_the_lease(engine) {
         tokio::spawn(async move {
             let store = Store::open(&url).await.expect("open");
             // Every holder is alive.
-            let took = store.acquire_lease(&lease(n), |_| false).await.expect("the database");
+            let took = store.acquire_lease(&lease(n), &|_| false).await.expect("the database");
             store.close().await;
             took.map(|()| n).map_err(|holder| holder.token)
         })
@@ -595,7 +595,7 @@ async fn of_orchestrators_starting_at_once_one_takes_the_lease(engine) {
                         }
                         true
                     };
-                    let took = store.acquire_lease(&lease(n), gone).await.expect("the database");
+                    let took = store.acquire_lease(&lease(n), &gone).await.expect("the database");
                     store.close().await;
                     took.is_ok()
                 })
