@@ -248,11 +248,11 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
 
     match (&t.detail, t.from, t.to) {
         (Event::Reviewed { reviewer, verdict }, _, _) => {
-            let who = reviewer_name(reviewer, l);
+            let (emoji, who) = (Actor::Darang.emoji(), reviewer_name(reviewer, l));
             let verdict = verdict.verdict();
             plain(match l {
-                Locale::Ko => format!("🔍 {who} 판정: {verdict} (라운드 {})", t.round),
-                Locale::En => format!("🔍 {who}'s verdict: {verdict} (round {})", t.round),
+                Locale::Ko => format!("{emoji} {who} 판정: {verdict} (라운드 {})", t.round),
+                Locale::En => format!("{emoji} {who}'s verdict: {verdict} (round {})", t.round),
             })
         }
         (Event::ReviewMerged { verdicts }, State::Reviewing, State::Implementing) => {
