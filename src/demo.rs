@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::config::{Config, Dur, ProjectConfig};
+use crate::domain::Actor;
 
 pub const PROJECT: &str = "demo";
 
@@ -92,8 +93,8 @@ pub fn simulate_sister() -> i32 {
             "nextSteps": [next],
         })
     };
-    let message = match role.as_str() {
-        "harang" => {
+    let message = match role.parse::<Actor>() {
+        Ok(Actor::Harang) => {
             if let Err(e) = write_plan(Path::new(&plan_dir)) {
                 errln!("simulated harang: cannot write the plan in {plan_dir}: {e}");
                 return 1;
@@ -115,19 +116,19 @@ pub fn simulate_sister() -> i32 {
             "usage": {"inputTokens": 1200, "outputTokens": 300, "costUsd": 0.01},
             })
         }
-        "narang" => json!({
+        Ok(Actor::Narang) => json!({
             "actor": "narang",
             "verdict": "IMPL_DONE",
             "payload": {"branch": format!("feature/{}", sprint.to_lowercase()), "commits": [], "workdir": ".", "selfTestReport": {"passed": 3}},
             "handoff": handoff(&format!("round {round} implemented"), "review the change"),
             "usage": {"inputTokens": 5000, "outputTokens": 2000, "costUsd": 0.05},
         }),
-        "darang" if reviewer == "runtime" => json!({
+        Ok(Actor::Darang) if reviewer == "runtime" => json!({
             "actor": "darang",
             "verdict": "APPROVE",
             "payload": {"checklistResults": with_own(results(None), json!({"id": "healthcheck", "passed": true})), "issues": [], "artifactPath": format!("runtime-review-{round}.md")},
         }),
-        "darang" if round < 2 => json!({
+        Ok(Actor::Darang) if round < 2 => json!({
             "actor": "darang",
             "verdict": "REQUEST_CHANGES",
             "payload": {
@@ -136,18 +137,18 @@ pub fn simulate_sister() -> i32 {
                 "artifactPath": "review-1.md"
             },
         }),
-        "darang" => json!({
+        Ok(Actor::Darang) => json!({
             "actor": "darang",
             "verdict": "APPROVE",
             "payload": {"checklistResults": results(None), "issues": [], "artifactPath": "review-2.md"},
         }),
-        "erang" => json!({
+        Ok(Actor::Erang) => json!({
             "actor": "erang",
             "verdict": "DEPLOY_DONE",
             "payload": {"deployArtifactPath": "dist/demo", "projectType": "demo", "verificationResults": {"healthcheck": "ok"}},
         }),
-        other => {
-            errln!("simulate-sister: unknown role {other:?}");
+        Err(_) => {
+            errln!("simulate-sister: unknown role {role:?}");
             return 2;
         }
     };

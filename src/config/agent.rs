@@ -396,16 +396,8 @@ impl AgentConfig {
                 .writable
                 .clone()
                 .unwrap_or_else(|| self.writable.clone()),
-            timeout: own.timeout.map_or_else(|| default_timeout(actor), |d| d.0),
+            timeout: own.timeout.map_or(actor.info().timeout, |d| d.0),
             reviewer: reviewer.map(str::to_string),
         }
-    }
-}
-
-/// The design's stage timeouts: the implementer gets the longest.
-pub fn default_timeout(actor: Actor) -> Duration {
-    match actor {
-        Actor::Narang => Duration::from_secs(2 * 60 * 60),
-        Actor::Harang | Actor::Darang | Actor::Erang => Duration::from_secs(30 * 60),
     }
 }

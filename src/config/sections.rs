@@ -219,6 +219,16 @@ pub enum Locale {
     En,
 }
 
+impl Locale {
+    /// `words` in this language.
+    pub fn pick(self, words: crate::domain::Words) -> &'static str {
+        match self {
+            Locale::Ko => words.ko,
+            Locale::En => words.en,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DiscordConfig {

@@ -38,27 +38,30 @@ pub fn thread_title(sprint_id: &str, goal: &str) -> String {
     cut(&format!("{sprint_id} · {goal}"), MAX_THREAD_NAME)
 }
 
-fn state_label(state: State, locale: Locale) -> &'static str {
-    match (state, locale) {
+/// A stage is labelled by its sister's emoji and work (`🦊 기획`); the other states here.
+fn state_label(state: State, locale: Locale) -> String {
+    if let Some(stage) = state.stage() {
+        let emoji = stage.actor().emoji();
+        return format!(
+            "{emoji} {}",
+            crate::notify::messages::stage_name(stage, locale)
+        );
+    }
+    let label = match (state, locale) {
         (State::Queued, Locale::Ko) => "대기",
-        (State::Planning, Locale::Ko) => "🦊 기획",
-        (State::Implementing, Locale::Ko) => "⚙️ 구현",
-        (State::Reviewing, Locale::Ko) => "🔍 리뷰",
         (State::Done, Locale::Ko) => "✅ 완료 (배포 승인 대기)",
-        (State::Deploying, Locale::Ko) => "🚀 배포",
         (State::Deployed, Locale::Ko) => "🎉 배포 완료",
         (State::Escalated, Locale::Ko) => "🚨 확인 필요",
         (State::Aborted, Locale::Ko) => "🛑 중단",
         (State::Queued, Locale::En) => "queued",
-        (State::Planning, Locale::En) => "🦊 planning",
-        (State::Implementing, Locale::En) => "⚙️ implementing",
-        (State::Reviewing, Locale::En) => "🔍 reviewing",
         (State::Done, Locale::En) => "✅ done (waiting for deploy approval)",
-        (State::Deploying, Locale::En) => "🚀 deploying",
         (State::Deployed, Locale::En) => "🎉 deployed",
         (State::Escalated, Locale::En) => "🚨 needs a human",
         (State::Aborted, Locale::En) => "🛑 aborted",
-    }
+        // The stages, labelled above.
+        (_, _) => state.as_str(),
+    };
+    label.to_string()
 }
 
 /// The state as the board names it: its label, and the state's own name after it when
@@ -67,7 +70,7 @@ fn stage_text(state: State, locale: Locale) -> String {
     let label = state_label(state, locale);
     let name = state.to_string();
     if label.contains(&name) {
-        label.to_string()
+        label
     } else {
         format!("{label} ({name})")
     }

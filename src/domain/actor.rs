@@ -1,6 +1,9 @@
-//! The four sisters and every verdict they can give.
+//! The four sisters and every verdict they can give. What is only data about a sister
+//! (its names, emoji, role, verdicts, stage words, timeout, built-in prompt) is its row
+//! in `Actor::info`; what it does differently is where the compiler points a new variant.
 
 use std::fmt;
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -17,58 +20,141 @@ pub enum Actor {
     Erang,
 }
 
+/// A phrase in each language the lines are written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Words {
+    pub ko: &'static str,
+    pub en: &'static str,
+}
+
+/// What is only data about one sister: every place that names, shows, configures or
+/// prompts a sister reads it here.
+#[derive(Debug)]
+pub struct ActorInfo {
+    /// Its name in JSON, the CLI, its config table (`[agent.NAME]`), its prompt file
+    /// (`NAME.md`) and the `actor:VERDICT` events; also the serde name of its variant.
+    pub name: &'static str,
+    /// Its name in the lines people read (`하랑이`, `Harang`).
+    pub names: Words,
+    pub emoji: &'static str,
+    /// Its role in one English word.
+    pub role: &'static str,
+    /// Its stage, as the lines name it (`기획`, `planning`).
+    pub work: Words,
+    /// The verdicts it may return.
+    pub verdicts: &'static [Verdict],
+    /// How long one of its runs may take when its config says nothing (the design's).
+    pub timeout: Duration,
+    /// Its built-in role text (`src/sister/prompts/NAME.md`).
+    pub prompt: &'static str,
+}
+
 impl Actor {
+    /// In pipeline order.
     pub const ALL: [Actor; 4] = [Actor::Harang, Actor::Narang, Actor::Darang, Actor::Erang];
+
+    /// This sister's row.
+    pub fn info(self) -> &'static ActorInfo {
+        match self {
+            Actor::Harang => &HARANG,
+            Actor::Narang => &NARANG,
+            Actor::Darang => &DARANG,
+            Actor::Erang => &ERANG,
+        }
+    }
 
     /// The name used in JSON, the CLI and config tables.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Actor::Harang => "harang",
-            Actor::Narang => "narang",
-            Actor::Darang => "darang",
-            Actor::Erang => "erang",
-        }
+        self.info().name
     }
 
     /// The sister's Korean name, as the design's messages use it.
     pub fn korean_name(self) -> &'static str {
-        match self {
-            Actor::Harang => "하랑이",
-            Actor::Narang => "나랑이",
-            Actor::Darang => "다랑이",
-            Actor::Erang => "이랑이",
-        }
+        self.info().names.ko
     }
 
     pub fn emoji(self) -> &'static str {
-        match self {
-            Actor::Harang => "🦊",
-            Actor::Narang => "⚙️",
-            Actor::Darang => "🔍",
-            Actor::Erang => "🚀",
-        }
+        self.info().emoji
     }
 
     /// The role in one English word.
     pub fn role(self) -> &'static str {
-        match self {
-            Actor::Harang => "planner",
-            Actor::Narang => "implementer",
-            Actor::Darang => "reviewer",
-            Actor::Erang => "deployer",
-        }
+        self.info().role
     }
 
     /// The verdicts this sister may return.
     pub fn verdicts(self) -> &'static [Verdict] {
-        match self {
-            Actor::Harang => &[Verdict::PlanReady, Verdict::Abort],
-            Actor::Narang => &[Verdict::ImplDone, Verdict::Error],
-            Actor::Darang => &[Verdict::Approve, Verdict::RequestChanges, Verdict::Abort],
-            Actor::Erang => &[Verdict::DeployDone, Verdict::DeployFailed],
-        }
+        self.info().verdicts
     }
 }
+
+const HARANG: ActorInfo = ActorInfo {
+    name: "harang",
+    names: Words {
+        ko: "하랑이",
+        en: "Harang",
+    },
+    emoji: "🦊",
+    role: "planner",
+    work: Words {
+        ko: "기획",
+        en: "planning",
+    },
+    verdicts: &[Verdict::PlanReady, Verdict::Abort],
+    timeout: Duration::from_secs(30 * 60),
+    prompt: include_str!("../sister/prompts/harang.md"),
+};
+
+const NARANG: ActorInfo = ActorInfo {
+    name: "narang",
+    names: Words {
+        ko: "나랑이",
+        en: "Narang",
+    },
+    emoji: "⚙️",
+    role: "implementer",
+    work: Words {
+        ko: "구현",
+        en: "implementing",
+    },
+    verdicts: &[Verdict::ImplDone, Verdict::Error],
+    timeout: Duration::from_secs(2 * 60 * 60),
+    prompt: include_str!("../sister/prompts/narang.md"),
+};
+
+const DARANG: ActorInfo = ActorInfo {
+    name: "darang",
+    names: Words {
+        ko: "다랑이",
+        en: "Darang",
+    },
+    emoji: "🔍",
+    role: "reviewer",
+    work: Words {
+        ko: "리뷰",
+        en: "reviewing",
+    },
+    verdicts: &[Verdict::Approve, Verdict::RequestChanges, Verdict::Abort],
+    timeout: Duration::from_secs(30 * 60),
+    prompt: include_str!("../sister/prompts/darang.md"),
+};
+
+const ERANG: ActorInfo = ActorInfo {
+    name: "erang",
+    names: Words {
+        ko: "이랑이",
+        en: "Erang",
+    },
+    emoji: "🚀",
+    role: "deployer",
+    work: Words {
+        ko: "배포",
+        en: "deploying",
+    },
+    verdicts: &[Verdict::DeployDone, Verdict::DeployFailed],
+    timeout: Duration::from_secs(30 * 60),
+    prompt: include_str!("../sister/prompts/erang.md"),
+};
 
 impl fmt::Display for Actor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -83,9 +169,17 @@ impl std::str::FromStr for Actor {
         Actor::ALL
             .into_iter()
             .find(|a| a.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown actor {s:?} (expected harang, narang, darang or erang)")
-            })
+            .ok_or_else(|| format!("unknown actor {s:?} (expected {})", one_of()))
+    }
+}
+
+/// Every sister's name, as a sentence lists them: `harang, narang, darang or erang`.
+fn one_of() -> String {
+    let names = Actor::ALL.map(Actor::as_str);
+    match names.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
     }
 }
 
@@ -121,5 +215,23 @@ impl Verdict {
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sisters_name_is_its_serde_name_and_parses_back() {
+        for actor in Actor::ALL {
+            let json = serde_json::to_value(actor).unwrap();
+            assert_eq!(json, actor.as_str(), "{actor:?}");
+            assert_eq!(actor.as_str().parse::<Actor>(), Ok(actor));
+        }
+        assert_eq!(
+            "jirang".parse::<Actor>(),
+            Err("unknown actor \"jirang\" (expected harang, narang, darang or erang)".into())
+        );
     }
 }

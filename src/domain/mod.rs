@@ -6,6 +6,6 @@ mod actor;
 mod ids;
 mod outcome;
 
-pub use actor::{Actor, Verdict};
+pub use actor::{Actor, ActorInfo, Verdict, Words};
 pub use ids::{parse_run_id, parse_sprint_id, run_id, sprint_id};
 pub use outcome::{FailureKind, RunOutcome};

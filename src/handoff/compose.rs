@@ -3,7 +3,7 @@
 //! `synthesized` wherever it is stored.
 
 use super::document::HandoffDocument;
-use super::message::{DarangVerdict, HandoffMessage, HarangVerdict, NarangVerdict};
+use super::message::{Actor, DarangVerdict, HandoffMessage, HarangVerdict, NarangVerdict};
 use crate::pipeline::Stage;
 
 /// What the orchestrator knows of a sprint when it composes a document.
@@ -69,35 +69,41 @@ pub fn after_handoff(
     doc
 }
 
+/// A sister as a document names it: `하랑이 (harang)`.
+pub fn sister_name(actor: Actor) -> String {
+    format!("{} ({actor})", actor.korean_name())
+}
+
 /// A document for the sister of `next`, from the last validated message (if any).
 pub fn synthesize(
     known: Known<'_>,
     previous: Option<&HandoffMessage>,
     next: Stage,
 ) -> HandoffDocument {
+    let who = previous.map(|m| sister_name(m.actor())).unwrap_or_default();
     let progress = match previous {
         None => vec!["The sprint was just created; nothing has been done yet.".to_string()],
         Some(HandoffMessage::Harang(m)) => match (&m.verdict, &m.payload) {
             (HarangVerdict::PlanReady, Some(p)) => vec![format!(
-                "하랑이 (harang) wrote the plan in {} (contract {}).",
+                "{who} wrote the plan in {} (contract {}).",
                 p.plan_dir, p.contract_id
             )],
-            _ => vec!["하랑이 (harang) finished planning.".to_string()],
+            _ => vec![format!("{who} finished planning.")],
         },
         Some(HandoffMessage::Narang(m)) => match (&m.verdict, &m.payload) {
             (NarangVerdict::ImplDone, Some(p)) => vec![format!(
-                "나랑이 (narang) implemented round {} on branch {} ({} commit{}).",
+                "{who} implemented round {} on branch {} ({} commit{}).",
                 known.round,
                 p.branch,
                 p.commits.len(),
                 if p.commits.len() == 1 { "" } else { "s" }
             )],
-            _ => vec!["나랑이 (narang) reported an error.".to_string()],
+            _ => vec![format!("{who} reported an error.")],
         },
         Some(HandoffMessage::Darang(m)) => match m.verdict {
-            DarangVerdict::Approve => vec!["다랑이 (darang) approved the work.".to_string()],
+            DarangVerdict::Approve => vec![format!("{who} approved the work.")],
             DarangVerdict::RequestChanges => vec![format!(
-                "다랑이 (darang) asked for changes: {} issue{}, {} failed checklist item{}.",
+                "{who} asked for changes: {} issue{}, {} failed checklist item{}.",
                 m.payload.issues.len(),
                 if m.payload.issues.len() == 1 { "" } else { "s" },
                 m.payload
@@ -117,9 +123,9 @@ pub fn synthesize(
                     "s"
                 },
             )],
-            DarangVerdict::Abort => vec!["다랑이 (darang) called the sprint off.".to_string()],
+            DarangVerdict::Abort => vec![format!("{who} called the sprint off.")],
         },
-        Some(HandoffMessage::Erang(_)) => vec!["이랑이 (erang) attempted the deploy.".to_string()],
+        Some(HandoffMessage::Erang(_)) => vec![format!("{who} attempted the deploy.")],
     };
     let next_step = match next {
         Stage::Planning => format!("Write the plan and its contract for: {}", known.goal.trim()),

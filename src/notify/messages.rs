@@ -41,31 +41,14 @@ impl<'a> Context<'a> {
     }
 }
 
-fn stage_name(stage: Stage, locale: Locale) -> &'static str {
-    match (stage, locale) {
-        (Stage::Planning, Locale::Ko) => "기획",
-        (Stage::Implementing, Locale::Ko) => "구현",
-        (Stage::Reviewing, Locale::Ko) => "리뷰",
-        (Stage::Deploying, Locale::Ko) => "배포",
-        (Stage::Planning, Locale::En) => "planning",
-        (Stage::Implementing, Locale::En) => "implementing",
-        (Stage::Reviewing, Locale::En) => "reviewing",
-        (Stage::Deploying, Locale::En) => "deploying",
-    }
+/// The stage as the lines name it (`기획`, `planning`): its sister's work.
+pub fn stage_name(stage: Stage, locale: Locale) -> &'static str {
+    locale.pick(stage.actor().info().work)
 }
 
-fn sister(actor: Actor, locale: Locale) -> String {
-    match locale {
-        Locale::Ko => actor.korean_name().to_string(),
-        Locale::En => {
-            let name = actor.as_str();
-            let mut chars = name.chars();
-            chars
-                .next()
-                .map(|c| c.to_uppercase().chain(chars).collect())
-                .unwrap_or_default()
-        }
-    }
+/// The sister as the lines name it (`하랑이`, `Harang`).
+fn sister(actor: Actor, locale: Locale) -> &'static str {
+    locale.pick(actor.info().names)
 }
 
 /// "15:00 UTC" (with the date when it is not today's, in UTC: "2026-12-02 15:00 UTC").
@@ -143,7 +126,10 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
             Event::ReviewerFailed {
                 reviewer, attempt, ..
             } => (reviewer_name(reviewer, l), *attempt),
-            _ => (sister(stage.actor(), l), t.attempt.saturating_sub(1)),
+            _ => (
+                sister(stage.actor(), l).to_string(),
+                t.attempt.saturating_sub(1),
+            ),
         };
         let wait = short_duration(Duration::from_millis(*delay_ms));
         let reason = one_line(&failure.detail);
@@ -161,6 +147,7 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
         });
     }
     if let Some(Note::Escalated { escalation }) = &t.note {
+        let (narang, darang) = (sister(Actor::Narang, l), sister(Actor::Darang, l));
         let what = match (escalation, l) {
             (
                 Escalation::AttemptsExhausted {
@@ -190,11 +177,11 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 one_line(&last.detail)
             ),
             (Escalation::ReviewRoundsExhausted { rounds }, Locale::Ko) => {
-                format!("리뷰 라운드 {rounds}회 소진 (다랑이가 또 변경 요청)")
+                format!("리뷰 라운드 {rounds}회 소진 ({darang}가 또 변경 요청)")
             }
             (Escalation::ReviewRoundsExhausted { rounds }, Locale::En) => {
                 format!(
-                    "review rounds exhausted after {rounds} round{} (Darang asked for changes again)",
+                    "review rounds exhausted after {rounds} round{} ({darang} asked for changes again)",
                     if *rounds == 1 { "" } else { "s" }
                 )
             }
@@ -226,21 +213,21 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 format!("over budget (${spent_usd:.2} of ${limit_usd:.2})")
             }
             (Escalation::NoProgress { round, head }, Locale::Ko) => format!(
-                "라운드 {round}에서 바뀐 것 없음: head {}가 라운드 {}와 같음 (나랑이가 커밋 없이 IMPL_DONE)",
+                "라운드 {round}에서 바뀐 것 없음: head {}가 라운드 {}와 같음 ({narang}가 커밋 없이 IMPL_DONE)",
                 short_commit(head),
                 round.saturating_sub(1)
             ),
             (Escalation::NoProgress { round, head }, Locale::En) => format!(
-                "round {round} changed nothing: head {} as in round {} (Narang answered IMPL_DONE with no new commit)",
+                "round {round} changed nothing: head {} as in round {} ({narang} answered IMPL_DONE with no new commit)",
                 short_commit(head),
                 round.saturating_sub(1)
             ),
             (Escalation::SameFindings { round }, Locale::Ko) => format!(
-                "라운드 {round} 리뷰 지적이 라운드 {}와 같음 (다랑이가 같은 변경 요청 반복)",
+                "라운드 {round} 리뷰 지적이 라운드 {}와 같음 ({darang}가 같은 변경 요청 반복)",
                 round.saturating_sub(1)
             ),
             (Escalation::SameFindings { round }, Locale::En) => format!(
-                "round {round}'s review findings are round {}'s again (Darang repeated its request)",
+                "round {round}'s review findings are round {}'s again ({darang} repeated its request)",
                 round.saturating_sub(1)
             ),
         };
@@ -261,11 +248,11 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
 
     match (&t.detail, t.from, t.to) {
         (Event::Reviewed { reviewer, verdict }, _, _) => {
-            let who = reviewer_name(reviewer, l);
+            let (emoji, who) = (Actor::Darang.emoji(), reviewer_name(reviewer, l));
             let verdict = verdict.verdict();
             plain(match l {
-                Locale::Ko => format!("🔍 {who} 판정: {verdict} (라운드 {})", t.round),
-                Locale::En => format!("🔍 {who}'s verdict: {verdict} (round {})", t.round),
+                Locale::Ko => format!("{emoji} {who} 판정: {verdict} (라운드 {})", t.round),
+                Locale::En => format!("{emoji} {who}'s verdict: {verdict} (round {})", t.round),
             })
         }
         (Event::ReviewMerged { verdicts }, State::Reviewing, State::Implementing) => {
@@ -274,14 +261,15 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 .filter(|(_, v)| **v == crate::pipeline::review::ReviewVerdict::RequestChanges)
                 .map(|(name, _)| name.as_str())
                 .collect();
+            let narang = sister(Actor::Narang, l);
             plain(match l {
                 Locale::Ko => format!(
-                    "🔁 리뷰 종합: 변경 요청 ({}) — 나랑이가 라운드 {} 구현",
+                    "🔁 리뷰 종합: 변경 요청 ({}) — {narang}가 라운드 {} 구현",
                     asked.join(", "),
                     t.round
                 ),
                 Locale::En => format!(
-                    "🔁 Reviews merged: changes requested ({}) — Narang implements round {}",
+                    "🔁 Reviews merged: changes requested ({}) — {narang} implements round {}",
                     asked.join(", "),
                     t.round
                 ),
@@ -294,14 +282,15 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 Locale::En => format!("🔄 {who} handed off to a fresh session (asked by {by})"),
             })
         }
-        (_, _, State::Planning) => plain(match l {
-            Locale::Ko => format!("🦊 하랑이가 {id} 기획 시작"),
-            Locale::En => format!("🦊 Harang starts planning {id}"),
-        }),
-        (Event::Reported { .. }, State::Reviewing, State::Implementing) => plain(match l {
-            Locale::Ko => format!("🔁 다랑이 re-review 요청 (라운드 {})", t.round),
-            Locale::En => format!("🔁 Darang asks for changes (round {})", t.round),
-        }),
+        // Into planning, whatever the event (a resume too): harang starts.
+        (_, _, State::Planning) => plain(starts(Stage::Planning, t, cx)),
+        (Event::Reported { .. }, State::Reviewing, State::Implementing) => {
+            let darang = sister(Actor::Darang, l);
+            plain(match l {
+                Locale::Ko => format!("🔁 {darang} re-review 요청 (라운드 {})", t.round),
+                Locale::En => format!("🔁 {darang} asks for changes (round {})", t.round),
+            })
+        }
         (Event::RequestChanges { by, note }, _, State::Implementing) => plain(match l {
             Locale::Ko => format!("🔁 {by} 변경 요청 (라운드 {}): {}", t.round, one_line(note)),
             Locale::En => format!(
@@ -325,18 +314,14 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 ),
             })
         }
-        (_, _, State::Implementing) => {
-            // The branch of the transition's moment, even when the line is delivered late.
-            let branch = t.branch.as_deref().unwrap_or(cx.branch);
+        (Event::Approve { by }, _, State::Deploying) => {
+            let (erang, deploying) = (Actor::Erang, stage_name(Stage::Deploying, l));
+            let (emoji, who) = (erang.emoji(), sister(erang, l));
             plain(match l {
-                Locale::Ko => format!("⚙️ 나랑이가 구현 시작 ({branch})"),
-                Locale::En => format!("⚙️ Narang starts implementing ({branch})"),
+                Locale::Ko => format!("{emoji} {by}님 배포 승인: {who}가 {deploying} 시작"),
+                Locale::En => format!("{emoji} {by} approved the deploy: {who} starts {deploying}"),
             })
         }
-        (_, _, State::Reviewing) => plain(match l {
-            Locale::Ko => format!("🔍 다랑이가 리뷰 시작 (라운드 {})", t.round),
-            Locale::En => format!("🔍 Darang starts reviewing (round {})", t.round),
-        }),
         (_, _, State::Done) => Line {
             text: match l {
                 Locale::Ko => format!("✅ {id} 완료. 배포 승인해주세요"),
@@ -344,14 +329,6 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
             },
             mention: true,
         },
-        (Event::Approve { by }, _, State::Deploying) => plain(match l {
-            Locale::Ko => format!("🚀 {by}님 배포 승인: 이랑이가 배포 시작"),
-            Locale::En => format!("🚀 {by} approved the deploy: Erang starts deploying"),
-        }),
-        (_, _, State::Deploying) => plain(match l {
-            Locale::Ko => "🚀 이랑이가 배포 시작".to_string(),
-            Locale::En => "🚀 Erang starts deploying".to_string(),
-        }),
         (_, _, State::Deployed) => plain(match l {
             Locale::Ko => format!("🎉 {id} 배포 완료"),
             Locale::En => format!("🎉 {id} deployed"),
@@ -378,9 +355,10 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                         .filter(|(_, v)| **v == crate::pipeline::review::ReviewVerdict::Abort)
                         .map(|(name, _)| name.as_str())
                         .collect();
+                    let who = reviewer_name(&by.join(", "), l);
                     match l {
-                        Locale::Ko => format!("다랑이 리뷰어 {}가 중단 판정", by.join(", ")),
-                        Locale::En => format!("Darang's reviewer {} called it off", by.join(", ")),
+                        Locale::Ko => format!("{who}가 중단 판정"),
+                        Locale::En => format!("{who} called it off"),
                     }
                 }
                 _ => from.to_string(),
@@ -390,15 +368,40 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 Locale::En => format!("🛑 {id} aborted: {why}"),
             })
         }
-        (_, from, to) => plain(format!("{id}: {from} → {to}")),
+        // Into a stage: its sister starts.
+        (_, from, to) => plain(match to.stage() {
+            Some(stage) => starts(stage, t, cx),
+            None => format!("{id}: {from} → {to}"),
+        }),
     }
 }
 
 /// One of darang's reviewers, as the lines name it.
 fn reviewer_name(reviewer: &str, locale: Locale) -> String {
+    let darang = sister(Actor::Darang, locale);
     match locale {
-        Locale::Ko => format!("다랑이 리뷰어 {reviewer}"),
-        Locale::En => format!("Darang's reviewer {reviewer}"),
+        Locale::Ko => format!("{darang} 리뷰어 {reviewer}"),
+        Locale::En => format!("{darang}'s reviewer {reviewer}"),
+    }
+}
+
+/// A stage's sister starts (`🚀 이랑이가 배포 시작`), with what it starts on where the
+/// design's line names it: the sprint planned, the branch, the round.
+fn starts(stage: Stage, t: &TransitionRecord, cx: &Context<'_>) -> String {
+    let (l, id, actor) = (cx.locale, cx.sprint_id, stage.actor());
+    let (emoji, who, work) = (actor.emoji(), sister(actor, l), stage_name(stage, l));
+    // The branch of the transition's moment, even when the line is delivered late.
+    let branch = t.branch.as_deref().unwrap_or(cx.branch);
+    let round = t.round;
+    match (stage, l) {
+        (Stage::Planning, Locale::Ko) => format!("{emoji} {who}가 {id} {work} 시작"),
+        (Stage::Planning, Locale::En) => format!("{emoji} {who} starts {work} {id}"),
+        (Stage::Implementing, Locale::Ko) => format!("{emoji} {who}가 {work} 시작 ({branch})"),
+        (Stage::Implementing, Locale::En) => format!("{emoji} {who} starts {work} ({branch})"),
+        (Stage::Reviewing, Locale::Ko) => format!("{emoji} {who}가 {work} 시작 (라운드 {round})"),
+        (Stage::Reviewing, Locale::En) => format!("{emoji} {who} starts {work} (round {round})"),
+        (_, Locale::Ko) => format!("{emoji} {who}가 {work} 시작"),
+        (_, Locale::En) => format!("{emoji} {who} starts {work}"),
     }
 }
 

@@ -147,7 +147,7 @@ impl Orchestrator {
         let (handoff, synthesized, handoff_by) = match parent {
             Some(stopped) if stopped.outcome == Some(RunOutcome::HandedOff) => {
                 let observed = observe(stopped, &self.repo(&workdir)).await;
-                let sister = format!("{} ({})", actor.korean_name(), actor);
+                let sister = crate::handoff::compose::sister_name(actor);
                 let by = format!("{SYNTHESIZED} from {}", run_label(stopped));
                 (
                     after_handoff(&stopped.handoff, &sister, &observed),

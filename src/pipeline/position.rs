@@ -56,7 +56,10 @@ impl State {
             State::Implementing => Some(Stage::Implementing),
             State::Reviewing => Some(Stage::Reviewing),
             State::Deploying => Some(Stage::Deploying),
-            _ => None,
+            // Listed, not `_`: a new state is a stage or not, and says so here.
+            State::Queued | State::Done | State::Deployed | State::Escalated | State::Aborted => {
+                None
+            }
         }
     }
 

@@ -121,7 +121,7 @@ pub struct Layout {
 /// project's check between implementation and review when it ran.
 fn rows(runs: &[Run], checks: &[CheckRecord]) -> Vec<(Actor, Option<String>, String)> {
     let mut rows = Vec::new();
-    for actor in [Actor::Harang, Actor::Narang, Actor::Darang, Actor::Erang] {
+    for actor in Actor::ALL {
         if actor == Actor::Darang {
             if !checks.is_empty() {
                 rows.push((Actor::Narang, Some(String::new()), "check".to_string()));

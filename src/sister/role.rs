@@ -1,20 +1,16 @@
 //! The role text of a sister's prompt: what its job is in this pipeline, built in (one
-//! file per sister under `prompts/`) or the project's own `prompts/<actor>.md`, with its
-//! placeholders filled from the contract file.
+//! file per sister under `prompts/`, held by its row in `Actor::info`) or the project's
+//! own `prompts/<actor>.md`, with its placeholders filled from the contract file.
 
 use super::ContractFile;
 use crate::handoff::message::Actor;
 use crate::handoff::quote;
 use crate::placeholder;
 
-/// The built-in role text of `actor`.
+/// The built-in role text of `actor` (its `prompts/<actor>.md`, as its row in
+/// `Actor::info` holds it).
 pub fn built_in(actor: Actor) -> &'static str {
-    match actor {
-        Actor::Harang => include_str!("prompts/harang.md"),
-        Actor::Narang => include_str!("prompts/narang.md"),
-        Actor::Darang => include_str!("prompts/darang.md"),
-        Actor::Erang => include_str!("prompts/erang.md"),
-    }
+    actor.info().prompt
 }
 
 /// `template` (the built-in text when `None`) with every prompt placeholder filled.

@@ -65,6 +65,24 @@ fn an_empty_config_takes_the_specs_defaults() {
     assert!(c.discord.is_none());
 }
 
+/// A sister's config table is `[agent.NAME]`, NAME its row's in `Actor::info`: the
+/// table's timeout is its own, and no other sister's.
+#[test]
+fn each_sisters_table_is_named_as_the_sister() {
+    for actor in Actor::ALL {
+        let text = format!("[agent.{}]\ntimeout = \"7m\"\n", actor.info().name);
+        let c = Config::parse(&text, Path::new(".")).unwrap();
+        for other in Actor::ALL {
+            let expected = if other == actor {
+                Duration::from_secs(7 * 60)
+            } else {
+                other.info().timeout
+            };
+            assert_eq!(c.agent.spec(other).timeout, expected, "{text}: {other}");
+        }
+    }
+}
+
 #[test]
 fn a_sisters_table_overrides_agent_and_merges_env() {
     let c = Config::parse(

@@ -260,7 +260,7 @@ impl Bench {
         let log = self.log(sprint).await;
         assert_eq!(log["state"], "deployed", "{sprint}: {log:#}");
         let runs = log["runs"].as_array().expect("runs");
-        for actor in ["harang", "narang", "darang", "erang"] {
+        for actor in hanarang::domain::Actor::ALL.map(|a| a.as_str()) {
             assert!(
                 runs.iter()
                     .any(|r| r["actor"] == actor && r["outcome"] == "handoff"),
