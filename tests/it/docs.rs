@@ -12,14 +12,21 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// README.md, ARCHITECTURE.md and every `docs/*.md`, sorted.
+/// README.md, ARCHITECTURE.md and every `.md` under `docs/`, its folders included, sorted.
 fn pages() -> Vec<PathBuf> {
     let mut pages = vec![root().join("README.md"), root().join("ARCHITECTURE.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
-        .expect("docs/ is readable")
-        .map(|entry| entry.expect("a docs/ entry").path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
-        .collect();
+    let mut docs = Vec::new();
+    let mut folders = vec![root().join("docs")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("docs/ is readable") {
+            let path = entry.expect("a docs/ entry").path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "md") {
+                docs.push(path);
+            }
+        }
+    }
     docs.sort();
     pages.extend(docs);
     pages
@@ -267,11 +274,13 @@ fn the_book_summary_lists_every_page() {
         .into_iter()
         .map(|(_, target)| target.split('#').next().unwrap_or("").to_string())
         .collect();
+    let docs = root().join("docs");
     let missing: Vec<String> = pages()
         .iter()
-        .filter(|page| page.parent() == summary_path.parent() && **page != summary_path)
-        .filter_map(|page| page.file_name().map(|f| f.to_string_lossy().into_owned()))
-        .filter(|file| !listed.contains(file))
+        .filter(|page| **page != summary_path)
+        .filter_map(|page| page.strip_prefix(&docs).ok())
+        .map(|page| page.to_string_lossy().into_owned())
+        .filter(|page| !listed.contains(page))
         .collect();
     assert!(
         missing.is_empty(),
