@@ -315,10 +315,22 @@ async fn a_user_abort_kills_the_running_sister_and_records_cancelled(engine) {
 
 on_each_engine! {
 async fn two_approvals_make_one_transition_and_approve_after_abort_is_refused(engine) {
-    let p = Pipeline::start(Setup { engine, ..Setup::default() }).await;
+    // The deploy waits for a file the test creates: the second approval is answered
+    // while it runs, however soon the loop hears of the first.
+    let files = Files::new(&Setup {
+        erang: "wait-for RELEASE",
+        engine,
+        ..Setup::default()
+    });
+    let release = files.state_dir.join("release");
+    let config = std::fs::read_to_string(&files.config_path)
+        .unwrap()
+        .replace("\"RELEASE\"", &format!("{:?}", release.display().to_string()));
+    std::fs::write(&files.config_path, config).unwrap();
+    let p = Pipeline::start_with(files).await;
     let s = p.start_sprint("app", "one", None).await;
     p.wait_for(&s.id, State::Done).await;
-    // Both recorded before the orchestrator looks: exactly one may win.
+    // Two approvals of the same card: exactly one may win.
     let now = hanarang::clock::now_ms();
     let a = p
         .store
@@ -331,6 +343,12 @@ async fn two_approvals_make_one_transition_and_approve_after_abort_is_refused(en
         .await
         .unwrap();
     p.handle.wake();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while p.store.command(b).await.unwrap().unwrap().status.as_str() == "pending" {
+        assert!(tokio::time::Instant::now() < deadline, "the second approval was never answered");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    std::fs::write(&release, "").unwrap();
     p.wait_for(&s.id, State::Deployed).await;
     let (a, b) = (
         p.store.command(a).await.unwrap().unwrap(),
