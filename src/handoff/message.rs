@@ -1,7 +1,7 @@
 //! The HandoffMessage a sister prints on stdout, as serde types.
 //!
 //! These types *are* the schema: serde parses them, `schema.rs` generates the JSON
-//! Schema from them, and `validate.rs` adds the consistency rules serde cannot state.
+//! Schema from them, and `validate/mod.rs` adds the consistency rules serde cannot state.
 //! Field names follow the design (camelCase). Unknown fields are ignored here and kept
 //! in the raw JSON the orchestrator stores.
 

@@ -55,7 +55,9 @@ fn sister(actor: Actor, locale: Locale) -> &'static str {
 pub fn clock_time(at_ms: i64) -> String {
     let at = std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(at_ms).unwrap_or(0));
     let stamp = humantime::format_rfc3339_seconds(at).to_string(); // 2026-12-01T15:00:00Z
-    let today = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let now = std::time::UNIX_EPOCH
+        + Duration::from_millis(u64::try_from(crate::clock::now_ms()).unwrap_or(0));
+    let today = humantime::format_rfc3339_seconds(now).to_string();
     let (date, time) = (
         stamp.get(..10).unwrap_or(""),
         stamp.get(11..16).unwrap_or(""),

@@ -1,6 +1,6 @@
 //! The sprint's branch is a fact, not a guess: created from its base before the
 //! planner's first run, checked out before every run, on a tree that holds no changes a
-//! run of the sprint did not make. Every git call is bounded (`facts::git`).
+//! run of the sprint did not make. Every git call is bounded (`git.rs`).
 
 use super::git::{Repo, commit_of, dirty_paths, failed, is_branch_name, some_names};
 

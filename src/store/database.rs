@@ -25,9 +25,6 @@ pub type IsGone<'a> = &'a (dyn Fn(&Lease) -> bool + Send + Sync);
 pub trait Database: std::any::Any + Send + Sync + std::fmt::Debug {
     // --- the connection -----------------------------------------------------------------
 
-    /// The engine and its version, e.g. `SQLite 3.50.4` or `PostgreSQL 15.20`.
-    async fn engine_version(&self) -> Result<String>;
-
     /// Whether the database is still the one opened: a SQLite file removed (or replaced)
     /// under a running process would take every write to a file nobody can open again;
     /// always fine for a server.

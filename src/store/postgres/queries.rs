@@ -43,10 +43,6 @@ fn sprints_of(raws: Vec<SprintRaw>) -> Result<Vec<Sprint>> {
 
 #[async_trait]
 impl Database for Db {
-    async fn engine_version(&self) -> Result<String> {
-        super::server_version(&self.pool).await
-    }
-
     /// Nothing to check: the database is not a file on this machine.
     fn check_file(&self) -> Result<()> {
         Ok(())

@@ -52,13 +52,6 @@ fn sprints_of(raws: Vec<SprintRaw>) -> Result<Vec<Sprint>> {
 
 #[async_trait]
 impl Database for Db {
-    async fn engine_version(&self) -> Result<String> {
-        let version: String = sqlx::query_scalar("SELECT sqlite_version()")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(format!("SQLite {version}"))
-    }
-
     fn check_file(&self) -> Result<()> {
         self.file_unchanged()
     }
