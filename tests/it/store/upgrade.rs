@@ -1,7 +1,9 @@
-//! Databases made by an older hanarang (commit 9ae7f17, before the authors migration and
-//! while SQLite still stored the status texts), opened by this one: migrated (a SQLite
-//! file backed up first), and every sprint read back as that build printed it
-//! (`sprint status --json`, kept beside each database in `tests/fixtures/databases/`).
+//! Databases made by older hanaranges, opened by this one, every sprint read back as that
+//! build printed it (kept beside each database in `tests/fixtures/databases/`):
+//! - commit 9ae7f17, before the authors migration and while SQLite still stored the
+//!   status texts: migrated (a SQLite file backed up first) and read back;
+//! - commit bce22ca, the last build before the pure core made the loop's decisions (its
+//!   schema is this one's): read back, then its sprints go on where it left them.
 
 use std::path::PathBuf;
 
@@ -9,6 +11,11 @@ use hanarang::store::testing;
 use hanarang::store::{MigrationStatus, Store};
 
 use crate::support::db::{Engine, TestDb};
+use crate::support::pipeline::{Files, Pipeline, Setup};
+use hanarang::handoff::Actor;
+use hanarang::orchestrator::client::Answer;
+use hanarang::pipeline::State;
+use hanarang::store::CommandKind;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -140,4 +147,98 @@ async fn a_postgres_database_from_9ae7f17_is_migrated_and_read_back() {
     )
     .await;
     store.close().await;
+}
+
+/// What the bce22ca build printed for `sprint status --json` and for each sprint's `sprint
+/// log --json` (one object by sprint id), as this build prints them from its database.
+fn prints_as_bce22ca(files: &Files, engine: &str) {
+    let printed = |args: &[&str]| {
+        let out = files.hanarang(args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let status: serde_json::Value =
+        serde_json::from_str(&fixture_text(&format!("bce22ca.{engine}.status.json"))).unwrap();
+    assert_eq!(printed(&["sprint", "status", "--json"]), status);
+    let logs: serde_json::Value =
+        serde_json::from_str(&fixture_text(&format!("bce22ca.{engine}.log.json"))).unwrap();
+    for id in ["SPRINT-001", "SPRINT-002", "SPRINT-003", "SPRINT-004"] {
+        assert_eq!(
+            printed(&["sprint", "log", id, "--json"]),
+            logs[id],
+            "`sprint log {id} --json` as bce22ca printed it"
+        );
+    }
+}
+
+/// bce22ca left SPRINT-001 deployed; SPRINT-002 (project app) waiting in `done` for
+/// approval, with a note for its next run; SPRINT-003 (project site) escalated after its
+/// implementer failed twice; SPRINT-004 queued behind SPRINT-002's lock. This build
+/// deploys SPRINT-002 on approval, its deployer given the note; resumes SPRINT-003 to
+/// `done`; and runs SPRINT-004 once the lock is free.
+async fn goes_on_from_bce22ca(files: Files) {
+    let pipeline = Pipeline::start_with(files).await;
+    let approved = pipeline
+        .command("SPRINT-002", CommandKind::Approve, None)
+        .await;
+    assert!(matches!(approved, Answer::Applied(_)), "{approved:?}");
+    pipeline.wait_for("SPRINT-002", State::Deployed).await;
+    let runs = pipeline.runs("SPRINT-002").await;
+    let deploy = runs.iter().find(|r| r.actor == Actor::Erang).unwrap();
+    assert!(
+        pipeline
+            .files
+            .stdin_of(&deploy.run_id)
+            .contains("Deploy after the nightly backup; the database is busy until then."),
+        "the deployer is given the note bce22ca recorded"
+    );
+    let resumed = pipeline
+        .command("SPRINT-003", CommandKind::Resume, None)
+        .await;
+    assert!(matches!(resumed, Answer::Applied(_)), "{resumed:?}");
+    pipeline.wait_for("SPRINT-003", State::Done).await;
+    pipeline.wait_for("SPRINT-004", State::Done).await;
+    pipeline.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sqlite_database_from_bce22ca_reads_back_and_its_sprints_go_on() {
+    let files = Files::new(&Setup {
+        projects: &["app", "site"],
+        ..Setup::default()
+    });
+    let db = files.dir.path().join("hanarang.db");
+    std::fs::copy(fixture("bce22ca.sqlite"), &db).unwrap();
+    let url = files.config().database.url;
+    assert!(matches!(
+        Store::migration_status(url.as_str()).await.unwrap(),
+        MigrationStatus::Current { .. }
+    ));
+    prints_as_bce22ca(&files, "sqlite");
+    let backups = std::fs::read_dir(files.dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".backup-"))
+        .count();
+    assert_eq!(backups, 0, "nothing to migrate, so no backup");
+    goes_on_from_bce22ca(files).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_postgres_database_from_bce22ca_reads_back_and_its_sprints_go_on() {
+    let files = Files::new(&Setup {
+        projects: &["app", "site"],
+        engine: Engine::Postgres,
+        ..Setup::default()
+    });
+    let url = files.config().database.url;
+    testing::restore_postgres(url.as_str(), &fixture_text("bce22ca.postgres.sql"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        Store::migration_status(url.as_str()).await.unwrap(),
+        MigrationStatus::Current { .. }
+    ));
+    prints_as_bce22ca(&files, "postgres");
+    goes_on_from_bce22ca(files).await;
 }
