@@ -211,6 +211,10 @@ mod tests {
                 id(Action::Changes, Some(12), Some(45)),
             ),
             (
+                "hanarang:abort:SPRINT-007:7",
+                id(Action::Abort, Some(7), None),
+            ),
+            (
                 "hanarang:handoff:SPRINT-007:3",
                 id(Action::Handoff, Some(3), None),
             ),
