@@ -1,4 +1,4 @@
-//! Databases made by older hanaranges, opened by this one, every sprint read back as that
+//! Databases made by older builds of hanarang, opened by this one, every sprint read back as that
 //! build printed it (kept beside each database in `tests/fixtures/databases/`):
 //! - commit 9ae7f17, before the authors migration and while SQLite still stored the
 //!   status texts: migrated (a SQLite file backed up first) and read back;
@@ -10,12 +10,13 @@ use std::path::PathBuf;
 use hanarang::store::testing;
 use hanarang::store::{MigrationStatus, Store};
 
-use crate::support::db::{Engine, TestDb};
-use crate::support::pipeline::{Files, Pipeline, Setup};
 use hanarang::handoff::Actor;
 use hanarang::orchestrator::client::Answer;
 use hanarang::pipeline::State;
 use hanarang::store::CommandKind;
+
+use crate::support::db::{Engine, TestDb};
+use crate::support::pipeline::{Files, Pipeline, Setup};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -83,6 +84,19 @@ async fn reads_back(store: &Store, printed_by_9ae7f17: &str, engine: Engine) {
     );
 }
 
+/// The backups of `hanarang.db` made in `dir` before a migration.
+fn backups(dir: &std::path::Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("hanarang.db.backup-"))
+        })
+        .collect()
+}
+
 /// The engine's migrations after `applied`: what a database made by 9ae7f17 still lacks.
 fn since(engine: Engine, applied: u64) -> Vec<i64> {
     engine
@@ -111,17 +125,9 @@ async fn a_sqlite_database_from_9ae7f17_is_backed_up_migrated_and_read_back() {
     .await;
     store.close().await;
 
-    let backups: Vec<_> = std::fs::read_dir(db.dir.path())
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("hanarang.db.backup-")
-        })
-        .collect();
+    let backups = backups(db.dir.path());
     assert_eq!(backups.len(), 1, "one backup beside the database");
-    let backup = format!("sqlite://{}", backups[0].path().display());
+    let backup = format!("sqlite://{}", backups[0].display());
     assert_eq!(
         Store::migration_status(&backup).await.unwrap(),
         MigrationStatus::Pending(since(Engine::Sqlite, 10))
@@ -173,10 +179,44 @@ fn prints_as_bce22ca(files: &Files, engine: &str) {
 
 /// bce22ca left SPRINT-001 deployed; SPRINT-002 (project app) waiting in `done` for
 /// approval, with a note for its next run; SPRINT-003 (project site) escalated after its
-/// implementer failed twice; SPRINT-004 queued behind SPRINT-002's lock. This build
-/// deploys SPRINT-002 on approval, its deployer given the note; resumes SPRINT-003 to
-/// `done`; and runs SPRINT-004 once the lock is free.
-async fn goes_on_from_bce22ca(files: Files) {
+/// implementer failed twice; SPRINT-004 queued behind SPRINT-002's lock. This build reads
+/// them back as bce22ca printed them, with nothing to migrate; then deploys SPRINT-002 on
+/// approval, its deployer given the note; resumes SPRINT-003 to `done`; and starts
+/// SPRINT-004 only once SPRINT-002 has ended.
+async fn goes_on_from_bce22ca(engine: Engine) {
+    let files = Files::new(&Setup {
+        projects: &["app", "site"],
+        engine,
+        ..Setup::default()
+    });
+    let url = files.config().database.url;
+    let name = match engine {
+        Engine::Sqlite => {
+            std::fs::copy(
+                fixture("bce22ca.sqlite"),
+                files.dir.path().join("hanarang.db"),
+            )
+            .unwrap();
+            "sqlite"
+        }
+        Engine::Postgres => {
+            testing::restore_postgres(url.as_str(), &fixture_text("bce22ca.postgres.sql"))
+                .await
+                .unwrap();
+            "postgres"
+        }
+    };
+    assert!(matches!(
+        Store::migration_status(url.as_str()).await.unwrap(),
+        MigrationStatus::Current { .. }
+    ));
+    prints_as_bce22ca(&files, name);
+    assert_eq!(
+        backups(files.dir.path()),
+        Vec::<PathBuf>::new(),
+        "no backup"
+    );
+
     let pipeline = Pipeline::start_with(files).await;
     let approved = pipeline
         .command("SPRINT-002", CommandKind::Approve, None)
@@ -198,47 +238,21 @@ async fn goes_on_from_bce22ca(files: Files) {
     assert!(matches!(resumed, Answer::Applied(_)), "{resumed:?}");
     pipeline.wait_for("SPRINT-003", State::Done).await;
     pipeline.wait_for("SPRINT-004", State::Done).await;
+    let deployed = pipeline.transitions("SPRINT-002").await;
+    let started = pipeline.transitions("SPRINT-004").await;
+    assert!(
+        started[0].global_seq > deployed.last().unwrap().global_seq,
+        "SPRINT-004 waits for SPRINT-002's lock: {started:?}"
+    );
     pipeline.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sqlite_database_from_bce22ca_reads_back_and_its_sprints_go_on() {
-    let files = Files::new(&Setup {
-        projects: &["app", "site"],
-        ..Setup::default()
-    });
-    let db = files.dir.path().join("hanarang.db");
-    std::fs::copy(fixture("bce22ca.sqlite"), &db).unwrap();
-    let url = files.config().database.url;
-    assert!(matches!(
-        Store::migration_status(url.as_str()).await.unwrap(),
-        MigrationStatus::Current { .. }
-    ));
-    prints_as_bce22ca(&files, "sqlite");
-    let backups = std::fs::read_dir(files.dir.path())
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().contains(".backup-"))
-        .count();
-    assert_eq!(backups, 0, "nothing to migrate, so no backup");
-    goes_on_from_bce22ca(files).await;
+    goes_on_from_bce22ca(Engine::Sqlite).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_postgres_database_from_bce22ca_reads_back_and_its_sprints_go_on() {
-    let files = Files::new(&Setup {
-        projects: &["app", "site"],
-        engine: Engine::Postgres,
-        ..Setup::default()
-    });
-    let url = files.config().database.url;
-    testing::restore_postgres(url.as_str(), &fixture_text("bce22ca.postgres.sql"))
-        .await
-        .unwrap();
-    assert!(matches!(
-        Store::migration_status(url.as_str()).await.unwrap(),
-        MigrationStatus::Current { .. }
-    ));
-    prints_as_bce22ca(&files, "postgres");
-    goes_on_from_bce22ca(files).await;
+    goes_on_from_bce22ca(Engine::Postgres).await;
 }
