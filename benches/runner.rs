@@ -130,6 +130,7 @@ fn request(dir: &TempDir, sister: &Sister) -> RunRequest {
         role_text: None,
         check: None,
         fence: None,
+        containers: None,
     }
 }
 

@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::errln;
 use crate::orchestrator::Orchestrator;
 use crate::output::Exit;
+use crate::sister::container::Containment;
 use crate::sister::fence::Confinement;
 use crate::store::Store;
 
@@ -27,6 +28,16 @@ pub async fn start_orchestrator(config: Arc<Config>, store: Store) -> Result<Orc
             tracing::warn!("{warning}; `hanarang doctor` says more");
         }
         Confinement::Refused(e) => {
+            errln!("hanarang: {e}");
+            return Err(Exit::Usage);
+        }
+    }
+    match crate::sister::container::containment(required) {
+        Containment::Contained(_) => {}
+        Containment::Uncontained(warning) => {
+            tracing::warn!("{warning}; `hanarang doctor` says more");
+        }
+        Containment::Refused(e) => {
             errln!("hanarang: {e}");
             return Err(Exit::Usage);
         }

@@ -291,6 +291,7 @@ fn reference_costs(
             role_text: None,
             check: None,
             fence: None,
+            containers: None,
         };
         let mut time_runner = || {
             let t = Instant::now();

@@ -44,6 +44,16 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
     } else {
         format!("📋 **{} summary** · round {}", s.id, s.round)
     });
+    if let Some(approved) = &e.approved {
+        out.push(if ko {
+            format!("🔏 승인하면 리뷰된 커밋 `{}`을 그대로 배포 (그 밖엔 아무것도)", short(approved))
+        } else {
+            format!(
+                "🔏 Approving deploys commit `{}` exactly as reviewed, and nothing else",
+                short(approved)
+            )
+        });
+    }
 
     if !e.contract.is_empty() {
         out.push(format!(

@@ -99,6 +99,7 @@ pub async fn run(loaded: Result<(PathBuf, Config), config::ConfigError>) -> Vec<
     checks.push(database(&config).await);
     checks.extend(programs(&config));
     checks.push(confinement(&config));
+    checks.push(containment(&config));
     checks.extend(projects(&config));
     if let Some(discord) = &config.discord {
         checks.extend(discord::checks(discord).await);
@@ -196,6 +197,29 @@ async fn postgres_database(url: &str) -> Check {
             "back it up (pg_dump), then start `hanarang serve` once: it migrates it",
         ),
         Err(e) => Check::fail(name, e.to_string(), "check database.url"),
+    }
+}
+
+/// Whether each run's processes end with it.
+fn containment(config: &Config) -> Check {
+    use crate::sister::container::Containment;
+    const NAME: &str = "containment";
+    const FIX: &str = "give hanarang a cgroup v2 of its own to manage: run it as the systemd service of docs/operating.md (Delegate=yes), on a host with the unified cgroup hierarchy";
+    let required = config.agent.confine == config::Confine::Required;
+    match crate::sister::container::containment(required) {
+        Containment::Contained(dir) => Check::pass(
+            NAME,
+            format!(
+                "each run's processes are in a cgroup of their own under {}, all ended with the run",
+                dir.display()
+            ),
+        ),
+        Containment::Refused(why) => Check::fail(NAME, why, FIX),
+        Containment::Uncontained(warning) => Check::warn(
+            NAME,
+            warning,
+            format!("{FIX}; agent.confine = \"required\" refuses to start without it"),
+        ),
     }
 }
 

@@ -241,6 +241,20 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
             mention: true,
         };
     }
+    if let Some(Note::Moved { reviewed, why }) = &t.note {
+        let darang = sister(Actor::Darang, l);
+        let reviewed = short_commit(reviewed);
+        return plain(match l {
+            Locale::Ko => format!(
+                "⚠️ {id} 배포 안 함: 승인된 커밋 {reviewed}가 아님 — {}. {darang}가 다시 리뷰 (`hanarang sprint show {id}`)",
+                one_line(why)
+            ),
+            Locale::En => format!(
+                "⚠️ {id} not deployed: what would deploy is not the approved commit {reviewed} — {}. Back to {darang}'s review (`hanarang sprint show {id}`)",
+                one_line(why)
+            ),
+        });
+    }
     if let Some(Note::ProtocolViolation { reason }) = &t.note {
         return plain(match l {
             Locale::Ko => format!("🛑 {id} 중단: 규약 위반 — {}", one_line(reason)),
@@ -319,15 +333,26 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
         (Event::Approve { by }, _, State::Deploying) => {
             let (erang, deploying) = (Actor::Erang, stage_name(Stage::Deploying, l));
             let (emoji, who) = (erang.emoji(), sister(erang, l));
-            plain(match l {
-                Locale::Ko => format!("{emoji} {by}님 배포 승인: {who}가 {deploying} 시작"),
-                Locale::En => format!("{emoji} {by} approved the deploy: {who} starts {deploying}"),
+            let of = approved_commit(t).map(short_commit);
+            plain(match (l, of) {
+                (Locale::Ko, Some(c)) => {
+                    format!("{emoji} {by}님 {c} 배포 승인: {who}가 {deploying} 시작")
+                }
+                (Locale::Ko, None) => format!("{emoji} {by}님 배포 승인: {who}가 {deploying} 시작"),
+                (Locale::En, Some(c)) => {
+                    format!("{emoji} {by} approved deploying {c}: {who} starts {deploying}")
+                }
+                (Locale::En, None) => {
+                    format!("{emoji} {by} approved the deploy: {who} starts {deploying}")
+                }
             })
         }
         (_, _, State::Done) => Line {
-            text: match l {
-                Locale::Ko => format!("✅ {id} 완료. 배포 승인해주세요"),
-                Locale::En => format!("✅ {id} is done. Please approve the deploy"),
+            text: match (l, approved_commit(t).map(short_commit)) {
+                (Locale::Ko, Some(c)) => format!("✅ {id} 완료. {c} 배포 승인해주세요"),
+                (Locale::Ko, None) => format!("✅ {id} 완료. 배포 승인해주세요"),
+                (Locale::En, Some(c)) => format!("✅ {id} is done. Please approve deploying {c}"),
+                (Locale::En, None) => format!("✅ {id} is done. Please approve the deploy"),
             },
             mention: true,
         },
@@ -375,6 +400,14 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
             Some(stage) => starts(stage, t, cx),
             None => format!("{id}: {from} → {to}"),
         }),
+    }
+}
+
+/// The commit a move into `done` or `deploying` is for, when git told it.
+fn approved_commit(t: &TransitionRecord) -> Option<&str> {
+    match &t.note {
+        Some(Note::Approved { head }) => Some(head),
+        _ => None,
     }
 }
 

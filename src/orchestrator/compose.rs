@@ -320,6 +320,7 @@ impl Orchestrator {
             role_text: texts.role_text,
             check: super::check::for_run(project, actor),
             fence: Some(fence),
+            containers: self.containers.clone(),
             repo,
         };
         let mut composed = Composed {

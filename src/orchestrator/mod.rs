@@ -4,6 +4,7 @@
 //! transition in one transaction and only then broadcasts it. Commands from the CLI and
 //! Discord arrive through the database and are answered there.
 
+mod approval;
 mod check;
 mod checkout;
 pub mod client;
@@ -63,6 +64,10 @@ pub enum OrchestratorError {
     Thread(std::io::Error),
     #[error("the orchestrator's thread ended without a result (it panicked; see the log above)")]
     Panicked,
+    #[error(
+        "agent.confine = \"required\", and runs cannot be contained here: {0} (`hanarang doctor` says more)"
+    )]
+    Uncontained(String),
 }
 
 use crate::clock::now_ms;
@@ -168,6 +173,8 @@ pub struct Orchestrator {
     /// started past it (a host frozen between recording a run and starting it may have
     /// lost the sprint to another meanwhile).
     renewed: tokio::time::Instant,
+    /// Where each run's container is made; `None`: the host gives none (`serve` warned).
+    containers: Option<crate::sister::container::Containers>,
 }
 
 impl Orchestrator {
@@ -179,6 +186,16 @@ impl Orchestrator {
     ) -> Result<Orchestrator, OrchestratorError> {
         // On PostgreSQL the database may be shared: this host drives what it claims.
         let store = store.shared_by(host_scope(&config, config.projects.keys().cloned()));
+        let containers = match crate::sister::container::Containers::open(store.runs_dir()) {
+            Ok(containers) => Some(containers),
+            Err(why) if config.agent.confine == crate::config::Confine::Required => {
+                return Err(OrchestratorError::Uncontained(why));
+            }
+            Err(why) => {
+                tracing::debug!(%why, "runs get no container: their process groups are stopped");
+                None
+            }
+        };
         let lease = LeaseGuard::acquire(&store).await?;
         let (finished_tx, finished_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
@@ -201,6 +218,7 @@ impl Orchestrator {
             lock_freed: true,
             hold_spawns: true,
             renewed: tokio::time::Instant::now(),
+            containers,
         };
         orchestrator.recover().await?;
         orchestrator.hold_spawns = false;

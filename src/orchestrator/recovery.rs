@@ -43,13 +43,18 @@ impl Orchestrator {
 
     async fn recover_runs(&mut self, runs: Vec<Run>) -> Result<(), OrchestratorError> {
         for run in runs {
-            // What is left of its sister is found by its environment, which names this run
-            // and this database's contract file: a recycled pid, or the same run id of
-            // another database, is never touched. Its whole process group goes.
+            // What is left of its sister is in the run's container, named for this run of
+            // this database: a recycled pid, or the same run id of another database, is
+            // never touched. Without containers, it is found by its environment.
             let grace = self.config.agent.spec(run.actor).kill_grace;
-            let contract = self.contract_path(&run.sprint_id, run.reviewer.as_deref());
-            let markers = process::run_markers(&run.run_id, &contract);
-            process::kill_run(None, &markers, grace).await;
+            match &self.containers {
+                Some(containers) => containers.stop_leftovers(&run.run_id, grace).await,
+                None => {
+                    let contract = self.contract_path(&run.sprint_id, run.reviewer.as_deref());
+                    let markers = process::run_markers(&run.run_id, &contract);
+                    process::stop_marked(&markers, grace).await;
+                }
+            }
             tracing::warn!(sprint = %run.sprint_id, run = %run.run_id, "run was in flight: recorded as interrupted");
             let end = RunEnd {
                 run_id: run.run_id.clone(),

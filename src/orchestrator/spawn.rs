@@ -8,6 +8,8 @@ use tracing::Instrument;
 use super::compose::Composed;
 use super::memory::Running;
 use super::{Finished, Orchestrator, OrchestratorError};
+use super::approval::Gate;
+use crate::pipeline::{Event, State};
 use crate::sister::{self, Progress, RunControl};
 use crate::store::{Run, Sprint, StoreError};
 
@@ -19,6 +21,22 @@ impl Orchestrator {
         sprint: &Sprint,
         runs: Vec<Run>,
     ) -> Result<(), OrchestratorError> {
+        // A deploy that starts later than its approval (a retry, a host at its cap)
+        // deploys nothing that moved meanwhile.
+        if sprint.state == State::Deploying
+            && let Some(Gate {
+                approved,
+                moved: Some(why),
+            }) = self.gate(sprint).await?
+        {
+            let event = Event::Moved {
+                reviewed: approved,
+                why,
+            };
+            self.transition(sprint, event, None, None, Some(runs))
+                .await?;
+            return Ok(());
+        }
         let Some(composed) = self.compose(sprint, runs).await else {
             return Ok(());
         };

@@ -61,10 +61,30 @@ impl Orchestrator {
             named_branch,
             may_start: !self.hold_spawns && !self.at_cap() && self.wants(sprint),
         };
+        // An approving review notes the head it saw; what would start the deployer is
+        // checked against the approved head first.
+        let (deploys, approves) = crate::pipeline::asks(sprint.position(), &event);
+        let gate = match deploys {
+            true => self.gate(sprint).await?,
+            false => None,
+        };
+        let reviewed = match (approves, run) {
+            (true, Some(run)) => {
+                let known = self.runs_of(sprint, runs.take()).await?;
+                let head = super::approval::reviewed_head(&known, &run.run_id);
+                runs = Some(known);
+                head
+            }
+            _ => None,
+        };
         let facts = Facts {
             unchanged_head: unchanged_head.as_deref(),
             same_findings,
             several_reviewers: self.several_reviewers(),
+            approved_head: reviewed
+                .as_deref()
+                .or(gate.as_ref().map(|g| g.approved.as_str())),
+            moved: gate.as_ref().and_then(|g| g.moved.as_deref()),
             ..Facts::of(&sprint.id, sister_running)
         };
         let decision = match decide(before, &event, facts, &self.policy, now_ms()) {

@@ -91,6 +91,12 @@ pub enum Event {
         delay_ms: u64,
         detail: String,
     },
+    /// Before the deployer started, the approved commit `reviewed` was found no longer to
+    /// be what the branch holds (`why`): nothing deploys, the branch goes back to review.
+    Moved {
+        reviewed: String,
+        why: String,
+    },
     /// The running sister's agent hit its usage limit (until `until_ms`, unix ms) and the
     /// next agent of its chain, `next`, takes the stage over at once, in the same attempt.
     FellBack {
@@ -124,6 +130,7 @@ impl Event {
             Event::Handoff { .. } => "handoff".into(),
             Event::BudgetExceeded { .. } => "budget_exceeded".into(),
             Event::Paused { .. } => "paused".into(),
+            Event::Moved { .. } => "moved".into(),
             Event::FellBack { next, .. } => format!("fallback:{next}"),
         }
     }
@@ -228,6 +235,12 @@ pub enum Note {
         delay_ms: u64,
         detail: String,
     },
+    /// The commit this move is for: into `done`, the head the review approved (what an
+    /// approval deploys, and nothing else); into `deploying`, the one the person approved.
+    Approved { head: String },
+    /// The approved commit `reviewed` is no longer what the branch holds (`why`: the branch
+    /// moved, an object's bytes changed): nothing deployed, back to review.
+    Moved { reviewed: String, why: String },
 }
 
 /// The round's verdict from its reviewers' (the merge rule, on verdicts alone).

@@ -62,6 +62,12 @@ pub struct Facts<'a> {
     pub same_findings: bool,
     /// `[agent.darang.reviewers]` is set: the review stage is several runs at once.
     pub several_reviewers: bool,
+    /// An approving review's verdict: the head it reviewed; an event that would start the
+    /// deployer: the commit the review approved (both known in a git workdir).
+    pub approved_head: Option<&'a str>,
+    /// An event that would start the deployer: why the approved commit is no longer what
+    /// the branch holds (it moved, an object's bytes changed).
+    pub moved: Option<&'a str>,
 }
 
 impl<'a> Facts<'a> {
@@ -73,6 +79,8 @@ impl<'a> Facts<'a> {
             unchanged_head: None,
             same_findings: false,
             several_reviewers: false,
+            approved_head: None,
+            moved: None,
         }
     }
 }
@@ -151,7 +159,10 @@ pub fn apply(
                     ),
                     _ => to(Position::enter(Stage::Reviewing, at.round), None),
                 },
-                (Stage::Reviewing, Verdict::Approve) => to(at.with_state(State::Done), None),
+                (Stage::Reviewing, Verdict::Approve) => to(
+                    at.with_state(State::Done),
+                    approved(facts),
+                ),
                 (Stage::Reviewing, Verdict::RequestChanges) => {
                     let next = at.round + 1;
                     if next > policy.max_review_rounds {
@@ -270,9 +281,13 @@ pub fn apply(
             fail(at, stage, failure.clone(), policy)
         }
 
-        Event::Approve { .. } => match at.state {
-            State::Done => to(Position::enter(Stage::Deploying, at.round), None),
-            other => refuse(format!(
+        Event::Approve { .. } => match (at.state, facts.moved) {
+            (State::Done, Some(why)) => back_to_review(at, facts.approved_head, why),
+            (State::Done, None) => to(
+                Position::enter(Stage::Deploying, at.round),
+                approved(facts),
+            ),
+            (other, _) => refuse(format!(
                 "{id} is {other}, not done: only a sprint waiting for deploy approval can be approved"
             )),
         },
@@ -287,18 +302,27 @@ pub fn apply(
             )),
         },
 
-        Event::Resume { .. } => match (at.state, at.resume) {
-            (State::Escalated, Some(point)) => to(Position::enter(point.stage, point.round), None),
-            (State::Escalated, None) => refuse(format!(
+        Event::Resume { .. } => match (at.state, at.resume, facts.moved) {
+            // A resume that would start the deployer deploys nothing that moved.
+            (_, _, Some(why)) if !facts.sister_running && resumes_deploy(at) => {
+                back_to_review(at, facts.approved_head, why)
+            }
+            (State::Escalated, Some(point), _) => to(
+                Position::enter(point.stage, point.round),
+                (point.stage == Stage::Deploying)
+                    .then(|| approved(facts))
+                    .flatten(),
+            ),
+            (State::Escalated, None, _) => refuse(format!(
                 "{id} is escalated but its resume point is unknown; abort it and start a new sprint"
             )),
             // A stage that waits (a usage-limit pause, a retry's backoff) starts at once:
             // same stage, same attempt, no wait.
-            (other, _) if other.stage().is_some() && !facts.sister_running => to(at, None),
-            (other, _) if other.stage().is_some() => refuse(format!(
+            (other, _, _) if other.stage().is_some() && !facts.sister_running => to(at, None),
+            (other, _, _) if other.stage().is_some() => refuse(format!(
                 "{id} is {other} and its sister is running: there is nothing to resume"
             )),
-            (other, _) => refuse(format!(
+            (other, _, _) => refuse(format!(
                 "{id} is {other}: only an escalated sprint, or a stage waiting to run again, can be resumed"
             )),
         },
@@ -360,6 +384,15 @@ pub fn apply(
             )),
         },
 
+        Event::Moved { reviewed, why } => match at.state {
+            State::Deploying | State::Done if !facts.sister_running => {
+                back_to_review(at, Some(reviewed), why)
+            }
+            other => refuse(format!(
+                "{id} is {other}: only a deploy not yet started can find its commit moved"
+            )),
+        },
+
         // Another agent takes the stage over at once: same stage, same attempt.
         Event::FellBack { .. } => match at.state.stage() {
             Some(_) => to(at, None),
@@ -416,6 +449,59 @@ fn fail(
         from: at,
         to,
         note: Some(note),
+    })
+}
+
+/// Whether a resume at `at` starts the deployer.
+fn resumes_deploy(at: Position) -> bool {
+    at.state == State::Deploying
+        || (at.state == State::Escalated && at.resume.is_some_and(|p| p.stage == Stage::Deploying))
+}
+
+/// What the rules must be told of an event at `at` besides the position: whether it would
+/// start the deployer (so `Facts::approved_head` and `Facts::moved` must be known), and
+/// whether it is a review that approves (so `Facts::approved_head`, the head it saw, must
+/// be).
+pub fn asks(at: Position, event: &Event) -> (bool, bool) {
+    let deploys = match event {
+        Event::Approve { .. } => at.state == State::Done,
+        Event::Resume { .. } => resumes_deploy(at),
+        _ => false,
+    };
+    let approves = at.state == State::Reviewing
+        && match event {
+            Event::Reported { actor, verdict, .. } => {
+                *actor == Actor::Darang && *verdict == Verdict::Approve
+            }
+            Event::ReviewMerged { verdicts } => {
+                merged_verdict(verdicts).verdict().verdict() == Verdict::Approve
+            }
+            _ => false,
+        };
+    (deploys, approves)
+}
+
+/// The approved commit is not what would deploy: nothing deploys, and whatever the branch
+/// holds now is reviewed like any work (same round).
+fn back_to_review(
+    at: Position,
+    reviewed: Option<&str>,
+    why: &str,
+) -> Result<Transition, Refusal> {
+    Ok(Transition {
+        from: at,
+        to: Position::enter(Stage::Reviewing, at.round),
+        note: Some(Note::Moved {
+            reviewed: reviewed.unwrap_or_default().to_string(),
+            why: why.to_string(),
+        }),
+    })
+}
+
+/// The note naming the approved commit, when it is known.
+fn approved(facts: Facts<'_>) -> Option<Note> {
+    facts.approved_head.map(|head| Note::Approved {
+        head: head.to_string(),
     })
 }
 

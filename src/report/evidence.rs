@@ -85,6 +85,9 @@ pub struct Evidence {
     pub rounds: Vec<Round>,
     /// `None` outside git or before a base was recorded; `Err` when git could not answer.
     pub work: Option<Result<Work, String>>,
+    /// The commit the latest approving review saw: what an approval deploys (`None`
+    /// outside git, or before a review approved).
+    pub approved: Option<String>,
 }
 
 impl Evidence {
@@ -115,14 +118,10 @@ impl Evidence {
         log.retain(|t| by_then(t.at));
         let mut checks = store.checks(&sprint.id).await?;
         checks.retain(|c| by_then(c.at));
-        let reviewed = until.and_then(|_| {
-            runs.iter()
-                .rev()
-                .find(|r| r.actor == Actor::Darang && r.outcome == Some(RunOutcome::Handoff))
-                .and_then(|r| r.git_head.clone())
-        });
-        let work = work(store, config, &sprint, reviewed).await;
+        let approved = crate::store::approved_head(&log, &runs);
+        let work = work(store, config, &sprint, until.and_then(|_| last_reviewed(&runs))).await;
         Ok(Evidence {
+            approved,
             contract: crate::store::contract_results(&runs),
             rounds: rounds(&runs, &log),
             sprint,
@@ -141,6 +140,14 @@ impl Evidence {
         }
         time
     }
+}
+
+/// The head the sprint's last review was given.
+fn last_reviewed(runs: &[Run]) -> Option<String> {
+    runs.iter()
+        .rev()
+        .find(|r| r.actor == Actor::Darang && r.outcome == Some(RunOutcome::Handoff))
+        .and_then(|r| r.git_head.clone())
 }
 
 /// git's word on the branch against its base, up to `head` (its head now when `None`).

@@ -68,6 +68,11 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
             "base_branch": sprint.base_branch,
             "base_commit": sprint.base_commit,
             "head_commit": head,
+            "approved_commit": e.approved,
+            "unreviewed_commits": match work {
+                Some(Ok(w)) => unreviewed(&w.commits, e.approved.as_deref()),
+                _ => Vec::new(),
+            },
             "commits": commits,
             "diffstat": diffstat,
             "git_error": git_error,
@@ -115,9 +120,31 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
                 short(commit),
                 short(&w.head)
             );
+            let approved = e.approved.as_deref();
+            if let Some(approved) = approved {
+                outln!("Approved at {} (what an approval deploys)", short(approved));
+            }
+            let unreviewed = unreviewed(&w.commits, approved);
+            if let Some(approved) = approved
+                && w.head != approved
+            {
+                outln!(
+                    "⚠ The branch moved after the review: now at {}, {} never reviewed; an approval deploys nothing until a review has seen it",
+                    short(&w.head),
+                    match unreviewed.len() {
+                        1 => "1 commit".to_string(),
+                        n => format!("{n} commits"),
+                    }
+                );
+            }
             outln!("\nCommits ({}):", w.commits.len());
             for (id, subject) in &w.commits {
-                outln!("  {} {}", short(id), escape_controls(subject));
+                let mark = if unreviewed.contains(&id.as_str()) {
+                    " (not reviewed)"
+                } else {
+                    ""
+                };
+                outln!("  {} {}{mark}", short(id), escape_controls(subject));
             }
             let (added, removed) = w.totals();
             outln!("\nDiff: {} files, +{added} −{removed}", w.diffstat.len());
@@ -262,4 +289,17 @@ mod tests {
         );
         assert_eq!(for_reader(patch, false), patch);
     }
+}
+
+/// The commits after the approved one (all of them, oldest first, when the approved
+/// commit is not among them: the branch was rewritten). None when nothing was approved.
+fn unreviewed<'a>(commits: &'a [(String, String)], approved: Option<&str>) -> Vec<&'a str> {
+    let Some(approved) = approved else {
+        return Vec::new();
+    };
+    let after = commits
+        .iter()
+        .position(|(id, _)| id == approved)
+        .map_or(0, |at| at + 1);
+    commits[after..].iter().map(|(id, _)| id.as_str()).collect()
 }

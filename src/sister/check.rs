@@ -12,6 +12,7 @@ use tokio::process::Command;
 use tokio::time::Instant;
 
 use super::Stopper;
+use super::container::Container;
 use super::process::{self, Activity, SharedCapture};
 use super::{RunOutcome, RunReport, RunRequest, Stop, facts, tail_text};
 
@@ -84,12 +85,13 @@ pub(super) fn applies(report: &RunReport) -> bool {
 pub(super) async fn run_and_judge(
     req: &RunRequest,
     check: &Check,
+    container: Option<&Container>,
     stop: &mut Stopper,
     report: &mut RunReport,
 ) {
     let span =
         tracing::info_span!("check", sprint = %req.contract.sprint_id, run = %req.contract.run_id);
-    let done = tracing::Instrument::instrument(run(req, check, stop), span).await;
+    let done = tracing::Instrument::instrument(run(req, check, container, stop), span).await;
     tracing::info!(sprint = %req.contract.sprint_id, run = %req.contract.run_id, end = ?done.end, "check ended");
     let line = done.command_line();
     let took = humantime::format_duration(round_ms(done.duration));
@@ -156,7 +158,12 @@ fn round_ms(d: Duration) -> Duration {
 }
 
 /// Runs the check to its end in the workdir; every path ends with its group gone.
-async fn run(req: &RunRequest, check: &Check, stop: &mut Stopper) -> CheckReport {
+async fn run(
+    req: &RunRequest,
+    check: &Check,
+    container: Option<&Container>,
+    stop: &mut Stopper,
+) -> CheckReport {
     let started = Instant::now();
     let head = facts::head(&req.repo).await;
     let mut done = CheckReport {
@@ -179,7 +186,7 @@ async fn run(req: &RunRequest, check: &Check, stop: &mut Stopper) -> CheckReport
             return done;
         }
     };
-    // The run's markers go with it, so a check left behind by a crash is found and
+    // Its run's container holds it, so a check left behind by a crash is found and
     // stopped at recovery like the sister's own processes.
     let mut command = Command::new(program);
     command
@@ -203,6 +210,9 @@ async fn run(req: &RunRequest, check: &Check, stop: &mut Stopper) -> CheckReport
     {
         done.end = CheckEnd::Unstarted(why);
         return done;
+    }
+    if let Some(container) = container {
+        container.enter(&mut command);
     }
     let spawned = command.spawn();
     // Our copies of the pipe's write end go with the command: the output ends when the
@@ -244,10 +254,9 @@ async fn run(req: &RunRequest, check: &Check, stop: &mut Stopper) -> CheckReport
             reason = stop.wait() => break (None, Some(CheckEnd::Stopped(reason))),
         }
     };
-    // A check that exited may have left a server or a watcher behind: its group goes,
-    // and whatever left the group but kept the run's markers.
-    let markers = process::run_markers(&req.contract.run_id, &req.contract_path);
-    process::kill_run(Some(pgid), &markers, req.spec.kill_grace).await;
+    // A check that exited may have left a server or a watcher behind: its container (or
+    // its group) is emptied.
+    process::end_all(pgid, container, req.spec.kill_grace).await;
     let status = match status {
         Some(status) => status,
         None => child.wait().await,

@@ -159,7 +159,11 @@ impl Repo {
         ));
         std::fs::create_dir_all(&parent).map_err(unavailable)?;
         std::fs::create_dir(&dir).map_err(unavailable)?;
-        let view = View { dir, objects };
+        let view = View {
+            dir,
+            objects,
+            format: format.to_string(),
+        };
         std::fs::create_dir(view.dir.join("refs")).map_err(unavailable)?;
         std::fs::write(view.dir.join("HEAD"), "ref: refs/heads/none\n").map_err(unavailable)?;
         std::fs::write(
@@ -190,6 +194,24 @@ impl Repo {
     /// The blobs `ids` name, read as committed (no filter, no textconv, no replacement),
     /// each summed up as it streams by: nothing of a large blob is held in memory.
     pub(super) async fn blobs(&self, view: &View, ids: &[String]) -> Result<Vec<Blob>, GitError> {
+        let objects = self.objects(view, ids).await?;
+        objects
+            .into_iter()
+            .zip(ids)
+            .map(|(o, id)| match o.kind.as_str() {
+                "blob" => Ok(o.blob),
+                other => Err(GitError::Failed(format!("{id} is not a blob (a {other})"))),
+            })
+            .collect()
+    }
+
+    /// The objects `ids` name, read as stored, each summed up as it streams by, with the
+    /// id its bytes hash to: an object rewritten in place (same name, other bytes) shows.
+    pub(super) async fn objects(
+        &self,
+        view: &View,
+        ids: &[String],
+    ) -> Result<Vec<Object>, GitError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -215,16 +237,16 @@ impl Repo {
                 return Err(GitError::Unavailable("git cat-file: no output".into()));
             };
             let mut reader = BufReader::new(stdout);
-            let mut blobs = Vec::with_capacity(ids.len());
+            let mut objects = Vec::with_capacity(ids.len());
             for id in ids {
-                blobs.push(read_blob(&mut reader, id).await?);
+                objects.push(read_object(&mut reader, id, &view.format).await?);
             }
-            Ok(blobs)
+            Ok(objects)
         };
         let work = async {
-            let ((), blobs) = tokio::join!(feed, read);
+            let ((), objects) = tokio::join!(feed, read);
             let _ = child.wait().await;
-            blobs
+            objects
         };
         tokio::time::timeout(GIT_TIMEOUT * 4, work)
             .await
@@ -423,6 +445,8 @@ pub(super) fn elf_interpreter(binary: &Path) -> Option<PathBuf> {
 pub(super) struct View {
     dir: PathBuf,
     objects: PathBuf,
+    /// The repository's object format: `sha1` or `sha256`.
+    format: String,
 }
 
 impl Drop for View {
@@ -440,23 +464,77 @@ pub(super) struct Blob {
     pub binary: bool,
 }
 
-/// One blob of `cat-file --batch`'s answer: `<id> blob <size>\n<bytes>\n`.
-async fn read_blob<R: AsyncRead + Unpin>(
+/// One object as `cat-file --batch` gives it: its type, what it holds as a blob would be
+/// shown, and the id its bytes hash to.
+pub(super) struct Object {
+    pub kind: String,
+    pub blob: Blob,
+    /// The object's id computed from its bytes (`<type> <size>\0<bytes>`, in the
+    /// repository's object format).
+    pub hashed_id: String,
+}
+
+/// The hash a git object id is, in `format`.
+enum IdHasher {
+    Sha1(sha1::Sha1),
+    Sha256(sha2::Sha256),
+}
+
+impl IdHasher {
+    fn new(format: &str) -> IdHasher {
+        use sha2::Digest as _;
+        match format {
+            "sha256" => IdHasher::Sha256(sha2::Sha256::new()),
+            _ => IdHasher::Sha1(sha1::Digest::new()),
+        }
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        match self {
+            IdHasher::Sha1(h) => sha1::Digest::update(h, bytes),
+            IdHasher::Sha256(h) => sha2::Digest::update(h, bytes),
+        }
+    }
+
+    fn hex(self) -> String {
+        match self {
+            IdHasher::Sha1(h) => hex(&sha1::Digest::finalize(h)),
+            IdHasher::Sha256(h) => hex(&sha2::Digest::finalize(h)),
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            s.push_str(&format!("{b:02x}"));
+            s
+        })
+}
+
+/// One object of `cat-file --batch`'s answer: `<id> <type> <size>\n<bytes>\n`.
+async fn read_object<R: AsyncRead + Unpin>(
     reader: &mut BufReader<R>,
     id: &str,
-) -> Result<Blob, GitError> {
+    format: &str,
+) -> Result<Object, GitError> {
     use sha2::Digest;
     let mut header = String::new();
     reader
         .read_line(&mut header)
         .await
         .map_err(|e| GitError::Unavailable(format!("git cat-file: {e}")))?;
-    let size = match header.split_whitespace().collect::<Vec<_>>()[..] {
-        [_, "blob", size] => size.parse::<u64>().ok(),
-        _ => None,
-    }
-    .ok_or_else(|| GitError::Failed(format!("{id} is not a blob ({})", header.trim())))?;
+    let (kind, size) = match header.split_whitespace().collect::<Vec<_>>()[..] {
+        [_, kind, size] => (kind.to_string(), size.parse::<u64>().ok()),
+        _ => (String::new(), None),
+    };
+    let size = size.ok_or_else(|| {
+        GitError::Failed(format!("{id} cannot be read ({})", header.trim()))
+    })?;
     let mut hasher = sha2::Sha256::new();
+    let mut id_hasher = IdHasher::new(format);
+    id_hasher.update(format!("{kind} {size}\0").as_bytes());
     let mut binary = false;
     let mut seen = 0u64;
     let mut chunk = vec![0u8; 64 * 1024];
@@ -476,6 +554,7 @@ async fn read_blob<R: AsyncRead + Unpin>(
         }
         seen += n as u64;
         hasher.update(bytes);
+        id_hasher.update(bytes);
     }
     if seen != size {
         return Err(GitError::Unavailable(format!(
@@ -484,17 +563,14 @@ async fn read_blob<R: AsyncRead + Unpin>(
     }
     let mut newline = [0u8; 1];
     let _ = reader.read_exact(&mut newline).await;
-    let sha256 = hasher
-        .finalize()
-        .iter()
-        .fold(String::with_capacity(64), |mut s, b| {
-            s.push_str(&format!("{b:02x}"));
-            s
-        });
-    Ok(Blob {
-        size,
-        sha256,
-        binary,
+    Ok(Object {
+        kind,
+        blob: Blob {
+            size,
+            sha256: hex(&hasher.finalize()),
+            binary,
+        },
+        hashed_id: id_hasher.hex(),
     })
 }
 

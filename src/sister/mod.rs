@@ -7,8 +7,10 @@
 //! or a stop kills its whole process group, and its output is validated before anything
 //! believes it.
 
+pub mod approved;
 pub mod branch;
 pub mod check;
+pub mod container;
 pub mod contract;
 pub mod events;
 pub mod facts;
@@ -89,6 +91,9 @@ pub struct RunRequest {
     pub check: Option<Check>,
     /// What the sister (and the check) may touch; `None`: unconfined.
     pub fence: Option<fence::Fence>,
+    /// Where the run's container is made; `None`: the host gives none, and only the
+    /// process group is stopped at the run's end.
+    pub containers: Option<container::Containers>,
     /// git on the workdir, for the facts checked after the sister (fenced the same way).
     pub repo: git::Repo,
 }

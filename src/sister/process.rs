@@ -16,6 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::container::Container;
 use super::events::{Progress, StreamOutput, StreamReader};
 
 const CHUNK: usize = 64 * 1024;
@@ -299,10 +300,9 @@ fn carrying(markers: &[String]) -> Vec<Target> {
     targets
 }
 
-/// The environment every process of a run carries, and by which whatever it left behind
-/// is found wherever it moved (a daemon that left the process group with `setsid`): the
-/// run's id, and its contract file, which names this database's runs folder (the same run
-/// id under another database is another run).
+/// The environment every process of a run carries, by which recovery finds what a crash
+/// left on a host with no containers: the run's id, and its contract file, which names
+/// this database's runs folder (the same run id under another database is another run).
 pub fn run_markers(run_id: &str, contract_file: &std::path::Path) -> [String; 2] {
     [
         format!("HANARANG_RUN_ID={run_id}"),
@@ -310,18 +310,31 @@ pub fn run_markers(run_id: &str, contract_file: &std::path::Path) -> [String; 2]
     ]
 }
 
-/// Stops everything of a run: its sister's process group (`pgid`, when it was spawned)
-/// and every process elsewhere that carries the run's `markers` (with its group when the
-/// whole group is the run's), all in one grace period: SIGTERM, then SIGKILL. The processes
-/// are looked for again while they are given their grace, so one that leaves its group
-/// meanwhile (a cleanup daemon started on SIGTERM) goes too. A process that both left the
-/// group and cleared its environment cannot be told from any other, and is left alone.
-pub async fn kill_run(pgid: Option<u32>, markers: &[String], grace: Duration) {
-    let mut targets: Vec<Target> = pgid.map(Target::Group).into_iter().collect();
+/// Ends everything of one part of a run (the sister, or the check): its container when
+/// the host gives one — every process it started, wherever it moved and whatever it
+/// became — else its process group: SIGTERM, the grace period, then SIGKILL.
+pub async fn end_all(pgid: u32, container: Option<&Container>, grace: Duration) {
+    match container {
+        Some(container) => container.stop(grace).await,
+        None => kill_targets(vec![Target::Group(pgid)], &[], grace).await,
+    }
+}
+
+/// Stops whatever carries a run's `markers` after a crash, on a host that gives no
+/// container: the one way left to find a run's processes there (a process that left its
+/// group and cleared its environment is not found). Scans every process once per grace
+/// step, so only recovery uses it, never a run's end.
+pub async fn stop_marked(markers: &[String], grace: Duration) {
+    kill_targets(Vec::new(), markers, grace).await;
+}
+
+/// SIGTERM to `targets` and to whatever carries `markers`, the grace period while any
+/// lives (looking for marked ones again meanwhile), then SIGKILL.
+async fn kill_targets(mut targets: Vec<Target>, markers: &[String], grace: Duration) {
     let look = |targets: &mut Vec<Target>, signal: Signal| {
         for target in carrying(markers) {
             if !targets.contains(&target) {
-                tracing::warn!(?target, "killing a process the run left outside its group");
+                tracing::warn!(?target, "killing a process the run left behind");
                 target.signal(signal);
                 if signal == Signal::SIGTERM {
                     target.signal(Signal::SIGCONT);

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use tokio::sync::watch;
 
 use super::classify::Interruption;
+use super::container::Container;
 use super::events::{Progress, StreamReader};
 use super::process::{self, Activity, SharedCapture};
 use super::spawn::spawn_error;
@@ -29,9 +30,35 @@ pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunCont
             "not started: this host's claim on the sprint ran out before its sister could start (was the process frozen?); whichever host holds the sprint now runs it".into(),
         );
     }
+    // Every process of the run, the check's too, goes in the run's container.
+    let container = match &req.containers {
+        Some(containers) => match containers
+            .make(&req.contract.run_id, req.spec.kill_grace)
+            .await
+        {
+            Ok(container) => Some(container),
+            Err(e) => {
+                return RunReport::early(
+                    RunOutcome::SpawnFailed,
+                    format!(
+                        "cannot make the run's cgroup under {}: {e}",
+                        containers.home().display()
+                    ),
+                );
+            }
+        },
+        None => None,
+    };
     let mut stop = Stopper(Some(control.stop));
     let started = Instant::now();
-    let mut report = run_inner(req, prepared, &mut stop, control.progress.as_ref()).await;
+    let mut report = run_inner(
+        req,
+        prepared,
+        container.as_ref(),
+        &mut stop,
+        control.progress.as_ref(),
+    )
+    .await;
     report.duration = started.elapsed();
     if let Some(check) = &req.check
         && super::check::applies(&report)
@@ -45,7 +72,10 @@ pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunCont
                 p.step_at_ms = Some(crate::clock::now_ms());
             });
         }
-        super::check::run_and_judge(req, check, &mut stop, &mut report).await;
+        super::check::run_and_judge(req, check, container.as_ref(), &mut stop, &mut report).await;
+    }
+    if let Some(container) = container {
+        container.close(req.spec.kill_grace).await;
     }
     if req.fence.is_some() {
         let _ = std::fs::remove_dir_all(super::fence::private_tmp(&req.contract.run_id));
@@ -56,6 +86,7 @@ pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunCont
 async fn run_inner(
     req: &RunRequest,
     prepared: Prepared,
+    container: Option<&Container>,
     stop: &mut Stopper,
     progress: Option<&watch::Sender<Progress>>,
 ) -> RunReport {
@@ -64,6 +95,9 @@ async fn run_inner(
         prompt,
     } = prepared;
     let spec = &req.spec;
+    if let Some(container) = container {
+        container.enter(&mut command);
+    }
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => return RunReport::early(RunOutcome::SpawnFailed, spawn_error(&spec.program, &e)),
@@ -165,11 +199,9 @@ async fn run_inner(
         }
     };
 
-    // Whatever happened, nothing the sister started outlives the run: its group, and
-    // whatever left the group (a daemon started with `setsid`) but kept the run's
-    // environment.
-    let markers = process::run_markers(&req.contract.run_id, &req.contract_path);
-    process::kill_run(Some(pgid), &markers, spec.kill_grace).await;
+    // Whatever happened, nothing the sister started outlives its part of the run: its
+    // container (where the host gives one), else its process group.
+    process::end_all(pgid, container, spec.kill_grace).await;
     let status = match status {
         Some(status) => status,
         None => child.wait().await,

@@ -45,8 +45,8 @@ pub use database::Database;
 pub use handle::{HostScope, Store};
 pub use live::RunLive;
 pub use rows::{
-    ForumPost, HostRecord, Lease, Run, Spend, Sprint, TransitionRecord, Usage, review_round,
-    round_request,
+    ForumPost, HostRecord, Lease, Run, Spend, Sprint, TransitionRecord, Usage, approved_head,
+    review_round, round_request,
 };
 pub use status::SprintStatus;
 

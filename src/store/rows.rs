@@ -188,6 +188,22 @@ impl TransitionRecord {
     }
 }
 
+/// The commit the sprint's latest approving review saw: what an approval of it deploys.
+/// Noted with the move into `done`; for a sprint recorded before hanarang noted it, the
+/// head its last review of that round was given. `None` outside git, or before a review
+/// approved.
+pub fn approved_head(log: &[TransitionRecord], runs: &[Run]) -> Option<String> {
+    let done = log.iter().rev().find(|t| t.to == State::Done)?;
+    if let Some(Note::Approved { head }) = &done.note {
+        return Some(head.clone());
+    }
+    runs.iter()
+        .rev()
+        .filter(|r| r.actor == Actor::Darang && r.round == done.round)
+        .find(|r| r.outcome == Some(RunOutcome::Handoff))
+        .and_then(|r| r.git_head.clone())
+}
+
 /// The last thing a person asked of round `round`'s implementation, `(by, text)`.
 pub fn round_request(log: &[TransitionRecord], round: u32) -> Option<(&str, &str)> {
     log.iter()

@@ -120,6 +120,7 @@ impl Fixture {
             role_text: None,
             check: None,
             fence: None,
+            containers: None,
         };
         Fixture { dir, request }
     }
