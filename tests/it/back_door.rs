@@ -32,13 +32,13 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// The sprint's state, as `sprint status --json` tells it.
-fn state(files: &Files, id: &str) -> String {
+pub(crate) fn state(files: &Files, id: &str) -> String {
     let out = files.hanarang(&["sprint", "status", id, "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     status["state"].as_str().unwrap_or_default().to_string()
 }
 
-fn wait_for_state(files: &Files, id: &str, wanted: &str) {
+pub(crate) fn wait_for_state(files: &Files, id: &str, wanted: &str) {
     let deadline = std::time::Instant::now() + PATIENCE;
     while state(files, id) != wanted {
         assert!(
@@ -51,7 +51,7 @@ fn wait_for_state(files: &Files, id: &str, wanted: &str) {
 }
 
 /// The folder that holds every run's folder: where only an unfenced process can write.
-fn runs_folder(files: &Files) -> std::path::PathBuf {
+pub(crate) fn runs_folder(files: &Files) -> std::path::PathBuf {
     let contract = std::fs::read_dir(&files.state_dir)
         .expect("the sisters' state")
         .flatten()

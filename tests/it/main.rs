@@ -13,6 +13,7 @@ mod back_door;
 mod branch;
 mod check;
 mod config;
+mod containment;
 mod crash;
 mod discord;
 mod docs;

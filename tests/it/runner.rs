@@ -699,6 +699,36 @@ async fn a_stubborn_setsid_daemon_of_a_hanging_sister_is_killed_on_timeout() {
     assert_eq!(alive(&[daemon]), Vec::<u32>::new(), "SIGKILL ended it");
 }
 
+/// A daemon with nothing of its run left on it (a double fork, `setsid`, its descriptors
+/// closed, an empty environment, another name) is still in the run's container, and ends
+/// with the run. Without a container, nothing finds it: what the container is for.
+#[tokio::test]
+async fn a_daemon_that_shed_its_group_environment_and_name_does_not_outlive_the_run() {
+    let f = Fixture::new(Actor::Erang, "hiding_daemon.sh");
+    if f.request.containers.is_none() {
+        eprintln!("no cgroup v2 to give runs containers here: nothing to test");
+        return;
+    }
+    let pid_file = f.dir.path().join("daemon.pid");
+    let mut f = f.env("DAEMON_PID_FILE", pid_file.display().to_string());
+    let report = run_fixture(&f).await;
+    assert_outcome(&report, RunOutcome::Handoff, "erang DEPLOY_DONE");
+    let daemon = daemon_pid(&pid_file);
+    assert_eq!(alive(&[daemon]), Vec::<u32>::new(), "the daemon ended with the run");
+
+    std::fs::remove_file(&pid_file).expect("the pid file");
+    f.request.containers = None;
+    let report = run_fixture(&f).await;
+    assert_outcome(&report, RunOutcome::Handoff, "erang DEPLOY_DONE");
+    let daemon = daemon_pid(&pid_file);
+    let survived = alive(&[daemon]);
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert_eq!(survived, vec![daemon], "a process group alone does not hold it");
+}
+
 /// Claude Code's preset, as config.toml.example ships it, on one of the envelope's shapes.
 fn claude_envelope(mode: &str) -> Fixture {
     let mut f = Fixture::new(Actor::Darang, "claude_envelope.sh");

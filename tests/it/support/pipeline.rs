@@ -202,12 +202,14 @@ args = {erang}
 
     /// Runs the real binary with this pipeline's config.
     pub fn hanarang(&self, args: &[&str]) -> std::process::Output {
-        Command::new(env!("CARGO_BIN_EXE_hanarang"))
-            .arg("--config")
-            .arg(&self.config_path)
-            .args(args)
-            .output()
-            .expect("run hanarang")
+        self.command(args).output().expect("run hanarang")
+    }
+
+    /// The real binary with this pipeline's config and `args`, to be run.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hanarang"));
+        command.arg("--config").arg(&self.config_path).args(args);
+        command
     }
 }
 
