@@ -17,10 +17,12 @@ impl Orchestrator {
     /// The approved commit of `sprint` and whether it still is what the branch holds;
     /// `None` when there is no git to tell (no project, no base, no approved head).
     pub(super) async fn gate(&self, sprint: &Sprint) -> Result<Option<Gate>, OrchestratorError> {
-        let (Some(project), Some(base)) = (
-            self.config.projects.get(&sprint.project),
-            sprint.base_commit.as_deref(),
-        ) else {
+        // The base is recorded beside the loop's copies of the sprint, not in them.
+        let base = match &sprint.base_commit {
+            Some(base) => Some(base.clone()),
+            None => self.store.sprint(&sprint.id).await?.and_then(|s| s.base_commit),
+        };
+        let (Some(project), Some(base)) = (self.config.projects.get(&sprint.project), base) else {
             return Ok(None);
         };
         let log = self.store.transitions(&sprint.id).await?;
@@ -29,7 +31,7 @@ impl Orchestrator {
             return Ok(None);
         };
         let repo = self.repo(&project.workdir);
-        let moved = crate::sister::approved::moved(&repo, &sprint.branch, base, &approved).await;
+        let moved = crate::sister::approved::moved(&repo, &sprint.branch, &base, &approved).await;
         if let Some(why) = &moved {
             tracing::warn!(sprint = %sprint.id, %approved, %why, "the approved commit is not what would deploy");
         }

@@ -118,7 +118,10 @@ impl Orchestrator {
             Launch::Nothing | Launch::Reviewers => None,
         };
         let at = now_ms();
-        let result = format!("{}: {} → {}", sprint.id, t.from.state, t.to.state);
+        let mut result = format!("{}: {} → {}", sprint.id, t.from.state, t.to.state);
+        if let Some(crate::pipeline::fsm::Note::Moved { why, .. }) = &t.note {
+            result.push_str(&format!(" (nothing deployed: {why})"));
+        }
         let committed = self
             .store
             .commit(crate::store::Commit {

@@ -8,6 +8,7 @@
 
 mod support;
 
+mod approved_commit;
 mod authors;
 mod back_door;
 mod branch;
