@@ -46,7 +46,10 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
     });
     if let Some(approved) = &e.approved {
         out.push(if ko {
-            format!("🔏 승인하면 리뷰된 커밋 `{}`을 그대로 배포 (그 밖엔 아무것도)", short(approved))
+            format!(
+                "🔏 승인하면 리뷰된 커밋 `{}`을 그대로 배포 (그 밖엔 아무것도)",
+                short(approved)
+            )
         } else {
             format!(
                 "🔏 Approving deploys commit `{}` exactly as reviewed, and nothing else",

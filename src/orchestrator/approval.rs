@@ -20,7 +20,11 @@ impl Orchestrator {
         // The base is recorded beside the loop's copies of the sprint, not in them.
         let base = match &sprint.base_commit {
             Some(base) => Some(base.clone()),
-            None => self.store.sprint(&sprint.id).await?.and_then(|s| s.base_commit),
+            None => self
+                .store
+                .sprint(&sprint.id)
+                .await?
+                .and_then(|s| s.base_commit),
         };
         let (Some(project), Some(base)) = (self.config.projects.get(&sprint.project), base) else {
             return Ok(None);

@@ -5,10 +5,10 @@
 use tokio::sync::{oneshot, watch};
 use tracing::Instrument;
 
+use super::approval::Gate;
 use super::compose::Composed;
 use super::memory::Running;
 use super::{Finished, Orchestrator, OrchestratorError};
-use super::approval::Gate;
 use crate::pipeline::{Event, State};
 use crate::sister::{self, Progress, RunControl};
 use crate::store::{Run, Sprint, StoreError};

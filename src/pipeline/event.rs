@@ -237,10 +237,15 @@ pub enum Note {
     },
     /// The commit this move is for: into `done`, the head the review approved (what an
     /// approval deploys, and nothing else); into `deploying`, the one the person approved.
-    Approved { head: String },
+    Approved {
+        head: String,
+    },
     /// The approved commit `reviewed` is no longer what the branch holds (`why`: the branch
     /// moved, an object's bytes changed): nothing deployed, back to review.
-    Moved { reviewed: String, why: String },
+    Moved {
+        reviewed: String,
+        why: String,
+    },
 }
 
 /// The round's verdict from its reviewers' (the merge rule, on verdicts alone).

@@ -159,10 +159,9 @@ pub fn apply(
                     ),
                     _ => to(Position::enter(Stage::Reviewing, at.round), None),
                 },
-                (Stage::Reviewing, Verdict::Approve) => to(
-                    at.with_state(State::Done),
-                    approved(facts),
-                ),
+                (Stage::Reviewing, Verdict::Approve) => {
+                    to(at.with_state(State::Done), approved(facts))
+                }
                 (Stage::Reviewing, Verdict::RequestChanges) => {
                     let next = at.round + 1;
                     if next > policy.max_review_rounds {
@@ -283,10 +282,7 @@ pub fn apply(
 
         Event::Approve { .. } => match (at.state, facts.moved) {
             (State::Done, Some(why)) => back_to_review(at, facts.approved_head, why),
-            (State::Done, None) => to(
-                Position::enter(Stage::Deploying, at.round),
-                approved(facts),
-            ),
+            (State::Done, None) => to(Position::enter(Stage::Deploying, at.round), approved(facts)),
             (other, _) => refuse(format!(
                 "{id} is {other}, not done: only a sprint waiting for deploy approval can be approved"
             )),
@@ -483,11 +479,7 @@ pub fn asks(at: Position, event: &Event) -> (bool, bool) {
 
 /// The approved commit is not what would deploy: nothing deploys, and whatever the branch
 /// holds now is reviewed like any work (same round).
-fn back_to_review(
-    at: Position,
-    reviewed: Option<&str>,
-    why: &str,
-) -> Result<Transition, Refusal> {
+fn back_to_review(at: Position, reviewed: Option<&str>, why: &str) -> Result<Transition, Refusal> {
     Ok(Transition {
         from: at,
         to: Position::enter(Stage::Reviewing, at.round),

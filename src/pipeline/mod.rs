@@ -12,9 +12,7 @@ pub mod rules;
 pub use crate::domain::FailureKind;
 pub use decide::{Before, Decision, Due, Focus, Launch, decide, due};
 pub use event::merged_verdict;
-pub use fsm::{
-    Event, Facts, Failure, Position, Refusal, Stage, State, Transition, apply, asks,
-};
+pub use fsm::{Event, Facts, Failure, Position, Refusal, Stage, State, Transition, apply, asks};
 pub use policy::{Backoff, Policy};
 pub use rules::{
     Answer, Budget, Pick, RunResult, after_pause, event_of, next_run_at, paused_agents, pick_agent,

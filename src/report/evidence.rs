@@ -119,7 +119,13 @@ impl Evidence {
         let mut checks = store.checks(&sprint.id).await?;
         checks.retain(|c| by_then(c.at));
         let approved = crate::store::approved_head(&log, &runs);
-        let work = work(store, config, &sprint, until.and_then(|_| last_reviewed(&runs))).await;
+        let work = work(
+            store,
+            config,
+            &sprint,
+            until.and_then(|_| last_reviewed(&runs)),
+        )
+        .await;
         Ok(Evidence {
             approved,
             contract: crate::store::contract_results(&runs),

@@ -250,7 +250,13 @@ fn signal(pid: u32, signal: Signal) {
 fn name(run_id: &str) -> String {
     run_id
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '.' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '.'
+            }
+        })
         .collect()
 }
 

@@ -529,9 +529,8 @@ async fn read_object<R: AsyncRead + Unpin>(
         [_, kind, size] => (kind.to_string(), size.parse::<u64>().ok()),
         _ => (String::new(), None),
     };
-    let size = size.ok_or_else(|| {
-        GitError::Failed(format!("{id} cannot be read ({})", header.trim()))
-    })?;
+    let size =
+        size.ok_or_else(|| GitError::Failed(format!("{id} cannot be read ({})", header.trim())))?;
     let mut hasher = sha2::Sha256::new();
     let mut id_hasher = IdHasher::new(format);
     id_hasher.update(format!("{kind} {size}\0").as_bytes());

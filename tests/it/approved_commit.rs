@@ -52,7 +52,10 @@ fn wait_for_log(files: &Files, id: &str, what: &str, ok: impl Fn(&Value) -> bool
         if ok(&log) {
             return log;
         }
-        assert!(std::time::Instant::now() < deadline, "never {what}: {log:#}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never {what}: {log:#}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
@@ -233,4 +236,109 @@ fn overwrite(path: &Path, bytes: &[u8]) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
     std::fs::write(path, bytes).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444)).unwrap();
+}
+
+mod rules {
+    use hanarang::domain::{Actor, Verdict};
+    use hanarang::pipeline::fsm::{Note, ResumePoint};
+    use hanarang::pipeline::{Backoff, Event, Facts, Policy, Position, Stage, State, apply, asks};
+
+    fn policy() -> Policy {
+        Policy {
+            max_attempts: 3,
+            max_review_rounds: 3,
+            backoff: Backoff {
+                initial: std::time::Duration::from_secs(5),
+                factor: 2.0,
+                max: std::time::Duration::from_secs(300),
+            },
+        }
+    }
+
+    const HEAD: &str = "3f2a1c9e0000000000000000000000000000beef";
+
+    fn at(state: State, resume: Option<Stage>) -> Position {
+        Position {
+            state,
+            round: 2,
+            attempt: 3,
+            resume: resume.map(|stage| ResumePoint { stage, round: 2 }),
+        }
+    }
+
+    fn facts(moved: Option<&'static str>) -> Facts<'static> {
+        Facts {
+            approved_head: Some(HEAD),
+            moved,
+            ..Facts::of("SPRINT-001", false)
+        }
+    }
+
+    fn approved() -> Option<Note> {
+        Some(Note::Approved { head: HEAD.into() })
+    }
+
+    #[test]
+    fn the_approving_review_notes_its_head_and_the_approval_names_it() {
+        let review = Event::Reported {
+            actor: Actor::Darang,
+            verdict: Verdict::Approve,
+            sprint_id: None,
+            reason: None,
+        };
+        let reviewing = at(State::Reviewing, None);
+        assert_eq!(asks(reviewing, &review), (false, true));
+        let t = apply(reviewing, &review, facts(None), &policy()).unwrap();
+        assert_eq!((t.to.state, t.note), (State::Done, approved()));
+
+        let approve = Event::Approve {
+            by: "cli:p@h".into(),
+        };
+        let done = at(State::Done, None);
+        assert_eq!(asks(done, &approve), (true, false));
+        let t = apply(done, &approve, facts(None), &policy()).unwrap();
+        assert_eq!((t.to.state, t.note), (State::Deploying, approved()));
+    }
+
+    #[test]
+    fn a_moved_commit_goes_back_to_review_in_the_same_round_from_every_way_into_the_deploy() {
+        let moved = Some(Note::Moved {
+            reviewed: HEAD.into(),
+            why: "the branch moved".into(),
+        });
+        let approve = Event::Approve {
+            by: "cli:p@h".into(),
+        };
+        let resume = Event::Resume {
+            by: "cli:p@h".into(),
+            focus: None,
+        };
+        let found = Event::Moved {
+            reviewed: HEAD.into(),
+            why: "the branch moved".into(),
+        };
+        for (from, event) in [
+            (at(State::Done, None), &approve),
+            (at(State::Escalated, Some(Stage::Deploying)), &resume),
+            (at(State::Deploying, None), &resume),
+            (at(State::Deploying, None), &found),
+        ] {
+            assert!(asks(from, event).0 || matches!(event, Event::Moved { .. }));
+            let t = apply(from, event, facts(Some("the branch moved")), &policy()).unwrap();
+            assert_eq!(t.to.state, State::Reviewing, "{from:?} × {event:?}");
+            assert_eq!((t.to.round, t.to.attempt), (2, 1), "the same round, afresh");
+            assert_eq!(t.note, moved, "{from:?} × {event:?}");
+        }
+        // A resume into another stage has nothing to deploy.
+        let escalated = at(State::Escalated, Some(Stage::Implementing));
+        assert!(!asks(escalated, &resume).0);
+        let t = apply(escalated, &resume, facts(Some("x")), &policy()).unwrap();
+        assert_eq!((t.to.state, t.note), (State::Implementing, None));
+        // Never while the deployer runs.
+        let running = Facts {
+            sister_running: true,
+            ..facts(Some("x"))
+        };
+        assert!(apply(at(State::Deploying, None), &found, running, &policy()).is_err());
+    }
 }

@@ -42,8 +42,7 @@ fn pid(file: &Path) -> u32 {
 }
 
 fn contained_here() -> bool {
-    hanarang::sister::fence::available().is_ok()
-        && hanarang::sister::container::available().is_ok()
+    hanarang::sister::fence::available().is_ok() && hanarang::sister::container::available().is_ok()
 }
 
 on_each_engine! {
@@ -121,8 +120,9 @@ fn doctor_says_when_runs_cannot_be_contained_and_required_refuses_to_start() {
     let out = hanarang(&files, &["doctor"]);
     let said = text(&out.stdout);
     assert!(
-        said.contains("warn containment: a run's processes are stopped by their process group only")
-            && said.contains("Delegate=yes"),
+        said.contains(
+            "warn containment: a run's processes are stopped by their process group only"
+        ) && said.contains("Delegate=yes"),
         "{said}"
     );
 

@@ -240,12 +240,12 @@ async fn a_second_serve_is_refused_with_the_holders_pid() {
     assert_eq!(first.stop(), Some(0));
 }
 
-/// The next start finds an interrupted run's sister by its environment (its run, and this
-/// database's contract file) and kills its group. A process that carries the same run id
-/// for another database is left alone.
+/// On a host with no cgroup v2 (`HANARANG_CGROUP=off`), the next start finds an
+/// interrupted run's sister by its environment (its run, and this database's contract
+/// file) and kills its group. A process that carries the same run id for another database
+/// is left alone.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_sister_is_found_by_its_environment_and_another_databases_is_not() {
-    use hanarang::orchestrator::Orchestrator;
+async fn without_cgroups_a_sister_is_found_by_its_environment_and_another_databases_is_not() {
     use hanarang::pipeline::Event;
     use std::os::unix::process::CommandExt;
 
@@ -275,7 +275,7 @@ async fn a_sister_is_found_by_its_environment_and_another_databases_is_not() {
         .join("elsewhere.db.runs/SPRINT-001.contract.json");
     let sister = |contract_file: &str| {
         Command::new("sleep")
-            .arg("60")
+            .arg("600")
             .env("HANARANG_RUN_ID", &run_id)
             .env("HANARANG_CONTRACT_FILE", contract_file)
             .process_group(0)
@@ -285,9 +285,13 @@ async fn a_sister_is_found_by_its_environment_and_another_databases_is_not() {
     let mut orphan = sister(&ours);
     let mut stranger = sister(&theirs.display().to_string());
 
-    let orchestrator = Orchestrator::start(config.clone(), store.clone())
-        .await
-        .expect("the orchestrator starts and recovers");
+    let log = std::fs::File::create(files.dir.path().join("serve.log")).expect("log file");
+    let mut serve = files
+        .serve()
+        .env("HANARANG_CGROUP", "off")
+        .stderr(log)
+        .spawn()
+        .expect("start hanarang serve");
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while orphan.try_wait().unwrap().is_none() {
         assert!(
@@ -296,15 +300,60 @@ async fn a_sister_is_found_by_its_environment_and_another_databases_is_not() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Its run is recorded as interrupted right after.
+    while store.runs(&queued.id).await.unwrap()[0].outcome != Some(RunOutcome::Interrupted) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the run was not recorded as interrupted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = serve.kill();
+    let _ = serve.wait();
     assert!(
         stranger.try_wait().unwrap().is_none(),
         "another database's process was killed"
     );
     let _ = stranger.kill();
     let _ = stranger.wait();
-    let runs = store.runs(&queued.id).await.unwrap();
-    assert_eq!(runs[0].outcome, Some(RunOutcome::Interrupted));
-    drop(orchestrator);
+}
+
+on_each_engine! {
+    /// A crash leaves a run's processes behind, a daemon hidden from every marker among
+    /// them; the next start kills all that is left in the run's cgroup.
+    async fn a_crashed_runs_hidden_daemon_is_killed_at_the_next_start(engine) {
+        if hanarang::sister::container::available().is_err() {
+            eprintln!("no cgroup v2 here: nothing to test");
+            return;
+        }
+        let files = Files::new(&Setup {
+            narang: "daemon hang",
+            engine,
+            ..Setup::default()
+        });
+        let serve = Serve::start(&files, "serve-1.log");
+        cli(&files, &["sprint", "start", "Add a login page"]);
+        let sister = files.wait_hanging(Actor::Narang).await;
+        let daemon: u32 = std::fs::read_to_string(files.state_dir.join("daemon-narang.pid"))
+            .expect("the daemon's pid")
+            .trim()
+            .parse()
+            .expect("a pid");
+        serve.kill_9();
+        assert_eq!(alive(&[sister, daemon]), vec![sister, daemon], "a crash stops nothing");
+        std::fs::remove_file(files.state_dir.join("narang.hanging")).expect("the hanging mark");
+
+        let _serve = Serve::start(&files, "serve-2.log");
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while !alive(&[sister, daemon]).is_empty() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "left running after the restart: {:?}",
+                alive(&[sister, daemon])
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 on_each_engine! {

@@ -73,7 +73,7 @@ async fn a_sound_deployment_passes_every_check() {
         "ok   discord start: start sprints: user ",
         "ok   discord approve: steer and approve: user ",
         "confinement: sisters and checks run fenced with Landlock",
-        "all 16 checks passed",
+        "all 17 checks passed",
     ] {
         assert!(out.contains(line), "{line:?} missing from\n{out}");
     }

@@ -190,18 +190,45 @@ fn columns() -> Vec<(&'static str, Event, Facts<'static>)> {
                 ..facts(true)
             },
         ),
+        (
+            "approve(moved)",
+            human("approve"),
+            Facts {
+                approved_head: Some("3f2a1c9e"),
+                moved: Some("the branch moved"),
+                ..facts(false)
+            },
+        ),
+        (
+            "resume(moved)",
+            human("resume"),
+            Facts {
+                approved_head: Some("3f2a1c9e"),
+                moved: Some("the branch moved"),
+                ..facts(false)
+            },
+        ),
+        (
+            "moved",
+            Event::Moved {
+                reviewed: "3f2a1c9e".into(),
+                why: "the branch moved".into(),
+            },
+            facts(false),
+        ),
     ]
 }
 
 /// Every state × every event. `-` is a refusal; `X!` means "to X as a protocol
-/// violation"; `X+` means "the same stage again as a retry (attempt + 1)".
+/// violation"; `X+` means "the same stage again as a retry (attempt + 1)"; `X^` means "to
+/// X with nothing deployed: the approved commit moved".
 const TABLE: &[(State, &[&str])] = &[
-    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget paused fallback n:ID(same head) d:RC(same)
+    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget paused fallback n:ID(same head) d:RC(same) approve(moved) resume(moved) moved
     (
         State::Queued,
         &[
             "planning", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "aborted", "-", "-", "-", "-", "-", "-", "-",
+            "aborted", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
         ],
     ),
     (
@@ -230,6 +257,9 @@ const TABLE: &[(State, &[&str])] = &[
             "planning",
             "aborted!",
             "aborted!",
+            "-",
+            "planning",
+            "-",
         ],
     ),
     (
@@ -258,6 +288,9 @@ const TABLE: &[(State, &[&str])] = &[
             "implementing",
             "escalated",
             "aborted!",
+            "-",
+            "implementing",
+            "-",
         ],
     ),
     (
@@ -286,6 +319,9 @@ const TABLE: &[(State, &[&str])] = &[
             "reviewing",
             "aborted!",
             "escalated",
+            "-",
+            "reviewing",
+            "-",
         ],
     ),
     (
@@ -314,6 +350,9 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "-",
+            "reviewing^",
+            "-",
+            "reviewing^",
         ],
     ),
     (
@@ -342,13 +381,16 @@ const TABLE: &[(State, &[&str])] = &[
             "deploying",
             "aborted!",
             "aborted!",
+            "-",
+            "reviewing^",
+            "reviewing^",
         ],
     ),
     (
         State::Deployed,
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-", "-", "-", "-", "-",
+            "-", "-", "-", "-", "-", "-", "-", "-", "-",
         ],
     ),
     (
@@ -377,13 +419,16 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "-",
+            "-",
+            "implementing",
+            "-",
         ],
     ),
     (
         State::Aborted,
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-", "-", "-", "-", "-",
+            "-", "-", "-", "-", "-", "-", "-", "-", "-",
         ],
     ),
 ];
@@ -414,6 +459,7 @@ fn every_state_times_every_event() {
                     let mut cell = t.to.state.to_string();
                     match &t.note {
                         Some(Note::ProtocolViolation { .. }) => cell.push('!'),
+                        Some(Note::Moved { .. }) => cell.push('^'),
                         Some(Note::Retry { .. }) => {
                             assert_eq!(t.to.attempt, from.attempt + 1, "{state} × {name}");
                             cell.push('+');

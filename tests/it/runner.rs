@@ -714,7 +714,11 @@ async fn a_daemon_that_shed_its_group_environment_and_name_does_not_outlive_the_
     let report = run_fixture(&f).await;
     assert_outcome(&report, RunOutcome::Handoff, "erang DEPLOY_DONE");
     let daemon = daemon_pid(&pid_file);
-    assert_eq!(alive(&[daemon]), Vec::<u32>::new(), "the daemon ended with the run");
+    assert_eq!(
+        alive(&[daemon]),
+        Vec::<u32>::new(),
+        "the daemon ended with the run"
+    );
 
     std::fs::remove_file(&pid_file).expect("the pid file");
     f.request.containers = None;
@@ -726,7 +730,11 @@ async fn a_daemon_that_shed_its_group_environment_and_name_does_not_outlive_the_
         nix::unistd::Pid::from_raw(daemon as i32),
         nix::sys::signal::Signal::SIGKILL,
     );
-    assert_eq!(survived, vec![daemon], "a process group alone does not hold it");
+    assert_eq!(
+        survived,
+        vec![daemon],
+        "a process group alone does not hold it"
+    );
 }
 
 /// Claude Code's preset, as config.toml.example ships it, on one of the envelope's shapes.

@@ -116,13 +116,21 @@ async fn done_posts_the_summary_the_patch_and_the_picture() {
     let texts = texts(&fake);
     assert_eq!(
         texts.last().map(String::as_str),
-        Some("<@500> ✅ SPRINT-001 완료. 배포 승인해주세요")
+        Some(
+            format!(
+                "<@500> ✅ SPRINT-001 완료. {} 배포 승인해주세요",
+                &head[..7]
+            )
+            .as_str()
+        ),
+        "the done line names the commit an approval deploys"
     );
     let summary = parts(&fake);
     assert_eq!(summary.len(), 1, "{summary:#?}");
     let text = &summary[0].content;
     for expected in [
         "📋 **SPRINT-001 요약** · 라운드 2",
+        &format!("🔏 승인하면 리뷰된 커밋 `{}`을 그대로 배포", &head[..7]),
         "**계약** (1)",
         "✅ `tests`",
         "**검사**: ✅ passed `",
