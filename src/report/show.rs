@@ -276,6 +276,19 @@ fn for_reader(patch: &str, terminal: bool) -> Cow<'_, str> {
     }
 }
 
+/// The commits after the approved one (all of them, oldest first, when the approved
+/// commit is not among them: the branch was rewritten). None when nothing was approved.
+fn unreviewed<'a>(commits: &'a [(String, String)], approved: Option<&str>) -> Vec<&'a str> {
+    let Some(approved) = approved else {
+        return Vec::new();
+    };
+    let after = commits
+        .iter()
+        .position(|(id, _)| id == approved)
+        .map_or(0, |at| at + 1);
+    commits[after..].iter().map(|(id, _)| id.as_str()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::for_reader;
@@ -289,17 +302,4 @@ mod tests {
         );
         assert_eq!(for_reader(patch, false), patch);
     }
-}
-
-/// The commits after the approved one (all of them, oldest first, when the approved
-/// commit is not among them: the branch was rewritten). None when nothing was approved.
-fn unreviewed<'a>(commits: &'a [(String, String)], approved: Option<&str>) -> Vec<&'a str> {
-    let Some(approved) = approved else {
-        return Vec::new();
-    };
-    let after = commits
-        .iter()
-        .position(|(id, _)| id == approved)
-        .map_or(0, |at| at + 1);
-    commits[after..].iter().map(|(id, _)| id.as_str()).collect()
 }

@@ -1,13 +1,14 @@
 //! A run's container: a cgroup v2 of its own that every process of the run (the sister,
 //! the check, whatever they start) is put in by the kernel at spawn, and that hanarang
-//! empties when the run ends. Found by where the kernel put a process, not by a marker a
-//! process could shed: double forks, `setsid`, a new environment or name change nothing.
+//! empties and removes when the run ends. Found by where the kernel put a process, not by
+//! a marker a process could shed: double forks, `setsid`, a new environment or name change
+//! nothing.
 //!
-//! The containers of one database's runs live under one folder of hanarang's own cgroup
-//! (`hanarang-<id>`, named for its runs folder); the folders used are listed in the runs
-//! folder, out of the agents' reach, so recovery finds a crashed process's containers
-//! wherever it ran. A fenced sister cannot leave its container: Landlock refuses it the
-//! cgroup files.
+//! A run's cgroup is made beside hanarang in its own cgroup, named for the database's runs
+//! folder and the run (`hanarang-<id>.SPRINT-001-R03`), so nothing outlives a run but what a
+//! crash left; the cgroup folders used are listed in the runs folder, out of the agents'
+//! reach, so recovery finds a crashed process's leftovers wherever it ran. A fenced sister
+//! cannot leave its cgroup: Landlock refuses it the cgroup files.
 
 use std::io::Write as _;
 use std::os::fd::AsRawFd;
@@ -34,39 +35,44 @@ pub struct Containers {
 
 #[derive(Debug)]
 struct Home {
-    /// `<cgroup v2 mount><hanarang's cgroup>/hanarang-<id>`.
+    /// hanarang's own cgroup folder, where runs' cgroups are made.
     dir: PathBuf,
-    /// The runs folder, where the homes used before are listed.
+    /// `hanarang-<id>`: the runs folder's, begins each of its runs' cgroup names.
+    prefix: String,
+    /// The runs folder, where the folders used before are listed.
     runs_dir: PathBuf,
 }
 
-impl Drop for Home {
-    fn drop(&mut self) {
-        // Empty once every run is over; a run still in flight keeps it.
-        let _ = std::fs::remove_dir(&self.dir);
-    }
-}
-
 impl Containers {
-    /// The home of `runs_dir`'s containers, made (and listed) now; the error says what
-    /// the host lacks.
+    /// Where `runs_dir`'s runs get their containers, listed in it now; the error says
+    /// what the host lacks.
     pub fn open(runs_dir: &Path) -> Result<Containers, String> {
-        let dir = own_cgroup()?.join(format!("hanarang-{}", folder_id(runs_dir)));
-        std::fs::create_dir_all(&dir).map_err(|e| cannot_make(&dir, &e))?;
-        probe(&dir)?;
+        let dir = own_cgroup()?;
+        let prefix = format!("hanarang-{}", folder_id(runs_dir));
+        probe(&dir, &prefix)?;
         remember(runs_dir, &dir);
         Ok(Containers {
             home: Arc::new(Home {
                 dir,
+                prefix,
                 runs_dir: runs_dir.to_path_buf(),
             }),
         })
     }
 
+    /// Where `run_id`'s container is (or would be) made.
+    pub fn path_of(&self, run_id: &str) -> PathBuf {
+        self.home.dir.join(self.name(run_id))
+    }
+
+    fn name(&self, run_id: &str) -> String {
+        format!("{}.{}", self.home.prefix, name(run_id))
+    }
+
     /// A new, empty container for `run_id`. One left by a crash under the same name is
     /// emptied first.
     pub async fn make(&self, run_id: &str, grace: Duration) -> std::io::Result<Container> {
-        let dir = self.home.dir.join(name(run_id));
+        let dir = self.path_of(run_id);
         match std::fs::create_dir(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -78,23 +84,23 @@ impl Containers {
         Container::open(dir)
     }
 
-    /// Stops whatever is left of `run_id`'s processes in any container this database's
-    /// runs were given (after a crash, or a host's takeover). Nothing left: nothing done.
+    /// Stops and removes whatever is left of `run_id`'s processes in any cgroup folder
+    /// this database's runs were given (after a crash, or a host's takeover). Nothing left:
+    /// nothing done.
     pub async fn stop_leftovers(&self, run_id: &str, grace: Duration) {
         let mut homes = listed(&self.home.runs_dir);
         if !homes.contains(&self.home.dir) {
             homes.push(self.home.dir.clone());
         }
         for home in homes {
-            let dir = home.join(name(run_id));
-            if let Ok(container) = Container::open(dir) {
+            if let Ok(container) = Container::open(home.join(self.name(run_id))) {
                 tracing::warn!(run = %run_id, container = %container.dir.display(), "stopping what is left of a run in flight");
-                container.stop(grace).await;
+                container.close(grace).await;
             }
         }
     }
 
-    /// The folder the containers are made in.
+    /// The cgroup folder the containers are made in.
     pub fn home(&self) -> &Path {
         &self.home.dir
     }
@@ -299,10 +305,10 @@ fn own_cgroup() -> Result<PathBuf, String> {
     Ok(mount.join(own.trim_start_matches('/')))
 }
 
-/// Whether processes may be moved into containers under `dir`: a probe container is made
-/// and removed.
-fn probe(dir: &Path) -> Result<(), String> {
-    let probe = dir.join(format!("probe-{}", std::process::id()));
+/// Whether processes may be moved into cgroups made in `dir`: a probe named after
+/// `prefix` is made and removed.
+fn probe(dir: &Path, prefix: &str) -> Result<(), String> {
+    let probe = dir.join(format!("{prefix}.probe-{}", std::process::id()));
     std::fs::create_dir(&probe).map_err(|e| cannot_make(dir, &e))?;
     let writable = std::fs::OpenOptions::new()
         .write(true)
@@ -323,7 +329,7 @@ fn cannot_make(dir: &Path, e: &std::io::Error) -> String {
     )
 }
 
-/// Adds `home` to the runs folder's list of homes, once.
+/// Adds `home` to the runs folder's list of cgroup folders, once.
 fn remember(runs_dir: &Path, home: &Path) {
     if listed(runs_dir).iter().any(|h| h == home) {
         return;
@@ -340,26 +346,21 @@ fn remember(runs_dir: &Path, home: &Path) {
     }
 }
 
-/// The homes this database's runs were given, from the runs folder's list. Only folders
-/// of a cgroup v2 hierarchy named as hanarang names its homes are taken.
+/// The cgroup folders this database's runs were given, from the runs folder's list: only
+/// folders of a cgroup hierarchy.
 fn listed(runs_dir: &Path) -> Vec<PathBuf> {
     std::fs::read_to_string(runs_dir.join(LIST))
         .unwrap_or_default()
         .lines()
         .map(PathBuf::from)
-        .filter(|home| {
-            home.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("hanarang-"))
-                && home.join("cgroup.procs").exists()
-        })
+        .filter(|home| home.is_absolute() && home.join("cgroup.procs").exists())
         .collect()
 }
 
 /// Whether runs get containers here, or why not: what `doctor` and `serve` tell.
 pub fn available() -> Result<PathBuf, String> {
     let own = own_cgroup()?;
-    probe(&own).map(|()| own)
+    probe(&own, "hanarang").map(|()| own)
 }
 
 /// Whether runs will be contained, as `serve`, `run` and `doctor` tell it.

@@ -93,12 +93,17 @@ on_each_engine! {
         let tree = git(&repo, &["ls-tree", "-r", "--name-only", "feature/sprint-001"]);
         assert!(!tree.contains("BACKDOOR"), "{tree}");
         // No run's cgroup is left behind.
-        let left: Vec<String> = std::fs::read_to_string(runs_folder(&files).join("containers"))
-            .unwrap_or_default()
-            .lines()
-            .flat_map(|home| std::fs::read_dir(home).into_iter().flatten().flatten())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|name| name.starts_with("SPRINT-"))
+        let containers = hanarang::sister::container::Containers::open(&runs_folder(&files))
+            .expect("cgroups here");
+        let log = files.hanarang(&["sprint", "log", &id, "--json"]);
+        let log: serde_json::Value = serde_json::from_slice(&log.stdout).expect("log JSON");
+        let left: Vec<std::path::PathBuf> = log["runs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["run_id"].as_str())
+            .map(|run| containers.path_of(run))
+            .filter(|path| path.exists())
             .collect();
         assert!(left.is_empty(), "runs' cgroups left: {left:?}");
     }

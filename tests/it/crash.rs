@@ -343,7 +343,7 @@ on_each_engine! {
         assert_eq!(alive(&[sister, daemon]), vec![sister, daemon], "a crash stops nothing");
         std::fs::remove_file(files.state_dir.join("narang.hanging")).expect("the hanging mark");
 
-        let _serve = Serve::start(&files, "serve-2.log");
+        let serve = Serve::start(&files, "serve-2.log");
         let deadline = tokio::time::Instant::now() + PATIENCE;
         while !alive(&[sister, daemon]).is_empty() {
             assert!(
@@ -353,6 +353,9 @@ on_each_engine! {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        // The retry hangs with a daemon of its own: a clean stop ends both.
+        files.wait_hanging(Actor::Narang).await;
+        assert_eq!(serve.stop(), Some(0));
     }
 }
 
