@@ -124,18 +124,18 @@ async fn done_posts_the_summary_the_patch_and_the_picture() {
     for expected in [
         "📋 **SPRINT-001 요약** · 라운드 2",
         "**계약** (1)",
-        "✅ `tests`",
+        "✅ **tests**",
         "**검사**: ✅ passed `",
         &format!(
-            "**커밋** (3) · 3 files, +3 −0 · `main` {} → `feature/sprint-001` {}",
+            "**커밋** (3) · 3 files, +3 −0 · main {} → feature/sprint-001 {}",
             &base[..7],
             &head[..7]
         ),
         "add part 1.1",
         "add part 1.2",
         "add part 2.1",
-        "`part-2-1.txt` +1 −0",
-        "라운드 1 · darang: REQUEST_CHANGES — [major] src/login.rs:12 validate the password length",
+        "　part-2-1.txt +1 −0",
+        "라운드 1 · darang: REQUEST_CHANGES — \\[major\\] src/login.rs:12 validate the password length",
         "라운드 2 · darang: APPROVE",
         "**시간과 비용**",
         "harang ",
@@ -200,7 +200,7 @@ async fn a_5000_line_finding_is_attached_whole_and_every_message_fits() {
     let summary: String = parts(&fake).into_iter().map(|m| m.content).collect();
     assert!(
         summary.contains(
-            "라운드 1 · darang: REQUEST_CHANGES — [major] src/login.rs:7 line 1 of the finding"
+            "라운드 1 · darang: REQUEST_CHANGES — \\[major\\] src/login.rs:7 line 1 of the finding"
         ),
         "{summary}"
     );
