@@ -12,7 +12,7 @@ use crate::support::pipeline::workdir;
 const ON_THE_BRANCH: &str = "[agent.narang.env]\nSAY_BRANCH = \"feature/sprint-001\"\n";
 
 /// A project that is a git repository with one commit on `main`; returns the base commit.
-fn repository(files: &Files) -> (std::path::PathBuf, String) {
+pub(super) fn repository(files: &Files) -> (std::path::PathBuf, String) {
     files.append_config("base_branch = \"main\"\n");
     let repo = workdir(files, "app");
     git(&repo, &["init", "-q", "-b", "main"]);
@@ -41,14 +41,14 @@ fn passing_check(files: &Files) {
 }
 
 /// The messages that follow a line (the summary's parts), in order.
-fn parts(fake: &FakeDiscord) -> Vec<FakeMessage> {
+pub(super) fn parts(fake: &FakeDiscord) -> Vec<FakeMessage> {
     fake.post_lines()
         .into_iter()
         .filter(|m| !is_line(m))
         .collect()
 }
 
-async fn wait_for_file(fake: &FakeDiscord, name: &str) -> FakeFile {
+pub(super) async fn wait_for_file(fake: &FakeDiscord, name: &str) -> FakeFile {
     let found = |f: &FakeDiscord| {
         let thread = f.threads().first()?.id;
         f.files_in(thread)
@@ -63,7 +63,7 @@ async fn wait_for_file(fake: &FakeDiscord, name: &str) -> FakeFile {
     found(fake).expect("found above")
 }
 
-fn git_diff(repo: &std::path::Path, base: &str, head: &str) -> Vec<u8> {
+pub(super) fn git_diff(repo: &std::path::Path, base: &str, head: &str) -> Vec<u8> {
     std::process::Command::new("git")
         .arg("-C")
         .arg(repo)

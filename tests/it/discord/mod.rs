@@ -183,6 +183,7 @@ fn no_mentions() -> Value {
 
 mod evidence;
 mod fallback;
+mod inert;
 mod live;
 mod notes;
 mod token;
