@@ -78,8 +78,9 @@ macro_rules! errln {
 /// Text from outside (a goal, a sister's reason, its stderr, a commit's subject) as it may
 /// reach a terminal: control characters (ESC, BEL, a carriage return, the C1 ones) are
 /// shown escaped (`\u{1b}`), so the text can neither move the cursor, erase what came
-/// before it on its line nor retitle the window; so are the Unicode controls that reorder
-/// what follows (`bidi`), so a line cannot show its end first. Tabs stay.
+/// before it on its line nor retitle the window; so are the characters that reorder what
+/// follows or draw nothing (`invisible`), so a line cannot show its end first or hide
+/// what it holds. Tabs stay.
 pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
     // ASCII, the usual case, is judged byte by byte: its control characters are the
     // bytes below a space, and DEL.
@@ -115,12 +116,43 @@ pub fn escape_controls_by_line(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(lines.join("\n"))
 }
 
-/// Whether `c` is shown escaped: a control character other than a tab, or one of
-/// Unicode's bidirectional formatting characters (the embeddings and overrides
-/// U+202A–U+202E, the isolates U+2066–U+2069, the marks U+200E and U+200F).
+/// Whether `c` is shown escaped: a control character other than a tab, or an invisible one.
 fn escaped(c: char) -> bool {
-    (c.is_control() && c != '\t')
-        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
+    (c.is_control() && c != '\t') || invisible(c)
+}
+
+/// Whether `c` reorders the text after it or draws nothing, so a reader cannot see it is
+/// there: Unicode's format characters (category Cf: the bidi controls U+202A–U+202E and
+/// U+2066–U+2069, the marks U+200E, U+200F and U+061C, the zero-width space, joiners and
+/// word joiner, the BOM, the soft hyphen, the tag characters), the line and paragraph
+/// separators U+2028 and U+2029, the rest of the tag block, and the letters and marks that
+/// are drawn as nothing (the Hangul fillers, the combining grapheme joiner, the variation
+/// selectors but U+FE0E and U+FE0F, which pick an emoji's look). Discord's inert text
+/// (`discord::inert`) shows the same characters escaped.
+pub fn invisible(c: char) -> bool {
+    use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+    if c.is_ascii() {
+        return false;
+    }
+    matches!(
+        c,
+        '\u{034f}'
+            | '\u{115f}'
+            | '\u{1160}'
+            | '\u{17b4}'
+            | '\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0d}'
+            | '\u{ffa0}'
+            | '\u{e0000}'..='\u{e007f}'
+            | '\u{e0100}'..='\u{e01ef}'
+    ) || matches!(
+        c.general_category(),
+        GeneralCategory::Format
+            | GeneralCategory::LineSeparator
+            | GeneralCategory::ParagraphSeparator
+    )
 }
 
 /// The process exit codes (docs/cli.md, Exit codes).
@@ -200,5 +232,27 @@ mod tests {
             super::escape_controls_by_line(clean),
             Cow::Borrowed(_)
         ));
+    }
+
+    /// What draws nothing is shown too: zero-width characters, the Arabic letter mark,
+    /// the line and paragraph separators, a BOM, tag characters (text hidden in an
+    /// emoji's tail) and the Hangul filler; the letters, emoji and their presentation
+    /// selector stay as they are.
+    #[test]
+    fn zero_width_separators_and_tag_characters_are_shown_escaped() {
+        assert_eq!(
+            escape_controls("a\u{200b}b\u{200c}c\u{200d}d\u{2060}e\u{feff}f\u{61c}g"),
+            "a\\u{200b}b\\u{200c}c\\u{200d}d\\u{2060}e\\u{feff}f\\u{61c}g"
+        );
+        assert_eq!(
+            escape_controls("one\u{2028}two\u{2029}three"),
+            "one\\u{2028}two\\u{2029}three"
+        );
+        assert_eq!(
+            escape_controls("ok\u{e0001}\u{e0041}\u{e007f} \u{3164}\u{ad}"),
+            "ok\\u{e0001}\\u{e0041}\\u{e007f} \\u{3164}\\u{ad}"
+        );
+        let visible = "✏️ Edit 로그인.rs ▶️ naïve ❤\u{fe0e} 👍🏽 日本";
+        assert!(matches!(escape_controls(visible), Cow::Borrowed(_)));
     }
 }

@@ -150,7 +150,7 @@ async fn log(
     let Some(sprint) = data.handle.store.sprint(&id).await? else {
         return reply(ctx, &format!("no sprint {id}")).await;
     };
-    let cx = crate::notify::Context::new(&data.config, &sprint);
+    let cx = super::render::line_context(&data.config, &sprint);
     let lines: Vec<String> = data
         .handle
         .store
@@ -386,7 +386,7 @@ impl Data {
             Some(last) => {
                 crate::notify::messages::render(
                     last,
-                    &crate::notify::messages::Context::new(&self.config, &sprint),
+                    &super::render::line_context(&self.config, &sprint),
                 )
                 .text
             }

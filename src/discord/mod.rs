@@ -7,6 +7,7 @@ mod bridge;
 pub mod buttons;
 pub mod checks;
 pub mod commands;
+pub mod inert;
 pub mod notes;
 pub mod render;
 mod rest;

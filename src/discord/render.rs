@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::inert;
 use crate::config::Locale;
 use crate::pipeline::State;
 use crate::store::{Sprint, Usage};
@@ -100,26 +101,26 @@ pub fn board(
         Duration::from_secs(u64::try_from((now_ms - sprint.created_at).max(0) / 1000).unwrap_or(0));
     let elapsed = humantime::format_duration(elapsed).to_string();
     let verdict = last_verdict.unwrap_or("—");
+    // A sister may name the branch: it is its text, not a code span it could close.
+    let branch = inert::line(&sprint.branch);
     let text = match locale {
         Locale::Ko => format!(
-            "**{} · {}**\n단계: {}\n라운드: {} · 시도: {}/{}\n브랜치: `{}`\n경과: {elapsed}\n비용: {spend}\n마지막 판정: {verdict}",
+            "**{} · {}**\n단계: {}\n라운드: {} · 시도: {}/{}\n브랜치: {branch}\n경과: {elapsed}\n비용: {spend}\n마지막 판정: {verdict}",
             sprint.id,
             sprint.goal.trim(),
             stage_text(sprint.state, locale),
             sprint.round,
             sprint.attempt,
             max_attempts,
-            sprint.branch,
         ),
         Locale::En => format!(
-            "**{} · {}**\nStage: {}\nRound: {} · Attempt: {}/{}\nBranch: `{}`\nElapsed: {elapsed}\nSpend: {spend}\nLast verdict: {verdict}",
+            "**{} · {}**\nStage: {}\nRound: {} · Attempt: {}/{}\nBranch: {branch}\nElapsed: {elapsed}\nSpend: {spend}\nLast verdict: {verdict}",
             sprint.id,
             sprint.goal.trim(),
             stage_text(sprint.state, locale),
             sprint.round,
             sprint.attempt,
             max_attempts,
-            sprint.branch,
         ),
     };
     // A stage waiting to run again (a usage-limit pause, a retry's backoff) says when.
@@ -139,18 +140,29 @@ pub fn board(
     cut(&text, MAX_CONTENT)
 }
 
-/// Text an agent influenced, made unable to mention anyone even where mentions would be
-/// allowed: every `@` is followed by a zero-width space.
-pub fn no_pings(text: &str) -> String {
-    text.replace('@', "@\u{200B}")
+/// The context of a sprint's lines as Discord shows them: the sisters' words in them are
+/// inert.
+pub fn line_context<'a>(
+    config: &'a crate::config::Config,
+    sprint: &'a Sprint,
+) -> crate::notify::Context<'a> {
+    crate::notify::Context {
+        agent_text: inert::line,
+        ..crate::notify::Context::new(config, sprint)
+    }
 }
 
 /// The board's line of what the running sister does now (its latest step, the run's
 /// elapsed time, tokens and cost so far): the sprint's run still going, if it told a step.
 pub fn now_line(runs: &[crate::store::Run], locale: Locale, now_ms: i64) -> Option<String> {
     let run = runs.iter().rev().find(|r| r.ended_at.is_none())?;
-    let now = crate::notify::messages::now_text(run.live.as_ref()?, run.started_at, now_ms)?;
-    let now = no_pings(&now);
+    let live = run.live.as_ref()?;
+    // The step is the agent's (a command it runs, its last line of text).
+    let live = crate::store::RunLive {
+        step: live.step.as_deref().map(inert::line),
+        ..live.clone()
+    };
+    let now = crate::notify::messages::now_text(&live, run.started_at, now_ms)?;
     Some(match locale {
         Locale::Ko => format!("지금: {now}"),
         Locale::En => format!("Now: {now}"),
@@ -174,7 +186,7 @@ pub fn check_line(check: &crate::store::CheckRecord, locale: Locale) -> String {
         .lines()
         .map(str::trim)
         .rfind(|l| !l.is_empty())
-        .map(|l| no_pings(&crate::notify::messages::one_line(l)));
+        .map(inert::line);
     let why = match (last, check.exit_code, locale) {
         (Some(last), _, _) => last,
         (None, Some(code), Locale::Ko) => format!("종료 코드 {code}"),
@@ -260,7 +272,7 @@ pub fn contract_line(runs: &[crate::store::Run], locale: Locale) -> Option<Strin
         .iter()
         .take(SHOWN)
         .map(|c| {
-            let id = format!("`{}`", c.item.id.replace('`', "'"));
+            let id = inert::line(&c.item.id);
             match c.passed {
                 Some(_) => format!("{} {id}", crate::report::contract_mark(c.passed)),
                 None => id,
@@ -384,6 +396,54 @@ mod tests {
         );
     }
 
+    /// What a sister wrote on the board (its step, the contract's ids, a branch it named)
+    /// is text: no link, bold, spoiler or bidi control of its own; the person's goal
+    /// keeps its formatting.
+    #[test]
+    fn agent_text_on_the_board_is_inert() {
+        use crate::domain::Actor;
+        use crate::store::{Run, RunLive};
+        let mut plan = Run::sample(Actor::Harang, None, 1, 1, 0);
+        plan.ended_at = Some(1_000);
+        plan.outcome = Some(crate::sister::RunOutcome::Handoff);
+        plan.message = Some(serde_json::json!({
+            "actor": "harang", "verdict": "PLAN_READY",
+            "payload": {"planDir": "plans", "sprintId": "SPRINT-001", "contractId": "C",
+                "checklist": [{"id": "[Approve](https://evil.example)", "text": "x"},
+                              {"id": "||C2", "text": "y"}]}
+        }));
+        let mut running = Run::sample(Actor::Narang, None, 2, 1, 1_000);
+        running.live = Some(RunLive {
+            step: Some("▶️ echo [Approve](https://evil.example) **LGTM** ||x \u{202E}".into()),
+            ..RunLive::default()
+        });
+        let runs = [plan, running];
+        assert_eq!(
+            now_line(&runs, Locale::En, 2_000).as_deref(),
+            Some(
+                "Now: ▶️ echo \\[Approve\\](https\\://evil.example) \\*\\*LGTM\\*\\* \\|\\|x <U+202E> · 1s"
+            )
+        );
+        assert_eq!(
+            contract_line(&runs, Locale::En).as_deref(),
+            Some("Contract (2): \\[Approve\\](https\\://evil.example) · \\|\\|C2")
+        );
+        let sprint = Sprint {
+            goal: "Add **the** login page".into(),
+            branch: "feature/`x`||\u{202E}".into(),
+            ..Sprint::sample(State::Implementing)
+        };
+        let board = board(&sprint, None, &Usage::default(), Locale::En, 3, 0);
+        assert!(
+            board.starts_with("**SPRINT-001 · Add **the** login page**\n"),
+            "{board}"
+        );
+        assert!(
+            board.contains("\nBranch: feature/\\`x\\`\\|\\|<U+202E>\n"),
+            "{board}"
+        );
+    }
+
     #[test]
     fn the_check_line_says_how_long_it_took_or_its_last_line() {
         use crate::store::CheckRecord;
@@ -402,7 +462,7 @@ mod tests {
         check.output_tail = "running 2 tests\nFAILED <@&42> @here   x  \n\n".into();
         assert_eq!(
             check_line(&check, Locale::En),
-            "❌ check failed: FAILED <@\u{200B}&42> @\u{200B}here x"
+            "❌ check failed: FAILED \\<@\u{200B}&42> @\u{200B}here x"
         );
         check.output_tail = String::new();
         assert_eq!(

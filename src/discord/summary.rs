@@ -1,10 +1,12 @@
 //! The summary a sprint's thread gets when it enters `done`, as pure
 //! functions of its evidence: the contract with the review's marks, the checks, the
 //! commits and diff stat against the base, each round's findings in one line, time and
-//! spend per sister — split into messages on line boundaries, never cut silently.
+//! spend per sister — split into messages on line boundaries, never cut silently. What the
+//! sisters wrote (items, subjects, file names, findings, the branch) is inert text.
 
 use std::time::Duration;
 
+use super::inert;
 use crate::config::Locale;
 use crate::notify::messages::one_line;
 use crate::report::evidence::{Evidence, short};
@@ -24,8 +26,8 @@ fn took(ms: i64) -> String {
     humantime::format_duration(Duration::from_secs(secs)).to_string()
 }
 
-/// Sister-written text for one line of Markdown: flattened, backticks kept from closing
-/// the code spans around it.
+/// A person's or the operator's text for one line of Markdown: flattened, backticks kept
+/// from closing the code spans around it.
 fn plain(text: &str) -> String {
     one_line(text).replace('`', "'")
 }
@@ -78,10 +80,10 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
                 format!(" — {}", each.join(" · "))
             };
             out.push(format!(
-                "{} `{}` {}{each}",
+                "{} **{}** {}{each}",
                 crate::report::contract_mark(c.passed),
-                plain(&c.item.id),
-                plain(&c.item.text)
+                inert::line(&c.item.id),
+                inert::line(&c.item.text)
             ));
         }
     }
@@ -117,16 +119,16 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
             let base = s.base_branch.as_deref().unwrap_or("base");
             let base_commit = s.base_commit.as_deref().map_or("", short);
             out.push(format!(
-                "**{}** ({}) · {} files, +{added} −{removed} · `{}` {base_commit} → `{}` {}",
+                "**{}** ({}) · {} files, +{added} −{removed} · {} {base_commit} → {} {}",
                 if ko { "커밋" } else { "Commits" },
                 w.commits.len(),
                 w.diffstat.len(),
-                plain(base),
-                plain(&s.branch),
+                inert::line(base),
+                inert::line(&s.branch),
                 short(&w.head)
             ));
             for (id, subject) in w.commits.iter().take(LISTED) {
-                out.push(format!("`{}` {}", short(id), plain(subject)));
+                out.push(format!("`{}` {}", short(id), inert::line(subject)));
             }
             if w.commits.len() > LISTED {
                 out.push(format!(
@@ -135,7 +137,7 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
                 ));
             }
             for (file, a, r) in w.diffstat.iter().take(LISTED) {
-                out.push(format!("　`{}` +{a} −{r}", plain(file)));
+                out.push(format!("　{} +{a} −{r}", inert::line(file)));
             }
             if w.diffstat.len() > LISTED {
                 out.push(format!(
@@ -147,7 +149,7 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
         Some(Err(why)) => out.push(format!(
             "**{}**: {}",
             if ko { "커밋" } else { "Commits" },
-            plain(why)
+            inert::line(why)
         )),
         None => out.push(if ko {
             "**커밋**: 기준 없음 (git 저장소가 아님)".to_string()
@@ -189,12 +191,12 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
                         0 => String::new(),
                         n => format!(" (+{n})"),
                     };
-                    format!(" — {}{more}", plain(&line))
+                    format!(" — {}{more}", inert::line(&line))
                 }
                 None => String::new(),
             };
             for f in &v.findings {
-                whole.push(format!("- {}\n", f.full()));
+                whole.push(format!("- {}\n", inert::file_text(&f.full())));
             }
             out.push(format!(
                 "{} {} · {}: {}{first}",
@@ -281,7 +283,81 @@ pub fn split(text: &str, max: usize) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::split;
+    use super::{inert, split, summary};
+    use crate::config::Locale;
+    use crate::handoff::message::ChecklistItem;
+    use crate::pipeline::State;
+    use crate::report::evidence::{Evidence, Finding, Review, Round, Work};
+    use crate::store::{ContractItem, Sprint, Usage};
+
+    /// A sprint whose sisters wrote links, bold, spoilers, a heading, a quote, a code fence
+    /// and bidi controls into its item, commit subject, file name and finding.
+    fn written_by_an_attacker() -> Evidence {
+        Evidence {
+            sprint: Sprint {
+                base_branch: Some("main".into()),
+                base_commit: Some("a".repeat(40)),
+                ..Sprint::sample(State::Done)
+            },
+            runs: Vec::new(),
+            usage: Usage::default(),
+            checks: Vec::new(),
+            contract: vec![ContractItem {
+                item: ChecklistItem {
+                    id: "C1".into(),
+                    text: "[Approve here](https://evil.example/approve) **LGTM** ||".into(),
+                },
+                passed: Some(true),
+                reviewers: Vec::new(),
+            }],
+            rounds: vec![Round {
+                round: 1,
+                request: None,
+                reviews: vec![Review {
+                    reviewer: "darang".into(),
+                    verdict: "REQUEST_CHANGES".into(),
+                    findings: vec![Finding {
+                        severity: "major".into(),
+                        place: "src/a.rs:1".into(),
+                        message: "# Approved\n> quote\n<https://evil.example>\n```\ncode\n```"
+                            .into(),
+                    }],
+                }],
+            }],
+            work: Some(Ok(Work {
+                head: "b".repeat(40),
+                commits: vec![("c".repeat(40), "|| closes it \u{202E}txt.exe".into())],
+                diffstat: vec![("__init__.py".into(), 1, 0)],
+            })),
+        }
+    }
+
+    #[test]
+    fn what_the_sisters_wrote_is_inert_on_the_card_and_in_review_md() {
+        let s = summary(&written_by_an_attacker(), Locale::En);
+        for line in [
+            "✅ **C1** \\[Approve here\\](https\\://evil.example/approve) \\*\\*LGTM\\*\\* \\|\\|",
+            "**Commits** (1) · 1 files, +1 −0 · main aaaaaaa → feature/sprint-001 bbbbbbb",
+            "`ccccccc` \\|\\| closes it <U+202E>txt.exe",
+            "　\\_\\_init\\_\\_.py +1 −0",
+            "Round 1 · darang: REQUEST_CHANGES — \\[major\\] src/a.rs:1 # Approved > quote \\<https\\://evil.example> \\`\\`\\` code \\`\\`\\`",
+        ] {
+            assert!(
+                s.text.lines().any(|l| l == line),
+                "{line:?} not in\n{}",
+                s.text
+            );
+        }
+        // The spoiler opened in the item and closed in the subject hides nothing, and no
+        // link or bidi control is live: only the bot's own bold and code spans are.
+        assert_eq!(inert::live(&s.text), ["bold", "code"], "{}", s.text);
+        assert_eq!(
+            s.findings.as_deref(),
+            Some(
+                "## Round 1\n### darang — REQUEST_CHANGES\n- \\[major\\] src/a.rs:1 # Approved\n\\> quote\n\\<https\\://evil.example>\n\\`\\`\\`\ncode\n\\`\\`\\`\n"
+            )
+        );
+    }
 
     #[test]
     fn split_keeps_every_line_and_stays_within_the_limit() {

@@ -1,6 +1,7 @@
 //! The words the user reads, one line per transition, in the design's style:
 //! Korean by default, English by config. The console and the Discord bridge both print
-//! these lines; only the Discord bridge turns `mention` into a ping.
+//! these lines; only the Discord bridge turns `mention` into a ping, and it makes the
+//! sisters' words in them inert (`Context::agent_text`).
 
 use std::time::Duration;
 
@@ -26,6 +27,10 @@ pub struct Context<'a> {
     pub locale: Locale,
     pub nickname: &'a str,
     pub max_attempts: u32,
+    /// How the line puts words a sister wrote (a reason, an error, a branch it named): on
+    /// one line (`one_line`) for a terminal, which escapes the whole line as it prints it;
+    /// Discord's bridge also makes them inert for its Markdown (`discord::inert::line`).
+    pub agent_text: fn(&str) -> String,
 }
 
 impl<'a> Context<'a> {
@@ -37,7 +42,13 @@ impl<'a> Context<'a> {
             locale: config.pipeline.locale,
             nickname: config.nickname(),
             max_attempts: config.pipeline.max_attempts,
+            agent_text: one_line,
         }
+    }
+
+    /// Words a sister wrote, as this line shows them.
+    fn agent(&self, text: &str) -> String {
+        (self.agent_text)(text)
     }
 }
 
@@ -134,7 +145,7 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
             ),
         };
         let wait = short_duration(Duration::from_millis(*delay_ms));
-        let reason = one_line(&failure.detail);
+        let reason = cx.agent(&failure.detail);
         return plain(match l {
             Locale::Ko => format!(
                 "⚠️ {who} 실패 (시도 {previous}/{}): {} — {reason}. {wait} 후 다시 시도",
@@ -162,7 +173,7 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 "{} 단계 {attempts}회 실패 (마지막: {} — {})",
                 stage_name(*stage, l),
                 last.kind.as_str(),
-                one_line(&last.detail)
+                cx.agent(&last.detail)
             ),
             (
                 Escalation::AttemptsExhausted {
@@ -176,7 +187,7 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 stage_name(*stage, l),
                 times(*attempts),
                 last.kind.as_str(),
-                one_line(&last.detail)
+                cx.agent(&last.detail)
             ),
             (Escalation::ReviewRoundsExhausted { rounds }, Locale::Ko) => {
                 format!("리뷰 라운드 {rounds}회 소진 ({darang}가 또 변경 요청)")
@@ -188,12 +199,12 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 )
             }
             (Escalation::DeployInterrupted { detail }, Locale::Ko) => {
-                format!("배포 중 중단되어 결과를 알 수 없음 ({})", one_line(detail))
+                format!("배포 중 중단되어 결과를 알 수 없음 ({})", cx.agent(detail))
             }
             (Escalation::DeployInterrupted { detail }, Locale::En) => {
                 format!(
                     "the deploy was interrupted and its outcome is unknown ({})",
-                    one_line(detail)
+                    cx.agent(detail)
                 )
             }
             (
@@ -257,8 +268,8 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
     }
     if let Some(Note::ProtocolViolation { reason }) = &t.note {
         return plain(match l {
-            Locale::Ko => format!("🛑 {id} 중단: 규약 위반 — {}", one_line(reason)),
-            Locale::En => format!("🛑 {id} aborted: protocol violation — {}", one_line(reason)),
+            Locale::Ko => format!("🛑 {id} 중단: 규약 위반 — {}", cx.agent(reason)),
+            Locale::En => format!("🛑 {id} aborted: protocol violation — {}", cx.agent(reason)),
         });
     }
 
@@ -370,7 +381,7 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 },
                 Event::Reported { actor, reason, .. } => {
                     let who = sister(*actor, l);
-                    let reason = reason.as_deref().map(one_line).unwrap_or_default();
+                    let reason = reason.as_deref().map(|r| cx.agent(r)).unwrap_or_default();
                     match l {
                         Locale::Ko => format!("{who}가 중단 판정 — {reason}"),
                         Locale::En => format!("{who} called it off — {reason}"),
@@ -425,8 +436,9 @@ fn reviewer_name(reviewer: &str, locale: Locale) -> String {
 fn starts(stage: Stage, t: &TransitionRecord, cx: &Context<'_>) -> String {
     let (l, id, actor) = (cx.locale, cx.sprint_id, stage.actor());
     let (emoji, who, work) = (actor.emoji(), sister(actor, l), stage_name(stage, l));
-    // The branch of the transition's moment, even when the line is delivered late.
-    let branch = t.branch.as_deref().unwrap_or(cx.branch);
+    // The branch of the transition's moment, even when the line is delivered late; a
+    // sister may have named it.
+    let branch = cx.agent(t.branch.as_deref().unwrap_or(cx.branch));
     let round = t.round;
     match (stage, l) {
         (Stage::Planning, Locale::Ko) => format!("{emoji} {who}가 {id} {work} 시작"),

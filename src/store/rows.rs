@@ -72,6 +72,38 @@ impl Sprint {
     }
 }
 
+#[cfg(test)]
+impl Sprint {
+    /// SPRINT-001 in `state`, round 1, on `feature/sprint-001`: for the unit tests of what
+    /// shows a sprint.
+    pub(crate) fn sample(state: State) -> Sprint {
+        Sprint {
+            id: "SPRINT-001".into(),
+            number: 1,
+            project: "app".into(),
+            goal: "Add a login page".into(),
+            state,
+            round: 1,
+            attempt: 1,
+            resume: None,
+            contract_id: "C-1".into(),
+            branch: "feature/sprint-001".into(),
+            next_run_at: None,
+            focus: None,
+            budget_usd: None,
+            last_seq: 0,
+            created_at: 0,
+            updated_at: 0,
+            host: None,
+            epoch: 0,
+            started_by: None,
+            focus_by: None,
+            base_branch: None,
+            base_commit: None,
+        }
+    }
+}
+
 /// A sprint row; SQLite's `sprints_with_spend` hands it over as a JSON array of these
 /// fields, in this order.
 #[derive(sqlx::FromRow, serde::Deserialize)]

@@ -81,6 +81,34 @@ fn control_sequences_in_goals_and_reasons_are_printed_escaped() {
     assert_eq!(sprint["goal"], HOSTILE);
 }
 
+/// What draws nothing, from a sister: a contract item whose id holds a zero-width space and
+/// a line separator is printed by `sprint show` and `sprint log` with both escaped.
+#[test]
+fn zero_width_and_separator_characters_from_sisters_are_printed_escaped() {
+    let files = Files::new(&Setup {
+        harang: "plan-checklist ID",
+        darang: "omit-first 0 ID",
+        ..Setup::default()
+    });
+    let config = std::fs::read_to_string(&files.config_path)
+        .unwrap()
+        .replace("\"ID\"", "\"zero\\u200Bwidth\\u2028line\"");
+    std::fs::write(&files.config_path, config).unwrap();
+    let run = files.hanarang(&["run", "Add a login page", "--auto-approve"]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    for args in [&["sprint", "show", "1"][..], &["sprint", "log", "1"]] {
+        let printed = text(&files.hanarang(args).stdout);
+        assert!(
+            printed.contains("zero\\u{200b}width\\u{2028}line"),
+            "{args:?}: {printed}"
+        );
+        assert!(
+            !printed.contains(['\u{200b}', '\u{2028}']),
+            "{args:?}: {printed:?}"
+        );
+    }
+}
+
 #[test]
 fn a_blank_goal_is_refused_by_run_and_sprint_start() {
     let files = Files::new(&Setup::default());

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::discord::rest::File;
-use crate::discord::summary;
+use crate::discord::{inert, summary};
 use crate::report::evidence::Evidence;
 
 impl Bridge {
@@ -96,7 +96,7 @@ impl Bridge {
             return Ok(());
         };
         let mut post = self.post_for(&sprint).await?;
-        let cx = Context::new(&self.config, &sprint);
+        let cx = crate::discord::render::line_context(&self.config, &sprint);
         let mut line = render(record, &cx);
         // The project's check ran at the end of the run this transition follows: its line
         // comes first, in the same message.
@@ -215,7 +215,7 @@ impl Bridge {
                 run.run_id,
                 run.attempt,
                 run.outcome.map_or("running", |o| o.as_str()),
-                one_line(run.detail.as_deref().unwrap_or("")),
+                inert::line(run.detail.as_deref().unwrap_or("")),
             );
             text.push_str(&line);
         }
@@ -253,7 +253,7 @@ impl Bridge {
                     // No evidence is never silent: the person is told not to approve from
                     // what they cannot see.
                     tracing::warn!(error = %why, "no patch to attach");
-                    let why = crate::notify::messages::one_line(&why);
+                    let why = inert::line(&why);
                     summary.text.push_str(&match self.config.pipeline.locale {
                         crate::config::Locale::Ko => format!(
                             "\n⚠️ 패치를 만들 수 없습니다: {why}. 이 요약만 보고 승인하지 마세요 (`hanarang sprint diff {}`)",

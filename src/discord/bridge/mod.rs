@@ -26,7 +26,7 @@ use tracing::Instrument;
 use super::buttons::done_buttons;
 use super::render::{MAX_CONTENT, board, cut, thread_title};
 use crate::config::{Config, DiscordConfig};
-use crate::notify::messages::{Context, one_line, render};
+use crate::notify::messages::{one_line, render};
 use crate::pipeline::Backoff;
 use crate::pipeline::State;
 use crate::pipeline::fsm::Note;

@@ -12,7 +12,7 @@ use crate::support::pipeline::workdir;
 const ON_THE_BRANCH: &str = "[agent.narang.env]\nSAY_BRANCH = \"feature/sprint-001\"\n";
 
 /// A project that is a git repository with one commit on `main`; returns the base commit.
-fn repository(files: &Files) -> (std::path::PathBuf, String) {
+pub(super) fn repository(files: &Files) -> (std::path::PathBuf, String) {
     files.append_config("base_branch = \"main\"\n");
     let repo = workdir(files, "app");
     git(&repo, &["init", "-q", "-b", "main"]);
@@ -41,14 +41,14 @@ fn passing_check(files: &Files) {
 }
 
 /// The messages that follow a line (the summary's parts), in order.
-fn parts(fake: &FakeDiscord) -> Vec<FakeMessage> {
+pub(super) fn parts(fake: &FakeDiscord) -> Vec<FakeMessage> {
     fake.post_lines()
         .into_iter()
         .filter(|m| !is_line(m))
         .collect()
 }
 
-async fn wait_for_file(fake: &FakeDiscord, name: &str) -> FakeFile {
+pub(super) async fn wait_for_file(fake: &FakeDiscord, name: &str) -> FakeFile {
     let found = |f: &FakeDiscord| {
         let thread = f.threads().first()?.id;
         f.files_in(thread)
@@ -63,7 +63,7 @@ async fn wait_for_file(fake: &FakeDiscord, name: &str) -> FakeFile {
     found(fake).expect("found above")
 }
 
-fn git_diff(repo: &std::path::Path, base: &str, head: &str) -> Vec<u8> {
+pub(super) fn git_diff(repo: &std::path::Path, base: &str, head: &str) -> Vec<u8> {
     std::process::Command::new("git")
         .arg("-C")
         .arg(repo)
@@ -132,18 +132,18 @@ async fn done_posts_the_summary_the_patch_and_the_picture() {
         "📋 **SPRINT-001 요약** · 라운드 2",
         &format!("🔏 승인하면 리뷰된 커밋 `{}`을 그대로 배포", &head[..7]),
         "**계약** (1)",
-        "✅ `tests`",
+        "✅ **tests**",
         "**검사**: ✅ passed `",
         &format!(
-            "**커밋** (3) · 3 files, +3 −0 · `main` {} → `feature/sprint-001` {}",
+            "**커밋** (3) · 3 files, +3 −0 · main {} → feature/sprint-001 {}",
             &base[..7],
             &head[..7]
         ),
         "add part 1.1",
         "add part 1.2",
         "add part 2.1",
-        "`part-2-1.txt` +1 −0",
-        "라운드 1 · darang: REQUEST_CHANGES — [major] src/login.rs:12 validate the password length",
+        "　part-2-1.txt +1 −0",
+        "라운드 1 · darang: REQUEST_CHANGES — \\[major\\] src/login.rs:12 validate the password length",
         "라운드 2 · darang: APPROVE",
         "**시간과 비용**",
         "harang ",
@@ -208,7 +208,7 @@ async fn a_5000_line_finding_is_attached_whole_and_every_message_fits() {
     let summary: String = parts(&fake).into_iter().map(|m| m.content).collect();
     assert!(
         summary.contains(
-            "라운드 1 · darang: REQUEST_CHANGES — [major] src/login.rs:7 line 1 of the finding"
+            "라운드 1 · darang: REQUEST_CHANGES — \\[major\\] src/login.rs:7 line 1 of the finding"
         ),
         "{summary}"
     );

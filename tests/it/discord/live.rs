@@ -178,10 +178,11 @@ async fn a_failed_check_posts_its_last_line_and_pings_no_one() {
         .filter(|m| m.content.contains("❌ 체크 실패:"))
         .collect();
     for m in &failed {
-        // The check's own words, unable to ping: `@` followed by a zero-width space.
+        // The check's own words, unable to ping (`@` followed by a zero-width space) and
+        // inert (a mention's `<` escaped).
         assert!(
             m.content
-                .contains("❌ 체크 실패: @\u{200B}everyone <@\u{200B}123> test broke"),
+                .contains("❌ 체크 실패: @\u{200B}everyone \\<@\u{200B}123> test broke"),
             "{}",
             m.content
         );

@@ -183,6 +183,7 @@ fn no_mentions() -> Value {
 
 mod evidence;
 mod fallback;
+mod inert;
 mod live;
 mod notes;
 mod token;
@@ -443,7 +444,7 @@ async fn text_a_sister_wrote_pings_no_one() {
     p.wait_for(&s.id, State::Aborted).await;
     let shown = wait_for_lines(&fake, 2).await;
     assert!(
-        shown[1].contains("@everyone @here <@&900> <@777>"),
+        shown[1].contains("@\u{200B}everyone @\u{200B}here \\<@\u{200B}&900> \\<@\u{200B}777>"),
         "{shown:?}"
     );
     for line in line_messages(&fake) {
@@ -882,7 +883,7 @@ async fn a_two_reviewer_round_posts_each_verdict_and_the_merge() {
         fake.wait_until(PATIENCE, |f| f
             .messages(thread)
             .iter()
-            .any(|m| m.content.contains("✅ `tests`")
+            .any(|m| m.content.contains("✅ **tests**")
                 && m.content.contains(" — runtime ✅ · static ✅")))
             .await,
         "{:#?}",
@@ -917,7 +918,7 @@ async fn the_board_shows_the_contract_with_the_reviews_marks() {
     assert!(
         fake.wait_until(PATIENCE, |f| f.message(thread).is_some_and(|m| m
             .content
-            .contains("계약 (2): ✅ `login-form` · ✅ `tests`")))
+            .contains("계약 (2): ✅ login-form · ✅ tests")))
             .await,
         "the board shows the contract: {:?}",
         fake.message(thread).map(|m| m.content)
