@@ -302,6 +302,7 @@ mod tests {
             runs: Vec::new(),
             usage: Usage::default(),
             checks: Vec::new(),
+            approved: None,
             contract: vec![ContractItem {
                 item: ChecklistItem {
                     id: "C1".into(),

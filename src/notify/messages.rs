@@ -258,11 +258,11 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
         return plain(match l {
             Locale::Ko => format!(
                 "⚠️ {id} 배포 안 함: 승인된 커밋 {reviewed}가 아님 — {}. {darang}가 다시 리뷰 (`hanarang sprint show {id}`)",
-                one_line(why)
+                cx.agent(why)
             ),
             Locale::En => format!(
                 "⚠️ {id} not deployed: what would deploy is not the approved commit {reviewed} — {}. Back to {darang}'s review (`hanarang sprint show {id}`)",
-                one_line(why)
+                cx.agent(why)
             ),
         });
     }
