@@ -1,8 +1,8 @@
 //! What an approval deploys is the commit the review approved, byte for byte. Before the
-//! deployer starts, the branch must still point at that commit, every object new since
-//! the base must still hash to its id (an object rewritten in place keeps its name), and
-//! nothing in the repository may make git show other bytes for them (a replacement ref,
-//! a graft file).
+//! deployer starts, the branch must still point at that commit, the working tree must
+//! hold no change beside it, every object new since the base must still hash to its id
+//! (an object rewritten in place keeps its name), and nothing in the repository may make
+//! git show other bytes for them (a replacement ref, a graft file).
 
 use super::facts::branch_head;
 use super::git::{Repo, failed};
@@ -30,6 +30,17 @@ pub async fn moved(repo: &Repo, branch: &str, base: &str, reviewed: &str) -> Opt
             ));
         }
         Some(_) => {}
+    }
+    // What a deployer would take from the working tree beside the commit.
+    match super::git::dirty_paths(repo).await {
+        Ok(paths) if paths.is_empty() => {}
+        Ok(paths) => {
+            return Some(format!(
+                "the workdir holds changes that are in no commit ({}), which would deploy with it",
+                super::git::some_names(&paths)
+            ));
+        }
+        Err(e) => return Some(e),
     }
     match rewritten(repo, base, reviewed).await {
         Ok(None) => None,

@@ -230,6 +230,22 @@ on_each_engine! {
     }
 }
 
+on_each_engine! {
+    async fn a_file_the_reviewer_left_in_the_workdir_is_not_deployed(engine) {
+        let files = Files::new(&Setup {
+            darang: "leave-file deploy.env",
+            ..setup(engine, "ok")
+        });
+        let (_serve, _repo, id) = a_sprint_at_done(&files);
+        let answer = cli(&files, &["sprint", "approve", &id]);
+        assert!(
+            answer.contains("nothing deployed: the workdir holds changes that are in no commit (deploy.env)"),
+            "{answer}"
+        );
+        assert!(runs_of(&log_json(&files, &id), "erang").is_empty());
+    }
+}
+
 /// Writes `bytes` over a read-only file, as an agent with a shell can.
 fn overwrite(path: &Path, bytes: &[u8]) {
     use std::os::unix::fs::PermissionsExt;
