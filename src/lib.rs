@@ -11,6 +11,7 @@ pub mod discord;
 pub mod doctor;
 pub mod domain;
 pub mod environ;
+pub mod forge;
 pub mod handoff;
 pub mod logging;
 pub mod notify;

@@ -176,6 +176,11 @@ impl Config {
             for (field, message) in project_recipe(project, &own, &workdirs) {
                 problem(&format!("{key}.{field}"), message);
             }
+            if let Some(forge) = &project.forge {
+                for (field, message) in forge_problems(forge) {
+                    problem(&format!("{key}.forge.{field}"), message);
+                }
+            }
         }
 
         if let Some(d) = &self.discord {

@@ -32,6 +32,13 @@ impl Config {
         {
             *file = base.join(&*file);
         }
+        for project in self.projects.values_mut() {
+            if let Some(file) = project.forge.as_mut().and_then(|f| f.token_file.as_mut())
+                && file.is_relative()
+            {
+                *file = base.join(&*file);
+            }
+        }
         let relative_program = |program: &mut String| {
             // A bare name is looked up on PATH; a path with a `/` is the file's.
             if program.contains('/') && Path::new(program.as_str()).is_relative() {
@@ -121,7 +128,7 @@ impl DiscordConfig {
     }
 }
 
-fn credentials_dir() -> Option<PathBuf> {
+pub(super) fn credentials_dir() -> Option<PathBuf> {
     std::env::var_os(CREDENTIALS_ENV)
         .filter(|dir| !dir.is_empty())
         .map(PathBuf::from)
@@ -132,8 +139,13 @@ fn credentials_dir() -> Option<PathBuf> {
 /// Resolved, since the fence protects a path as it finds it, links not followed.
 pub fn secret_files(config: &Config) -> Vec<PathBuf> {
     let token_file = config.discord.as_ref().and_then(|d| d.token_file.clone());
+    let forge_tokens = config
+        .projects
+        .values()
+        .filter_map(|p| p.forge.as_ref()?.token_file.clone());
     token_file
         .into_iter()
+        .chain(forge_tokens)
         .chain(credentials_dir())
         .map(|path| {
             std::fs::canonicalize(&path)

@@ -32,6 +32,9 @@ pub struct ProjectConfig {
     /// config file. One that lies in a workdir is read as its files are (`read_prompt`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompts: Option<PathBuf>,
+    /// Delivery through the project's code forge: a pull request, merged on approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forge: Option<ForgeConfig>,
 }
 
 impl ProjectConfig {
@@ -46,6 +49,7 @@ impl ProjectConfig {
             instructions: None,
             deploy: None,
             prompts: None,
+            forge: None,
         }
     }
 
