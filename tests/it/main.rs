@@ -20,6 +20,7 @@ mod discord;
 mod docs;
 mod doctor;
 mod fake_discord;
+mod fake_forge;
 mod fallback;
 mod fence;
 mod first_contact;

@@ -1,8 +1,8 @@
-//! The HTTP/1.1 both loopback fakes speak (the fake Discord and the fake model API): one
-//! request read off a keep-alive connection, and the reason phrases of the statuses they
-//! answer with.
+//! The HTTP/1.1 the loopback fakes speak (the fake Discord, the fake model API, the fake
+//! forge): one request read off a keep-alive connection, and the reason phrases of the
+//! statuses they answer with.
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 pub struct RawRequest {
@@ -39,7 +39,8 @@ pub async fn next_request(reader: &mut BufReader<TcpStream>) -> Option<RawReques
 }
 
 /// The next request on the connection (`None` once the client closed it). Bodies come
-/// with a `content-length` or chunked.
+/// with a `content-length` or chunked; a client that waits for `100 Continue` before its
+/// body (libcurl does, for git's large pushes) is told to go on.
 async fn read_request(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<RawRequest>> {
     let mut line = String::new();
     loop {
@@ -77,6 +78,14 @@ async fn read_request(reader: &mut BufReader<TcpStream>) -> std::io::Result<Opti
     let chunked = request
         .header("transfer-encoding")
         .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+    let expects_continue = request
+        .header("expect")
+        .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
+    if expects_continue {
+        let stream = reader.get_mut();
+        stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+        stream.flush().await?;
+    }
     if chunked {
         loop {
             line.clear();
@@ -115,11 +124,17 @@ pub fn reason(status: u16) -> &'static str {
         200 => "OK",
         201 => "Created",
         204 => "No Content",
+        302 => "Found",
+        304 => "Not Modified",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        409 => "Conflict",
+        410 => "Gone",
+        412 => "Precondition Failed",
+        422 => "Unprocessable Entity",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
         502 => "Bad Gateway",

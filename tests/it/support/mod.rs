@@ -21,6 +21,8 @@ pub mod db;
 #[allow(dead_code)]
 pub mod fake_discord;
 #[allow(dead_code)]
+pub mod fake_forge;
+#[allow(dead_code)]
 pub mod fake_model;
 pub mod hosts;
 pub mod http;
