@@ -141,7 +141,10 @@ pub(super) fn forge_problems(forge: &ForgeConfig) -> Vec<(String, String)> {
         Some((owner, name)) if part_ok(owner) && part_ok(name) => {}
         _ => problem(
             "repo",
-            format!("{:?}: expected owner/name (e.g. \"octocat/app\")", forge.repo),
+            format!(
+                "{:?}: expected owner/name (e.g. \"octocat/app\")",
+                forge.repo
+            ),
         ),
     }
     let is_http = |url: &str| {
@@ -195,7 +198,10 @@ pub(super) fn forge_problems(forge: &ForgeConfig) -> Vec<(String, String)> {
         Some(file) => match std::fs::metadata(&file) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => problem(
                 "token_file",
-                format!("no file {} (it must hold the forge's token)", file.display()),
+                format!(
+                    "no file {} (it must hold the forge's token)",
+                    file.display()
+                ),
             ),
             Ok(m) if m.is_dir() => problem(
                 "token_file",
@@ -212,10 +218,7 @@ pub(super) fn forge_problems(forge: &ForgeConfig) -> Vec<(String, String)> {
             problem("people", "a forge login must not be empty".into());
         }
         if *id == 0 {
-            problem(
-                &format!("people.{login}"),
-                "0 is no Discord user id".into(),
-            );
+            problem(&format!("people.{login}"), "0 is no Discord user id".into());
         }
     }
     out

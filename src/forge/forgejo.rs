@@ -89,8 +89,9 @@ impl From<Pull> for PullRequest {
 
 #[derive(Deserialize)]
 struct Combined {
+    /// `null` when the commit has no status at all.
     #[serde(default)]
-    statuses: Vec<Status>,
+    statuses: Option<Vec<Status>>,
 }
 
 #[derive(Deserialize)]
@@ -245,6 +246,7 @@ impl Forge for Forgejo {
             .await?;
         Ok(combined
             .statuses
+            .unwrap_or_default()
             .into_iter()
             .map(|s| Check {
                 state: match s.status.as_str() {

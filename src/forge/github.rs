@@ -9,8 +9,8 @@ use serde_json::json;
 
 use super::http::{Budget, Client, Scheme};
 use super::{
-    Check, CheckState, Comment, Forge, ForgeError, LineComment, PrState, PullRequest,
-    Repository, Result, Review, ReviewState,
+    Check, CheckState, Comment, Forge, ForgeError, LineComment, PrState, PullRequest, Repository,
+    Result, Review, ReviewState,
 };
 use crate::config::MergeMethod;
 
@@ -23,7 +23,12 @@ pub struct GitHub {
 }
 
 impl GitHub {
-    pub fn new(base: &str, token: secrecy::SecretString, owner: &str, name: &str) -> Result<GitHub> {
+    pub fn new(
+        base: &str,
+        token: secrecy::SecretString,
+        owner: &str,
+        name: &str,
+    ) -> Result<GitHub> {
         Ok(GitHub {
             client: Client::new(base, token, Scheme::Bearer)?,
             owner: owner.to_string(),

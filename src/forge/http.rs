@@ -87,8 +87,9 @@ impl Client {
             Scheme::Bearer => format!("Bearer {}", self.token.expose_secret()),
             Scheme::Token => format!("token {}", self.token.expose_secret()),
         };
-        let mut value = HeaderValue::from_str(&value)
-            .map_err(|_| ForgeError::Invalid("the token holds a character HTTP cannot carry".into()))?;
+        let mut value = HeaderValue::from_str(&value).map_err(|_| {
+            ForgeError::Invalid("the token holds a character HTTP cannot carry".into())
+        })?;
         value.set_sensitive(true);
         Ok(value)
     }

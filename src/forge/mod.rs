@@ -35,7 +35,9 @@ pub struct PullRequest {
 pub enum PrState {
     Open,
     /// Closed without a merge, by that login when the forge says.
-    Closed { by: Option<String> },
+    Closed {
+        by: Option<String>,
+    },
     /// Merged as `commit`, by that login when the forge says.
     Merged {
         by: Option<String>,
@@ -144,7 +146,9 @@ impl fmt::Display for ForgeError {
                 crate::notify::messages::clock_time(*until_ms)
             ),
             ForgeError::Unavailable(m) => write!(f, "the forge cannot be reached: {m}"),
-            ForgeError::Invalid(m) => write!(f, "the forge answered what hanarang cannot read: {m}"),
+            ForgeError::Invalid(m) => {
+                write!(f, "the forge answered what hanarang cannot read: {m}")
+            }
         }
     }
 }
@@ -172,8 +176,12 @@ pub trait Forge: Send + Sync + fmt::Debug {
         body: &str,
     ) -> Result<PullRequest>;
     /// Sets a pull request's title and body.
-    async fn update_pull_request(&self, number: u64, title: &str, body: &str)
-    -> Result<PullRequest>;
+    async fn update_pull_request(
+        &self,
+        number: u64,
+        title: &str,
+        body: &str,
+    ) -> Result<PullRequest>;
     async fn pull_request(&self, number: u64) -> Result<PullRequest>;
     /// The checks on `commit`: check runs and commit statuses alike.
     async fn checks(&self, commit: &str) -> Result<Vec<Check>>;
@@ -188,8 +196,24 @@ pub trait Forge: Send + Sync + fmt::Debug {
     fn budget(&self) -> Budget;
 }
 
+/// A forge's token: never printed, zeroed when dropped.
+pub struct ForgeToken(secrecy::SecretString);
+
+impl ForgeToken {
+    pub fn new(token: String) -> ForgeToken {
+        ForgeToken(secrecy::SecretString::new(token))
+    }
+}
+
+impl fmt::Debug for ForgeToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ForgeToken(***)")
+    }
+}
+
 /// The forge of `config`, with its token.
-pub fn connect(config: &ForgeConfig, token: secrecy::SecretString) -> Result<Box<dyn Forge>> {
+pub fn connect(config: &ForgeConfig, token: ForgeToken) -> Result<Box<dyn Forge>> {
+    let token = token.0;
     let (Some(api), Some((owner, name))) = (config.api_base(), config.owner_and_name()) else {
         return Err(ForgeError::Invalid(format!(
             "no API URL or no owner/name for {:?}",
@@ -203,7 +227,7 @@ pub fn connect(config: &ForgeConfig, token: secrecy::SecretString) -> Result<Box
 }
 
 /// The forge's token, read from its file (or systemd's credential): one line, trimmed.
-pub fn read_token(config: &ForgeConfig) -> std::result::Result<secrecy::SecretString, String> {
+pub fn read_token(config: &ForgeConfig) -> std::result::Result<ForgeToken, String> {
     let path = config
         .token_path()
         .ok_or("no token_file and no systemd credential forge-token")?;
@@ -216,5 +240,5 @@ pub fn read_token(config: &ForgeConfig) -> std::result::Result<secrecy::SecretSt
             path.display()
         ));
     }
-    Ok(secrecy::SecretString::new(token.to_string().into()))
+    Ok(ForgeToken::new(token.to_string()))
 }

@@ -24,6 +24,7 @@ mod fake_forge;
 mod fallback;
 mod fence;
 mod first_contact;
+mod forge_client;
 mod fsm;
 mod handoff;
 mod hardening;

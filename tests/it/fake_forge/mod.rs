@@ -15,10 +15,10 @@ mod github;
 mod limits;
 mod remote;
 
-pub(super) const TOKEN: &str = "fake-forge-token-0123";
+pub(crate) const TOKEN: &str = "fake-forge-token-0123";
 
 /// git as a test runs it: nobody's configuration, no prompt for credentials.
-pub(super) fn git(dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> Output {
     Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -36,7 +36,7 @@ pub(super) fn git(dir: &Path, args: &[&str]) -> Output {
         .expect("git runs")
 }
 
-pub(super) fn git_ok(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git_ok(dir: &Path, args: &[&str]) -> String {
     let out = git(dir, args);
     assert!(
         out.status.success(),
@@ -47,7 +47,7 @@ pub(super) fn git_ok(dir: &Path, args: &[&str]) -> String {
 }
 
 /// A working repository with one commit on `main`.
-pub(super) fn seed() -> TempDir {
+pub(crate) fn seed() -> TempDir {
     let dir = TempDir::new("forge-seed");
     git_ok(dir.path(), &["init", "--quiet", "--initial-branch=main"]);
     std::fs::write(dir.path().join("README.md"), "app\n").expect("write README");
@@ -57,7 +57,7 @@ pub(super) fn seed() -> TempDir {
 }
 
 /// A commit on a new `branch` in `work` writing `file`.
-pub(super) fn commit_on(work: &Path, branch: &str, file: &str, content: &[u8]) -> String {
+pub(crate) fn commit_on(work: &Path, branch: &str, file: &str, content: &[u8]) -> String {
     git_ok(work, &["checkout", "--quiet", "-B", branch]);
     std::fs::write(work.join(file), content).expect("write the file");
     git_ok(work, &["add", "."]);
