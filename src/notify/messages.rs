@@ -243,6 +243,20 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 "round {round}'s review findings are round {}'s again ({darang} repeated its request)",
                 round.saturating_sub(1)
             ),
+            (Escalation::ChecksTimedOut { pending }, Locale::Ko) => format!(
+                "CI 검사가 ci_timeout 안에 끝나지 않음 (대기 중: {})",
+                cx.agent(&pending.join(", "))
+            ),
+            (Escalation::ChecksTimedOut { pending }, Locale::En) => format!(
+                "the forge's checks were still pending past ci_timeout ({})",
+                cx.agent(&pending.join(", "))
+            ),
+            (Escalation::MergeRefused { reason }, Locale::Ko) => {
+                format!("포지가 병합을 거부함 — {}", cx.agent(reason))
+            }
+            (Escalation::MergeRefused { reason }, Locale::En) => {
+                format!("the forge refused the merge — {}", cx.agent(reason))
+            }
         };
         return Line {
             text: match l {
@@ -326,6 +340,36 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 one_line(note)
             ),
         }),
+        (Event::Resume { by, .. }, _, State::Verifying) => plain(match l {
+            Locale::Ko => format!("▶️ {by}님이 {id} 재개: CI 검사를 다시 기다림"),
+            Locale::En => format!("▶️ {by} resumed {id}: waiting for the forge's checks again"),
+        }),
+        (Event::Resume { by, .. }, _, State::Done) => plain(match l {
+            Locale::Ko => format!("▶️ {by}님이 {id} 재개: 배포 승인을 다시 기다림"),
+            Locale::En => format!("▶️ {by} resumed {id}: waiting for the deploy approval again"),
+        }),
+        (Event::Published { pr, url, head }, _, _) => plain(match l {
+            Locale::Ko => format!("🔗 PR #{pr} ({}): {url}", short_commit(head)),
+            Locale::En => format!("🔗 Pull request #{pr} at {}: {url}", short_commit(head)),
+        }),
+        (Event::ChecksFailed { failed, .. }, _, State::Implementing) => {
+            let names: Vec<&str> = failed.iter().map(|c| c.name.as_str()).collect();
+            let narang = sister(Actor::Narang, l);
+            let names = cx.agent(&names.join(", "));
+            plain(match l {
+                Locale::Ko => format!("🔴 CI 실패: {names} — {narang}가 라운드 {} 구현", t.round),
+                Locale::En => format!(
+                    "🔴 CI failed: {names} — {narang} implements round {}",
+                    t.round
+                ),
+            })
+        }
+        (Event::ForgeMerged { by, commit }, _, State::Deployed) => {
+            plain(merged(id, by.as_deref(), commit.as_deref(), l))
+        }
+        (Event::Approve { by }, _, State::Deployed) => {
+            plain(merged(id, Some(by), approved_commit(t), l))
+        }
         (Event::Resume { by, .. }, _, to) => {
             let stage = to.stage().unwrap_or(Stage::Planning);
             plain(match l {
@@ -359,12 +403,15 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
             })
         }
         (_, _, State::Done) => Line {
-            text: match (l, approved_commit(t).map(short_commit)) {
-                (Locale::Ko, Some(c)) => format!("✅ {id} 완료. {c} 배포 승인해주세요"),
-                (Locale::Ko, None) => format!("✅ {id} 완료. 배포 승인해주세요"),
-                (Locale::En, Some(c)) => format!("✅ {id} is done. Please approve deploying {c}"),
-                (Locale::En, None) => format!("✅ {id} is done. Please approve the deploy"),
-            },
+            text: checks_passed(t, cx)
+                + &match (l, approved_commit(t).map(short_commit)) {
+                    (Locale::Ko, Some(c)) => format!("✅ {id} 완료. {c} 배포 승인해주세요"),
+                    (Locale::Ko, None) => format!("✅ {id} 완료. 배포 승인해주세요"),
+                    (Locale::En, Some(c)) => {
+                        format!("✅ {id} is done. Please approve deploying {c}")
+                    }
+                    (Locale::En, None) => format!("✅ {id} is done. Please approve the deploy"),
+                },
             mention: true,
         },
         (_, _, State::Deployed) => plain(match l {
@@ -373,6 +420,14 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
         }),
         (event, from, State::Aborted) => {
             let why = match event {
+                Event::ForgeClosed { by } => match (by, l) {
+                    (Some(by), Locale::Ko) => format!("{by}님이 포지에서 PR을 닫음"),
+                    (None, Locale::Ko) => "포지에서 PR이 닫힘".to_string(),
+                    (Some(by), Locale::En) => {
+                        format!("its pull request was closed on the forge by {by}")
+                    }
+                    (None, Locale::En) => "its pull request was closed on the forge".to_string(),
+                },
                 Event::Abort { by, reason } => match (reason, l) {
                     (Some(r), Locale::Ko) => format!("{by}님이 중단 — {}", one_line(r)),
                     (None, Locale::Ko) => format!("{by}님이 중단"),
@@ -406,11 +461,52 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 Locale::En => format!("🛑 {id} aborted: {why}"),
             })
         }
+        (_, _, State::Verifying) => plain(match l {
+            Locale::Ko => format!(
+                "📤 {} 승인: 브랜치를 올리고 PR의 CI 검사를 기다림",
+                sister(Actor::Darang, l)
+            ),
+            Locale::En => format!(
+                "📤 {} approved: the branch goes to the forge, and its checks are waited for",
+                sister(Actor::Darang, l)
+            ),
+        }),
         // Into a stage: its sister starts.
         (_, from, to) => plain(match to.stage() {
             Some(stage) => starts(stage, t, cx),
             None => format!("{id}: {from} → {to}"),
         }),
+    }
+}
+
+/// `🎉 SPRINT-001 merged as abc1234 by octocat`.
+fn merged(id: &str, by: Option<&str>, commit: Option<&str>, l: Locale) -> String {
+    let commit = commit.map(short_commit).unwrap_or("?");
+    match (l, by) {
+        (Locale::Ko, Some(by)) => format!("🎉 {id} 병합됨: {commit} ({by})"),
+        (Locale::Ko, None) => format!("🎉 {id} 병합됨: {commit}"),
+        (Locale::En, Some(by)) => format!("🎉 {id} merged as {commit} by {by}"),
+        (Locale::En, None) => format!("🎉 {id} merged as {commit}"),
+    }
+}
+
+/// What the forge's checks said, heading the done line they lead to (`🟢 CI passed: build,
+/// test — `); empty for any other move into done.
+fn checks_passed(t: &TransitionRecord, cx: &Context<'_>) -> String {
+    let Event::ChecksPassed { checks, none, .. } = &t.detail else {
+        return String::new();
+    };
+    match (cx.locale, *none, checks.is_empty()) {
+        (Locale::Ko, true, _) => "🟢 CI 없음: 10분 안에 보고된 검사 없음 — ".into(),
+        (Locale::En, true, _) => {
+            "🟢 No CI ran: the forge reported no check within 10 minutes — ".into()
+        }
+        (Locale::Ko, false, true) => "🟢 CI를 기다리지 않음 (ci = \"none\") — ".into(),
+        (Locale::En, false, true) => {
+            "🟢 The forge's checks are not waited for (ci = \"none\") — ".into()
+        }
+        (Locale::Ko, false, false) => format!("🟢 CI 통과: {} — ", cx.agent(&checks.join(", "))),
+        (Locale::En, false, false) => format!("🟢 CI passed: {} — ", cx.agent(&checks.join(", "))),
     }
 }
 

@@ -93,9 +93,47 @@ pub enum Event {
     },
     /// Before the deployer started, the approved commit `reviewed` was found no longer to
     /// be what the branch holds (`why`): nothing deploys, the branch goes back to review.
+    /// With a forge, also someone else's push to the pull request's branch.
     Moved {
         reviewed: String,
         why: String,
+    },
+    /// The branch was pushed to the forge and its pull request opened or updated.
+    Published {
+        pr: u64,
+        url: String,
+        head: String,
+    },
+    /// The forge's checks on the pushed `head` all passed (`checks`: their names), or
+    /// none was reported within the wait (`none`), or none is waited for (`ci = "none"`).
+    ChecksPassed {
+        head: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        checks: Vec<String>,
+        #[serde(default)]
+        none: bool,
+    },
+    /// A forge check failed on the pushed `head`.
+    ChecksFailed {
+        head: String,
+        failed: Vec<FailedCheck>,
+    },
+    /// The forge's checks on `head` were still pending past `ci_timeout`.
+    ChecksTimedOut {
+        head: String,
+        pending: Vec<String>,
+    },
+    /// The pull request was merged on the forge (by a person there: `by`) as `commit`.
+    ForgeMerged {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+    },
+    /// The pull request was closed on the forge without a merge.
+    ForgeClosed {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
     /// The running sister's agent hit its usage limit (until `until_ms`, unix ms) and the
     /// next agent of its chain, `next`, takes the stage over at once, in the same attempt.
@@ -131,6 +169,12 @@ impl Event {
             Event::BudgetExceeded { .. } => "budget_exceeded".into(),
             Event::Paused { .. } => "paused".into(),
             Event::Moved { .. } => "moved".into(),
+            Event::Published { .. } => "forge:published".into(),
+            Event::ChecksPassed { .. } => "forge:checks_passed".into(),
+            Event::ChecksFailed { .. } => "forge:checks_failed".into(),
+            Event::ChecksTimedOut { .. } => "forge:checks_timed_out".into(),
+            Event::ForgeMerged { .. } => "forge:merged".into(),
+            Event::ForgeClosed { .. } => "forge:closed".into(),
             Event::FellBack { next, .. } => format!("fallback:{next}"),
         }
     }
@@ -177,6 +221,21 @@ impl Event {
     }
 }
 
+/// A forge check that failed, with what a person (and the implementer) needs of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedCheck {
+    pub name: String,
+    /// The forge's word: `failure`, `timed_out`, `error`, …
+    pub conclusion: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The end of its log, where the forge gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_tail: Option<String>,
+}
+
 /// Why a sprint needs a human.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "cause", rename_all = "snake_case")]
@@ -210,6 +269,15 @@ pub enum Escalation {
     /// The review asked for changes with the round before's findings again.
     SameFindings {
         round: u32,
+    },
+    /// The forge's checks were still pending past `ci_timeout`.
+    ChecksTimedOut {
+        pending: Vec<String>,
+    },
+    /// The forge refused the approved merge, in its words (branch protection, required
+    /// reviews, a conflict, a moved head): nothing merged, never forced.
+    MergeRefused {
+        reason: String,
     },
 }
 

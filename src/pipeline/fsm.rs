@@ -9,7 +9,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::event::merged_verdict;
-pub use super::event::{Escalation, Event, Failure, Note};
+pub use super::event::{Escalation, Event, FailedCheck, Failure, Note};
 use super::policy::Policy;
 pub use super::position::{Position, ResumePoint, Stage, State};
 use crate::domain::FailureKind;
@@ -68,6 +68,14 @@ pub struct Facts<'a> {
     /// An event that would start the deployer: why the approved commit is no longer what
     /// the branch holds (it moved, an object's bytes changed).
     pub moved: Option<&'a str>,
+    /// The project delivers through its forge: an approving review goes to `verifying`.
+    pub delivers: bool,
+    /// The project says what deploying means (`deploy`): after a forge merge, the
+    /// deployer runs.
+    pub deploys: bool,
+    /// An approval with a forge: the forge's answer to the merge at the approved head
+    /// (the merge commit, or its refusal in its words).
+    pub merge: Option<&'a Result<Option<String>, String>>,
 }
 
 impl<'a> Facts<'a> {
@@ -81,6 +89,9 @@ impl<'a> Facts<'a> {
             several_reviewers: false,
             approved_head: None,
             moved: None,
+            delivers: false,
+            deploys: false,
+            merge: None,
         }
     }
 }
@@ -159,18 +170,19 @@ pub fn apply(
                     ),
                     _ => to(Position::enter(Stage::Reviewing, at.round), None),
                 },
-                (Stage::Reviewing, Verdict::Approve) => {
-                    to(at.with_state(State::Done), approved(facts))
-                }
+                // With a forge, the pull request's checks come first.
+                (Stage::Reviewing, Verdict::Approve) => to(
+                    at.with_state(if facts.delivers {
+                        State::Verifying
+                    } else {
+                        State::Done
+                    }),
+                    approved(facts),
+                ),
                 (Stage::Reviewing, Verdict::RequestChanges) => {
                     let next = at.round + 1;
                     if next > policy.max_review_rounds {
-                        to(
-                            escalate(at, Stage::Implementing, next),
-                            Some(Note::Escalated {
-                                escalation: Escalation::ReviewRoundsExhausted { rounds: at.round },
-                            }),
-                        )
+                        rounds_exhausted(at)
                     } else if facts.same_findings {
                         // Rounds remain, but another would be paid for nothing.
                         to(
@@ -280,10 +292,25 @@ pub fn apply(
             fail(at, stage, failure.clone(), policy)
         }
 
-        Event::Approve { .. } => match (at.state, facts.moved) {
-            (State::Done, Some(why)) => back_to_review(at, facts.approved_head, why),
-            (State::Done, None) => to(Position::enter(Stage::Deploying, at.round), approved(facts)),
-            (other, _) => refuse(format!(
+        Event::Approve { .. } => match (at.state, facts.moved, facts.merge) {
+            (State::Done, Some(why), _) => back_to_review(at, facts.approved_head, why),
+            (State::Done, None, None) => {
+                to(Position::enter(Stage::Deploying, at.round), approved(facts))
+            }
+            // With a forge, an approval is the merge at the approved head.
+            (State::Done, None, Some(Ok(_))) if facts.deploys => {
+                to(Position::enter(Stage::Deploying, at.round), approved(facts))
+            }
+            (State::Done, None, Some(Ok(_))) => to(at.with_state(State::Deployed), approved(facts)),
+            (State::Done, None, Some(Err(reason))) => to(
+                escalate_to(at, State::Done, at.round),
+                Some(Note::Escalated {
+                    escalation: Escalation::MergeRefused {
+                        reason: reason.clone(),
+                    },
+                }),
+            ),
+            (other, _, _) => refuse(format!(
                 "{id} is {other}, not done: only a sprint waiting for deploy approval can be approved"
             )),
         },
@@ -304,8 +331,8 @@ pub fn apply(
                 back_to_review(at, facts.approved_head, why)
             }
             (State::Escalated, Some(point), _) => to(
-                Position::enter(point.stage, point.round),
-                (point.stage == Stage::Deploying)
+                Position::resumed(point),
+                (point.stage == State::Deploying)
                     .then(|| approved(facts))
                     .flatten(),
             ),
@@ -381,11 +408,71 @@ pub fn apply(
         },
 
         Event::Moved { reviewed, why } => match at.state {
-            State::Deploying | State::Done if !facts.sister_running => {
+            State::Deploying | State::Done | State::Verifying if !facts.sister_running => {
                 back_to_review(at, Some(reviewed), why)
             }
             other => refuse(format!(
                 "{id} is {other}: only a deploy not yet started can find its commit moved"
+            )),
+        },
+
+        Event::Published { .. } => match at.state {
+            State::Verifying => to(at, None),
+            other => refuse(format!(
+                "{id} is {other}, not verifying: its pull request is published only after an approving review"
+            )),
+        },
+
+        Event::ChecksPassed { head, .. } => match at.state {
+            State::Verifying => to(
+                at.with_state(State::Done),
+                Some(Note::Approved { head: head.clone() }),
+            ),
+            other => refuse(format!(
+                "{id} is {other}, not verifying: its checks' result comes too late"
+            )),
+        },
+
+        // A failed check is a review that asks for changes: the next round, within the
+        // same limit.
+        Event::ChecksFailed { .. } => match at.state {
+            State::Verifying if at.round + 1 > policy.max_review_rounds => rounds_exhausted(at),
+            State::Verifying => to(Position::enter(Stage::Implementing, at.round + 1), None),
+            other => refuse(format!(
+                "{id} is {other}, not verifying: its checks' result comes too late"
+            )),
+        },
+
+        Event::ChecksTimedOut { pending, .. } => match at.state {
+            State::Verifying => to(
+                escalate_to(at, State::Verifying, at.round),
+                Some(Note::Escalated {
+                    escalation: Escalation::ChecksTimedOut {
+                        pending: pending.clone(),
+                    },
+                }),
+            ),
+            other => refuse(format!(
+                "{id} is {other}, not verifying: no checks are waited for"
+            )),
+        },
+
+        // What a person did on the forge counts: merged there, the sprint is delivered
+        // (deployed, or the deployer runs); closed there, it ends.
+        Event::ForgeMerged { .. } => match at.state {
+            State::Verifying | State::Done if facts.deploys => {
+                to(Position::enter(Stage::Deploying, at.round), approved(facts))
+            }
+            State::Verifying | State::Done => to(at.with_state(State::Deployed), None),
+            other => refuse(format!(
+                "{id} is {other}: its pull request is not waiting to be merged"
+            )),
+        },
+
+        Event::ForgeClosed { .. } => match at.state {
+            State::Verifying | State::Done => to(at.with_state(State::Aborted), None),
+            other => refuse(format!(
+                "{id} is {other}: its pull request is not waiting to be merged"
             )),
         },
 
@@ -451,7 +538,7 @@ fn fail(
 /// Whether a resume at `at` starts the deployer.
 fn resumes_deploy(at: Position) -> bool {
     at.state == State::Deploying
-        || (at.state == State::Escalated && at.resume.is_some_and(|p| p.stage == Stage::Deploying))
+        || (at.state == State::Escalated && at.resume.is_some_and(|p| p.stage == State::Deploying))
 }
 
 /// What the rules must be told of an event at `at` besides the position: whether it would
@@ -498,11 +585,31 @@ fn approved(facts: Facts<'_>) -> Option<Note> {
 }
 
 fn escalate(at: Position, stage: Stage, round: u32) -> Position {
+    escalate_to(at, stage.state(), round)
+}
+
+/// Escalated, a resume going back to `state` (a stage's, `verifying` or `done`).
+fn escalate_to(at: Position, state: State, round: u32) -> Position {
     Position {
         state: State::Escalated,
-        resume: Some(ResumePoint { stage, round }),
+        resume: Some(ResumePoint {
+            stage: state,
+            round,
+        }),
         ..at
     }
+}
+
+/// Another round was asked for past `max_review_rounds`: a human decides; resuming starts
+/// the next implementation round.
+fn rounds_exhausted(at: Position) -> Result<Transition, Refusal> {
+    Ok(Transition {
+        from: at,
+        to: escalate(at, Stage::Implementing, at.round + 1),
+        note: Some(Note::Escalated {
+            escalation: Escalation::ReviewRoundsExhausted { rounds: at.round },
+        }),
+    })
 }
 
 fn violation(at: Position, reason: String) -> Result<Transition, Refusal> {

@@ -15,6 +15,8 @@ pub enum State {
     Planning,
     Implementing,
     Reviewing,
+    /// A project with a forge: its pull request's checks run on the pushed head.
+    Verifying,
     Done,
     Deploying,
     Deployed,
@@ -23,11 +25,12 @@ pub enum State {
 }
 
 impl State {
-    pub const ALL: [State; 9] = [
+    pub const ALL: [State; 10] = [
         State::Queued,
         State::Planning,
         State::Implementing,
         State::Reviewing,
+        State::Verifying,
         State::Done,
         State::Deploying,
         State::Deployed,
@@ -41,6 +44,7 @@ impl State {
             State::Planning => "planning",
             State::Implementing => "implementing",
             State::Reviewing => "reviewing",
+            State::Verifying => "verifying",
             State::Done => "done",
             State::Deploying => "deploying",
             State::Deployed => "deployed",
@@ -57,9 +61,12 @@ impl State {
             State::Reviewing => Some(Stage::Reviewing),
             State::Deploying => Some(Stage::Deploying),
             // Listed, not `_`: a new state is a stage or not, and says so here.
-            State::Queued | State::Done | State::Deployed | State::Escalated | State::Aborted => {
-                None
-            }
+            State::Queued
+            | State::Verifying
+            | State::Done
+            | State::Deployed
+            | State::Escalated
+            | State::Aborted => None,
         }
     }
 
@@ -152,10 +159,12 @@ impl fmt::Display for Stage {
     }
 }
 
-/// Where an escalated sprint goes back to when a human resumes it.
+/// Where an escalated sprint goes back to when a human resumes it: a stage, or (a
+/// project with a forge) waiting for its checks again, or for the person's decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResumePoint {
-    pub stage: Stage,
+    /// A stage's state, `verifying` or `done`.
+    pub stage: State,
     pub round: u32,
 }
 
@@ -184,6 +193,16 @@ impl Position {
         Position {
             state: stage.state(),
             round,
+            attempt: 1,
+            resume: None,
+        }
+    }
+
+    /// Where a resume goes: the state of `point`, afresh.
+    pub(super) fn resumed(point: ResumePoint) -> Position {
+        Position {
+            state: point.stage,
+            round: point.round,
             attempt: 1,
             resume: None,
         }

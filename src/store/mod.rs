@@ -319,6 +319,7 @@ mod tests {
                 "planning",
                 "implementing",
                 "reviewing",
+                "verifying",
                 "done",
                 "deploying",
                 "escalated"

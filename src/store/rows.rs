@@ -10,7 +10,7 @@ use crate::domain::RunOutcome;
 use crate::domain::run_id;
 use crate::handoff::HandoffDocument;
 use crate::pipeline::fsm::{Note, ResumePoint};
-use crate::pipeline::{Event, Position, Stage, State};
+use crate::pipeline::{Event, Position, State};
 
 /// A sprint as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -143,7 +143,7 @@ impl TryFrom<SprintRaw> for Sprint {
         let state = r.state.parse::<State>().map_err(|e| bad(&e))?;
         let resume = match (&r.resume_stage, r.resume_round) {
             (Some(stage), Some(round)) => Some(ResumePoint {
-                stage: parse_stage(stage).ok_or_else(|| bad("resume_stage"))?,
+                stage: stage.parse().map_err(|_| bad("resume_stage"))?,
                 round: u32::try_from(round).map_err(|_| bad("resume_round"))?,
             }),
             _ => None,
@@ -173,10 +173,6 @@ impl TryFrom<SprintRaw> for Sprint {
             id: r.id,
         })
     }
-}
-
-pub(super) fn parse_stage(s: &str) -> Option<Stage> {
-    Stage::ALL.into_iter().find(|st| st.state().as_str() == s)
 }
 
 /// One entry of a sprint's append-only transitions log.

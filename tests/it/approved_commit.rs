@@ -278,7 +278,10 @@ mod rules {
             state,
             round: 2,
             attempt: 3,
-            resume: resume.map(|stage| ResumePoint { stage, round: 2 }),
+            resume: resume.map(|stage: Stage| ResumePoint {
+                stage: stage.state(),
+                round: 2,
+            }),
         }
     }
 

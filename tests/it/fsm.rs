@@ -76,7 +76,7 @@ fn at(state: State) -> Position {
             3,
             3,
             Some(ResumePoint {
-                stage: Stage::Implementing,
+                stage: State::Implementing,
                 round: 4,
             }),
         ),
@@ -216,19 +216,105 @@ fn columns() -> Vec<(&'static str, Event, Facts<'static>)> {
             },
             facts(false),
         ),
+        (
+            "published",
+            Event::Published {
+                pr: 12,
+                url: "https://forge.example/acme/app/pull/12".into(),
+                head: "3f2a1c9e".into(),
+            },
+            facts(false),
+        ),
+        (
+            "checks_passed",
+            Event::ChecksPassed {
+                head: "3f2a1c9e".into(),
+                checks: vec!["test".into()],
+                none: false,
+            },
+            facts(false),
+        ),
+        (
+            "checks_failed",
+            Event::ChecksFailed {
+                head: "3f2a1c9e".into(),
+                failed: vec![hanarang::pipeline::fsm::FailedCheck {
+                    name: "test".into(),
+                    conclusion: "failure".into(),
+                    url: None,
+                    summary: None,
+                    log_tail: Some("1 failed".into()),
+                }],
+            },
+            facts(false),
+        ),
+        (
+            "checks_timed_out",
+            Event::ChecksTimedOut {
+                head: "3f2a1c9e".into(),
+                pending: vec!["test".into()],
+            },
+            facts(false),
+        ),
+        (
+            "forge_merged",
+            Event::ForgeMerged {
+                by: Some("octocat".into()),
+                commit: Some("8be0d41".into()),
+            },
+            facts(false),
+        ),
+        (
+            "forge_closed",
+            Event::ForgeClosed {
+                by: Some("octocat".into()),
+            },
+            facts(false),
+        ),
+        (
+            "approve(merged)",
+            human("approve"),
+            Facts {
+                approved_head: Some("3f2a1c9e"),
+                merge: Some(&MERGED),
+                ..facts(false)
+            },
+        ),
+        (
+            "approve(refused)",
+            human("approve"),
+            Facts {
+                approved_head: Some("3f2a1c9e"),
+                merge: Some(&REFUSED),
+                ..facts(false)
+            },
+        ),
+        (
+            "d:AP(forge)",
+            reported(Actor::Darang, Verdict::Approve),
+            Facts {
+                delivers: true,
+                ..facts(true)
+            },
+        ),
     ]
 }
+
+/// The forge's answers to an approval's merge, as the table's columns give them.
+static MERGED: Result<Option<String>, String> = Ok(None);
+static REFUSED: Result<Option<String>, String> = Err(String::new());
 
 /// Every state × every event. `-` is a refusal; `X!` means "to X as a protocol
 /// violation"; `X+` means "the same stage again as a retry (attempt + 1)"; `X^` means "to
 /// X with nothing deployed: the approved commit moved".
 const TABLE: &[(State, &[&str])] = &[
-    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget paused fallback n:ID(same head) d:RC(same) approve(moved) resume(moved) moved
+    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget paused fallback n:ID(same head) d:RC(same) approve(moved) resume(moved) moved published checks_passed checks_failed checks_timed_out forge_merged forge_closed approve(merged) approve(refused) d:AP(forge)
     (
         State::Queued,
         &[
             "planning", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "aborted", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+            "aborted", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+            "-", "-", "-", "-",
         ],
     ),
     (
@@ -260,6 +346,15 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "planning",
             "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "aborted!",
         ],
     ),
     (
@@ -291,6 +386,15 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "implementing",
             "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "aborted!",
         ],
     ),
     (
@@ -321,6 +425,55 @@ const TABLE: &[(State, &[&str])] = &[
             "escalated",
             "-",
             "reviewing",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "verifying",
+        ],
+    ),
+    (
+        State::Verifying,
+        &[
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "aborted",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "reviewing^",
+            "verifying",
+            "done",
+            "implementing",
+            "escalated",
+            "deployed",
+            "aborted",
+            "-",
+            "-",
             "-",
         ],
     ),
@@ -353,6 +506,15 @@ const TABLE: &[(State, &[&str])] = &[
             "reviewing^",
             "-",
             "reviewing^",
+            "-",
+            "-",
+            "-",
+            "-",
+            "deployed",
+            "aborted",
+            "deployed",
+            "escalated",
+            "-",
         ],
     ),
     (
@@ -384,13 +546,23 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "reviewing^",
             "reviewing^",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "aborted!",
         ],
     ),
     (
         State::Deployed,
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-", "-", "-", "-", "-", "-", "-", "-",
+            "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+            "-",
         ],
     ),
     (
@@ -422,13 +594,23 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "implementing",
             "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
         ],
     ),
     (
         State::Aborted,
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-", "-", "-", "-", "-", "-", "-", "-",
+            "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+            "-",
         ],
     ),
 ];
@@ -811,7 +993,7 @@ proptest! {
                 let by_approval = matches!(event, Event::Approve { .. }) && pos.state == State::Done;
                 let by_resume = matches!(event, Event::Resume { .. })
                     && pos.state == State::Escalated
-                    && pos.resume.map(|r| r.stage) == Some(Stage::Deploying);
+                    && pos.resume.map(|r| r.stage) == Some(State::Deploying);
                 prop_assert!(by_approval || by_resume, "deploying entered from {} by {:?}", pos.state, event);
                 prop_assert!(approved || by_approval, "a deploy before any approval");
             }

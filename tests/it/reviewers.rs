@@ -252,7 +252,7 @@ async fn one_reviewer_failing_every_attempt_escalates_and_a_resume_runs_only_it(
     let escalated = p.wait_for(&s.id, State::Escalated).await;
     assert_eq!(
         escalated.resume.map(|r| r.stage),
-        Some(hanarang::pipeline::Stage::Reviewing)
+        Some(hanarang::pipeline::State::Reviewing)
     );
     let answer = p
         .command(&s.id, hanarang::store::CommandKind::Resume, None)

@@ -192,7 +192,11 @@ impl Bridge {
         sprint: &Sprint,
         record: &TransitionRecord,
     ) -> Result<Vec<Part>, DeliveryError> {
-        let Some(stage) = sprint.resume.map(|r| r.stage).or(record.from.stage()) else {
+        let Some(stage) = sprint
+            .resume
+            .and_then(|r| r.stage.stage())
+            .or(record.from.stage())
+        else {
             return Ok(Vec::new());
         };
         let runs = self.store.runs(&sprint.id).await?;

@@ -116,7 +116,7 @@ impl Db {
             .bind(after.state.as_str())
             .bind(i64::from(after.round))
             .bind(i64::from(after.attempt))
-            .bind(after.resume.map(|r| r.stage.state().as_str()))
+            .bind(after.resume.map(|r| r.stage.as_str()))
             .bind(after.resume.map(|r| i64::from(r.round)))
             .bind(&after.contract_id)
             .bind(&after.branch)
