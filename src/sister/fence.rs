@@ -67,6 +67,15 @@ pub struct Own {
 }
 
 impl Own {
+    /// Nothing of hanarang's but its runs folder (a tool's or a test's git).
+    pub fn runs_only(runs: PathBuf) -> Own {
+        Own {
+            files: vec![runs.clone()],
+            runs: Some(runs),
+            ..Own::default()
+        }
+    }
+
     /// hanarang's own files under every name they go by, and its database's secrets.
     pub fn of(config: &crate::config::Config, runs_dir: &Path) -> Own {
         let mut named: Vec<PathBuf> = Vec::new();

@@ -86,6 +86,11 @@ impl Repo {
         &self.workdir
     }
 
+    /// hanarang's runs folder, where its own files beside a repository go.
+    pub fn runs_dir(&self) -> Option<&Path> {
+        self.own.runs.as_deref()
+    }
+
     /// The workdir, when it holds a repository's `.git` (a file-system look, so a workdir
     /// that is no repository costs no process). Only the workdir itself: one above it (a
     /// home folder's dotfiles) is not the project's, and is not the agents' to write.
@@ -102,6 +107,34 @@ impl Repo {
     /// git's answer to `args`, as text (invalid UTF-8 replaced).
     pub(super) async fn git(&self, args: &[&str]) -> Result<String, GitError> {
         let (out, _) = self.git_bytes(args, None, ANSWER_CAP).await?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    /// git's answer to `args` talking to a remote over HTTP(S): the only call that may
+    /// reach the network. It runs in a git folder of hanarang's own over the repository's
+    /// objects (`view`), so nothing of the agents' config can rewrite the URL, add a proxy
+    /// or a helper, or see the token. `settings` are added after the overrides (a
+    /// credential helper, the protocols allowed); `readable` are files of hanarang's it
+    /// may read (the credential file). A helper is run through the shell, which this call
+    /// alone may execute.
+    pub(super) async fn git_remote(
+        &self,
+        view: &View,
+        args: &[&str],
+        settings: &[(&str, String)],
+        readable: &[PathBuf],
+    ) -> Result<String, GitError> {
+        let network = Network { settings, readable };
+        let mut command = self.command_with(&[], Some(view), Some(&network))?;
+        command.args(args);
+        let said =
+            |e: std::io::Error| GitError::Unavailable(format!("git {}: {e}", args.join(" ")));
+        let (out, _) = run(command, None, ANSWER_CAP, args)
+            .await
+            .map_err(|e| match e {
+                RunError::Io(e) => said(e),
+                RunError::Git(e) => e,
+            })?;
         Ok(String::from_utf8_lossy(&out).into_owned())
     }
 
@@ -281,6 +314,16 @@ impl Repo {
     /// git, ready to take its arguments: in the repository's top folder, with the
     /// overrides, the filter drivers switched off, a bare environment and the fence.
     fn command(&self, drivers: &[String], view: Option<&View>) -> Result<Command, GitError> {
+        self.command_with(drivers, view, None)
+    }
+
+    /// `command`, for a call that talks to a remote when `network` is given.
+    fn command_with(
+        &self,
+        drivers: &[String],
+        view: Option<&View>,
+        network: Option<&Network<'_>>,
+    ) -> Result<Command, GitError> {
         let Some(top) = self.top() else {
             return Err(GitError::Failed(format!(
                 "{} is not in a git repository",
@@ -310,7 +353,14 @@ impl Repo {
                     ("required", "false"),
                 ]
                 .map(|(key, value)| (format!("filter.{driver}.{key}"), value.to_string()))
-            }));
+            }))
+            .chain(
+                network
+                    .map(|n| n.settings)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|(key, value)| (key.to_string(), value.clone())),
+            );
         let mut count = 0;
         for (i, (key, value)) in settings.enumerate() {
             command
@@ -348,21 +398,43 @@ impl Repo {
                 protected: self.own.files.clone(),
                 readable: Vec::new(),
                 // git writes the index and refs of the repository in the workdir; nothing
-                // it does reaches the network.
-                writable: vec![self.workdir.clone(), PathBuf::from("/dev/null")],
-                tcp: Tcp::Closed,
-                // git and its own helpers only: no shell, no program of the workdir.
-                exec: Some(git.exec.clone()),
+                // it does reaches the network but a push to (or fetch from) the forge.
+                writable: [self.workdir.clone(), PathBuf::from("/dev/null")]
+                    .into_iter()
+                    // A fetch writes FETCH_HEAD in hanarang's own folder.
+                    .chain(network.and(view).map(|v| v.dir.clone()))
+                    .collect(),
+                tcp: match network {
+                    Some(_) => self.own.db_port.map_or(Tcp::Open, Tcp::ClosedPort),
+                    None => Tcp::Closed,
+                },
+                // git and its own helpers only: no shell (but to run a credential helper
+                // of hanarang's own), no program of the workdir.
+                exec: Some(match network {
+                    Some(_) => git.exec.iter().cloned().chain(shell()).collect(),
+                    None => git.exec.clone(),
+                }),
             },
             required: self.own.required,
             hidden_env: Vec::new(),
         };
-        let readable: Vec<PathBuf> = view.map(|v| v.dir.clone()).into_iter().collect();
+        let readable: Vec<PathBuf> = view
+            .map(|v| v.dir.clone())
+            .into_iter()
+            .chain(network.map(|n| n.readable.to_vec()).unwrap_or_default())
+            .collect();
         fence
             .apply(&mut command, &readable, "git")
             .map_err(GitError::Unavailable)?;
         Ok(command)
     }
+}
+
+/// What a call that talks to a remote adds: its settings, and the files of hanarang's it
+/// may read.
+struct Network<'a> {
+    settings: &'a [(&'a str, String)],
+    readable: &'a [PathBuf],
 }
 
 /// The git hanarang runs, found once: an absolute path (never a relative `PATH` entry,
@@ -404,6 +476,15 @@ fn find_program() -> Result<Program, String> {
     exec.extend(helpers.filter(|dir| dir.is_absolute()));
     exec.extend(elf_interpreter(&real).and_then(|i| std::fs::canonicalize(i).ok()));
     Ok(Program { path, exec })
+}
+
+/// The shell git runs a credential helper with, and its loader.
+fn shell() -> Vec<PathBuf> {
+    let Ok(sh) = std::fs::canonicalize("/bin/sh") else {
+        return Vec::new();
+    };
+    let loader = elf_interpreter(&sh).and_then(|l| std::fs::canonicalize(l).ok());
+    std::iter::once(sh).chain(loader).collect()
 }
 
 /// The program interpreter (`PT_INTERP`) a 64-bit little-endian ELF file names, when it

@@ -19,6 +19,7 @@ pub mod git;
 pub mod patch;
 pub mod process;
 mod prompt;
+pub mod remote;
 
 mod classify;
 mod pause;

@@ -78,7 +78,11 @@ pub trait Database: std::any::Any + Send + Sync + std::fmt::Debug {
     async fn sprints_with_spend(&self) -> Result<Vec<(Sprint, Spend)>>;
     /// Sprints whose stage has a sister to run (planning, implementing, reviewing,
     /// deploying), oldest first. When shared: those this host owns.
-    async fn sprints_in_stages(&self) -> Result<Vec<Sprint>>;
+    async fn sprints_in_stages(&self) -> Result<Vec<Sprint>> {
+        self.sprints_in(|s| s.stage().is_some()).await
+    }
+    /// Sprints in a state `which` keeps, oldest first. When shared: those this host owns.
+    async fn sprints_in(&self, which: fn(crate::pipeline::State) -> bool) -> Result<Vec<Sprint>>;
     /// What a queued sprint waits for: the sprint holding its project's pipeline lock, else
     /// the oldest sprint queued before it in that project; `None` when it is next.
     async fn ahead_of(&self, sprint: &Sprint) -> Result<Option<Sprint>>;

@@ -297,3 +297,64 @@ async fn a_wrong_token_a_missing_repository_a_rate_limit_and_an_outage_are_told_
     fake.up();
     assert!(other.repository().await.is_ok());
 }
+
+/// hanarang's own git pushes the sprint's branch with the token in a credential file of
+/// its runs folder (gone afterwards; not in the repository's config, nor git's
+/// arguments), only onto what it pushed before, and fetches it back.
+#[tokio::test(flavor = "multi_thread")]
+async fn hanarangs_git_pushes_with_the_token_only_onto_its_own_push_and_fetches() {
+    use hanarang::sister::fence::Own;
+    use hanarang::sister::git::Repo;
+    use hanarang::sister::remote::{Remote, fetch, push};
+
+    let seed = seed();
+    let fake = Fake::start(Kind::GitHub, "acme", "app", TOKEN, Some(seed.path()));
+    let runs = TempDir::new("forge-runs");
+    let repo = Repo::new(seed.path(), &Own::runs_only(runs.path().to_path_buf()));
+    let first = commit_on(seed.path(), "feature", "a.txt", b"a\n");
+    let remote = |token: &'static str| Remote {
+        url: Box::leak(fake.remote_url().into_boxed_str()),
+        user: "x-access-token",
+        token,
+    };
+    // What an agent could plant in the repository's config to steal the token or redirect
+    // the push is not read: hanarang's git talks from a folder of its own.
+    for (key, value) in [
+        ("url.http://127.0.0.1:9/.insteadOf", fake.remote_url()),
+        ("http.proxy", "http://127.0.0.1:9".to_string()),
+        ("credential.helper", "!echo password=stolen".to_string()),
+    ] {
+        git_ok(seed.path(), &["config", key, &value]);
+    }
+    let refused = push(&repo, &remote("wrong-token"), "feature", &first, None).await;
+    assert!(refused.is_err(), "a wrong token pushes nothing");
+    assert_eq!(fake.branch("feature"), None);
+    push(&repo, &remote(TOKEN), "feature", &first, None)
+        .await
+        .expect("the push");
+    assert_eq!(fake.branch("feature"), Some(first.clone()));
+    let second = commit_on(seed.path(), "feature", "b.txt", b"b\n");
+    push(&repo, &remote(TOKEN), "feature", &second, Some(&first))
+        .await
+        .expect("onto its own push");
+    // Someone else pushes: hanarang's next push does not go over it.
+    let foreign = fake.push_foreign("feature", &[("c.txt", "c\n")]);
+    let third = commit_on(seed.path(), "feature", "d.txt", b"d\n");
+    let over = push(&repo, &remote(TOKEN), "feature", &third, Some(&second)).await;
+    assert!(over.is_err(), "pushed over another's push: {over:?}");
+    assert_eq!(fake.branch("feature"), Some(foreign.clone()));
+    assert_eq!(
+        fetch(&repo, &remote(TOKEN), "feature")
+            .await
+            .expect("fetched"),
+        foreign
+    );
+
+    let config = std::fs::read_to_string(seed.path().join(".git/config")).unwrap();
+    assert!(!config.contains(TOKEN), "{config}");
+    let left: Vec<_> = std::fs::read_dir(runs.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "credential files left: {left:?}");
+    for push in fake.pushes() {
+        assert!(!format!("{push:?}").contains(TOKEN));
+    }
+}

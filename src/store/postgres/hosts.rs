@@ -197,11 +197,7 @@ impl Db {
     }
 
     /// The sprints `scope`'s host owns in a stage with a sister to run, oldest first.
-    pub(super) async fn owned_in_stages(&self, scope: &HostScope) -> Result<Vec<Sprint>> {
-        self.sprints_owned(scope, |s| s.stage().is_some()).await
-    }
-
-    async fn sprints_owned(
+    pub(super) async fn sprints_owned(
         &self,
         scope: &HostScope,
         which: fn(State) -> bool,

@@ -155,9 +155,9 @@ impl Database for Db {
     }
 
     /// When shared: those this host owns.
-    async fn sprints_in_stages(&self) -> Result<Vec<Sprint>> {
+    async fn sprints_in(&self, which: fn(State) -> bool) -> Result<Vec<Sprint>> {
         if let Some(scope) = &self.scope {
-            return self.owned_in_stages(scope).await;
+            return self.sprints_owned(scope, which).await;
         }
         sprints_of(
             sqlx::query_as(
@@ -165,7 +165,7 @@ impl Database for Db {
                  WHERE state = ANY($1)
                  ORDER BY number",
             )
-            .bind(states(|s| s.stage().is_some()))
+            .bind(states(which))
             .fetch_all(&self.pool)
             .await?,
         )

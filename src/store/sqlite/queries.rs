@@ -168,14 +168,14 @@ impl Database for Db {
             .collect()
     }
 
-    async fn sprints_in_stages(&self) -> Result<Vec<Sprint>> {
+    async fn sprints_in(&self, which: fn(State) -> bool) -> Result<Vec<Sprint>> {
         sprints_of(
             sqlx::query_as(
                 "SELECT * FROM sprints
                  WHERE state IN (SELECT value FROM json_each(?))
                  ORDER BY number",
             )
-            .bind(states(|s| s.stage().is_some()))
+            .bind(states(which))
             .fetch_all(&self.pool)
             .await?,
         )
