@@ -32,6 +32,13 @@ pub struct ForgeConfig {
     /// The forge's checks still pending this long after the push: escalated.
     #[serde(default = "default_ci_timeout")]
     pub ci_timeout: Dur,
+    /// No check reported this long after the push: done, saying no CI ran.
+    #[serde(default = "default_ci_absent_after")]
+    pub ci_absent_after: Dur,
+    /// How often an open pull request is looked at while its checks run; four times as
+    /// long while it waits for a person.
+    #[serde(default = "default_poll_interval")]
+    pub poll_interval: Dur,
     /// Forge login → Discord user id: whose reviews and comments are notes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub people: BTreeMap<String, u64>,
@@ -77,6 +84,14 @@ pub enum CiPolicy {
 
 pub(super) fn default_ci_timeout() -> Dur {
     Dur(Duration::from_secs(60 * 60))
+}
+
+pub(super) fn default_ci_absent_after() -> Dur {
+    Dur(Duration::from_secs(10 * 60))
+}
+
+pub(super) fn default_poll_interval() -> Dur {
+    Dur(Duration::from_secs(30))
 }
 
 impl ForgeConfig {
@@ -210,8 +225,14 @@ pub(super) fn forge_problems(forge: &ForgeConfig) -> Vec<(String, String)> {
             _ => {}
         },
     }
-    if forge.ci_timeout.0.is_zero() {
-        problem("ci_timeout", "must be longer than zero".into());
+    for (key, value) in [
+        ("ci_timeout", forge.ci_timeout),
+        ("ci_absent_after", forge.ci_absent_after),
+        ("poll_interval", forge.poll_interval),
+    ] {
+        if value.0.is_zero() {
+            problem(key, "must be longer than zero".into());
+        }
     }
     for (login, id) in &forge.people {
         if login.trim().is_empty() {

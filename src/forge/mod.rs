@@ -203,6 +203,12 @@ impl ForgeToken {
     pub fn new(token: String) -> ForgeToken {
         ForgeToken(secrecy::SecretString::new(token))
     }
+
+    /// The token itself, for the one place that hands it on (git's credential file).
+    pub fn expose(&self) -> &str {
+        use secrecy::ExposeSecret;
+        self.0.expose_secret()
+    }
 }
 
 impl fmt::Debug for ForgeToken {
@@ -212,8 +218,8 @@ impl fmt::Debug for ForgeToken {
 }
 
 /// The forge of `config`, with its token.
-pub fn connect(config: &ForgeConfig, token: ForgeToken) -> Result<Box<dyn Forge>> {
-    let token = token.0;
+pub fn connect(config: &ForgeConfig, token: &ForgeToken) -> Result<Box<dyn Forge>> {
+    let token = secrecy::SecretString::new(token.expose().to_string());
     let (Some(api), Some((owner, name))) = (config.api_base(), config.owner_and_name()) else {
         return Err(ForgeError::Invalid(format!(
             "no API URL or no owner/name for {:?}",

@@ -368,7 +368,11 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
             plain(merged(id, by.as_deref(), commit.as_deref(), l))
         }
         (Event::Approve { by }, _, State::Deployed) => {
-            plain(merged(id, Some(by), approved_commit(t), l))
+            let commit = match &t.note {
+                Some(Note::Merged { commit, .. }) => commit.as_deref(),
+                _ => None,
+            };
+            plain(merged(id, Some(by), commit, l))
         }
         (Event::Resume { by, .. }, _, to) => {
             let stage = to.stage().unwrap_or(Stage::Planning);
@@ -513,7 +517,7 @@ fn checks_passed(t: &TransitionRecord, cx: &Context<'_>) -> String {
 /// The commit a move into `done` or `deploying` is for, when git told it.
 fn approved_commit(t: &TransitionRecord) -> Option<&str> {
     match &t.note {
-        Some(Note::Approved { head }) => Some(head),
+        Some(Note::Approved { head } | Note::Merged { head, .. }) => Some(head),
         _ => None,
     }
 }

@@ -12,6 +12,7 @@ mod commands;
 mod compose;
 mod findings;
 mod finish;
+mod forge;
 mod lease;
 pub mod live;
 mod memory;
@@ -68,6 +69,8 @@ pub enum OrchestratorError {
         "agent.confine = \"required\", and runs cannot be contained here: {0} (`hanarang doctor` says more)"
     )]
     Uncontained(String),
+    #[error("{0}")]
+    Forge(String),
 }
 
 use crate::clock::now_ms;
@@ -175,6 +178,10 @@ pub struct Orchestrator {
     renewed: tokio::time::Instant,
     /// Where each run's container is made; `None`: the host gives none (`serve` warned).
     containers: Option<crate::sister::container::Containers>,
+    /// The projects' forges, and when each pull request is looked at next.
+    forges: forge::Forges,
+    forge_tx: mpsc::UnboundedSender<forge::Visit>,
+    forge_rx: mpsc::UnboundedReceiver<forge::Visit>,
 }
 
 impl Orchestrator {
@@ -196,6 +203,8 @@ impl Orchestrator {
                 None
             }
         };
+        let forges = forge::Forges::open(&config).map_err(OrchestratorError::Forge)?;
+        let (forge_tx, forge_rx) = mpsc::unbounded_channel();
         let lease = LeaseGuard::acquire(&store).await?;
         let (finished_tx, finished_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
@@ -219,6 +228,9 @@ impl Orchestrator {
             hold_spawns: true,
             renewed: tokio::time::Instant::now(),
             containers,
+            forges,
+            forge_tx,
+            forge_rx,
         };
         orchestrator.recover().await?;
         orchestrator.hold_spawns = false;
@@ -352,6 +364,11 @@ impl Orchestrator {
                         break Err(e);
                     }
                 }
+                Some(visit) = self.forge_rx.recv() => {
+                    if let Err(e) = self.forge_visited(visit).await {
+                        break Err(e);
+                    }
+                }
                 () = self.handle.wake.notified() => look_for_commands = true,
                 () = tokio::time::sleep(next_due.min(poll)) => look_for_commands = true,
                 _ = heartbeat.tick() => {
@@ -480,7 +497,9 @@ impl Orchestrator {
                 }
             }
         }
-        Ok(next_due)
+        // Pull requests waiting on their forges: looked at when due.
+        let forges_due = self.visit_forges().await?;
+        Ok(next_due.min(forges_due))
     }
 
     fn budget(&self, sprint: &Sprint) -> Budget {

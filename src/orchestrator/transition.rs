@@ -77,6 +77,28 @@ impl Orchestrator {
             }
             _ => None,
         };
+        let project = self.config.projects.get(&sprint.project);
+        let delivers = project.is_some_and(|p| p.forge.is_some());
+        // With a forge, an approval of what did not move is the merge at its head.
+        let merge = match (&event, &gate) {
+            (Event::Approve { .. }, Some(g)) if delivers && g.moved.is_none() => {
+                match self.merge(sprint, &g.approved).await {
+                    Some(Err(cannot)) => {
+                        // Not asked now (the forge down): nothing changes, say so.
+                        self.memory.park(sprint.clone(), runs);
+                        if let Some(c) = command {
+                            self.store
+                                .resolve_command(c.id, CommandStatus::Refused, &cannot, now_ms())
+                                .await?;
+                        }
+                        return Ok(None);
+                    }
+                    Some(Ok(answer)) => Some(answer),
+                    None => None,
+                }
+            }
+            _ => None,
+        };
         let facts = Facts {
             unchanged_head: unchanged_head.as_deref(),
             same_findings,
@@ -85,6 +107,9 @@ impl Orchestrator {
                 .as_deref()
                 .or(gate.as_ref().map(|g| g.approved.as_str())),
             moved: gate.as_ref().and_then(|g| g.moved.as_deref()),
+            delivers,
+            deploys: project.is_some_and(|p| p.deploy.is_some()),
+            merge: merge.as_ref(),
             ..Facts::of(&sprint.id, sister_running)
         };
         let decision = match decide(before, &event, facts, &self.policy, now_ms()) {

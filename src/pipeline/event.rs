@@ -314,6 +314,12 @@ pub enum Note {
         reviewed: String,
         why: String,
     },
+    /// The approval merged the pull request at the approved `head`, as `commit`.
+    Merged {
+        head: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+    },
 }
 
 /// The round's verdict from its reviewers' (the merge rule, on verdicts alone).

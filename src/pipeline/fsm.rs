@@ -298,10 +298,17 @@ pub fn apply(
                 to(Position::enter(Stage::Deploying, at.round), approved(facts))
             }
             // With a forge, an approval is the merge at the approved head.
-            (State::Done, None, Some(Ok(_))) if facts.deploys => {
-                to(Position::enter(Stage::Deploying, at.round), approved(facts))
-            }
-            (State::Done, None, Some(Ok(_))) => to(at.with_state(State::Deployed), approved(facts)),
+            (State::Done, None, Some(Ok(commit))) => to(
+                if facts.deploys {
+                    Position::enter(Stage::Deploying, at.round)
+                } else {
+                    at.with_state(State::Deployed)
+                },
+                facts.approved_head.map(|head| Note::Merged {
+                    head: head.to_string(),
+                    commit: commit.clone(),
+                }),
+            ),
             (State::Done, None, Some(Err(reason))) => to(
                 escalate_to(at, State::Done, at.round),
                 Some(Note::Escalated {

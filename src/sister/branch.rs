@@ -164,3 +164,31 @@ async fn changes_no_run_made(
         })
         .collect())
 }
+
+/// Makes `branch` point at `commit` (fetched from the forge: someone else's push) and, when
+/// it is checked out in a workdir holding no change, the workdir show it. A workdir with
+/// changes is left alone, and said so: nothing of a person's is overwritten.
+pub async fn take(repo: &Repo, branch: &str, commit: &str) -> Result<(), String> {
+    let checked_out = repo
+        .git(&["symbolic-ref", "--quiet", "--short", "HEAD"])
+        .await
+        .is_ok_and(|head| head.trim() == branch);
+    if !checked_out {
+        return repo
+            .git(&["update-ref", &format!("refs/heads/{branch}"), commit])
+            .await
+            .map(|_| ())
+            .map_err(|e| super::git::failed(&format!("cannot move {branch} to {commit}"), e));
+    }
+    let dirty = dirty_paths(repo).await?;
+    if !dirty.is_empty() {
+        return Err(format!(
+            "the workdir holds changes ({}): {branch} was not moved to {commit}",
+            some_names(&dirty)
+        ));
+    }
+    repo.git(&["reset", "--quiet", "--hard", commit])
+        .await
+        .map(|_| ())
+        .map_err(|e| super::git::failed(&format!("cannot check out {commit}"), e))
+}

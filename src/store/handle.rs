@@ -225,6 +225,31 @@ impl Store {
         self.submit_signed(&note, message).await
     }
 
+    /// Records a person's word on the forge as a command of `kind` (a note, a request for
+    /// changes), with `key`, where it was written (`forge:review:ID`): the caller records
+    /// each key once.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn submit_from_forge(
+        &self,
+        sprint_id: &str,
+        kind: CommandKind,
+        text: &str,
+        by: &str,
+        seq: i64,
+        at: i64,
+        key: &str,
+    ) -> Result<i64> {
+        let command = NewCommand {
+            sprint_id,
+            kind,
+            text: Some(text),
+            by,
+            seq: Some(seq),
+            created_at: at,
+        };
+        self.submit_signed(&command, Some(key)).await
+    }
+
     async fn submit_signed(&self, command: &NewCommand<'_>, message: Option<&str>) -> Result<i64> {
         let mac = self.signing_key().await?.sign(command);
         self.db.record_command(command, &mac, message).await

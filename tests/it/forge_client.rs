@@ -24,12 +24,14 @@ fn config(fake: &Fake, repo: &str) -> ForgeConfig {
         merge: MergeMethod::Squash,
         ci: CiPolicy::Required,
         ci_timeout: hanarang::config::Dur(std::time::Duration::from_secs(3600)),
+        ci_absent_after: hanarang::config::Dur(std::time::Duration::from_secs(600)),
+        poll_interval: hanarang::config::Dur(std::time::Duration::from_secs(30)),
         people: Default::default(),
     }
 }
 
 fn client(fake: &Fake, token: &str) -> Box<dyn Forge> {
-    connect(&config(fake, "acme/app"), ForgeToken::new(token.into())).expect("a client")
+    connect(&config(fake, "acme/app"), &ForgeToken::new(token.into())).expect("a client")
 }
 
 /// A fake forge of `kind` whose `feature` branch is one commit ahead of `main`.
@@ -255,7 +257,7 @@ async fn a_wrong_token_a_missing_repository_a_rate_limit_and_an_outage_are_told_
         client(&fake, "wrong").pull_request(1).await,
         Err(ForgeError::Unauthorized(_))
     ));
-    let elsewhere = connect(&config(&fake, "acme/nope"), ForgeToken::new(TOKEN.into())).unwrap();
+    let elsewhere = connect(&config(&fake, "acme/nope"), &ForgeToken::new(TOKEN.into())).unwrap();
     assert!(matches!(
         elsewhere.repository().await,
         Err(ForgeError::NotFound(_))

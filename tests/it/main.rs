@@ -25,6 +25,7 @@ mod fallback;
 mod fence;
 mod first_contact;
 mod forge_client;
+mod forge_delivery;
 mod fsm;
 mod handoff;
 mod hardening;

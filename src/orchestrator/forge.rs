@@ -1,0 +1,603 @@
+//! The loop's work with a project's forge: publishing an approved branch (hanarang's git
+//! pushes it, then the pull request is opened or updated), watching the pull request (its
+//! checks while `verifying`, what people do there while it waits), and merging it when a
+//! person approves. A visit runs in a task of its own and reports back; the loop turns
+//! what it found into events for the rules and notes for the sisters. A forge that is down
+//! or rate-limited is visited again later: nothing waits on it, nothing is lost.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Orchestrator, OrchestratorError};
+use crate::clock::now_ms;
+use crate::config::{CiPolicy, ForgeConfig, ForgeKind};
+use crate::forge::{
+    CheckState, Forge, ForgeError, ForgeToken, PrState, PullRequest, ReviewState, connect,
+};
+use crate::pipeline::fsm::FailedCheck;
+use crate::pipeline::{Event, State};
+use crate::sister::git::Repo;
+use crate::store::{CommandKind, Sprint, Store, TransitionRecord};
+
+/// How much of a failed check's log is read, and how many of its last lines are kept.
+const LOG_BYTES: usize = 64 * 1024;
+const LOG_LINES: usize = 40;
+/// The wait before another try after a visit failed (the forge down, an unknown answer).
+const RETRY: Duration = Duration::from_secs(60);
+
+/// One project's forge: its settings, its API, and the token git pushes with.
+pub(super) struct ProjectForge {
+    pub config: ForgeConfig,
+    api: Box<dyn Forge>,
+    token: ForgeToken,
+}
+
+/// The forges of the configured projects, and when each sprint's pull request is looked
+/// at next.
+#[derive(Default)]
+pub(super) struct Forges {
+    by_project: HashMap<String, Arc<ProjectForge>>,
+    /// Sprint → when it is visited next, and whether a visit is under way.
+    watch: HashMap<String, (Instant, bool)>,
+}
+
+/// What a visit found.
+pub(super) struct Visit {
+    sprint_id: String,
+    /// The sprint's transition the visit saw: what it found applies only while the sprint
+    /// is still there.
+    seq: i64,
+    events: Vec<Event>,
+    /// Reviews and comments by the project's people, each once.
+    notes: Vec<PeoplesWord>,
+    /// When to look again.
+    next: Duration,
+}
+
+/// A person's word on the forge, for the sisters: a note, or (a "changes requested"
+/// review at `done`) a request for changes.
+struct PeoplesWord {
+    /// Where it was written (`forge:review:ID`): it is recorded once.
+    key: String,
+    by: String,
+    kind: CommandKind,
+    text: String,
+}
+
+impl Forges {
+    /// The forges of `config`'s projects; the error names the project whose token cannot
+    /// be read.
+    pub(super) fn open(config: &crate::config::Config) -> Result<Forges, String> {
+        let mut by_project = HashMap::new();
+        for (name, project) in &config.projects {
+            let Some(forge) = &project.forge else {
+                continue;
+            };
+            let key = format!("projects.{name}.forge");
+            let token = crate::forge::read_token(forge).map_err(|e| format!("{key}: {e}"))?;
+            let api = connect(forge, &token).map_err(|e| format!("{key}: {e}"))?;
+            by_project.insert(
+                name.clone(),
+                Arc::new(ProjectForge {
+                    config: forge.clone(),
+                    api,
+                    token,
+                }),
+            );
+        }
+        Ok(Forges {
+            by_project,
+            watch: HashMap::new(),
+        })
+    }
+
+    pub(super) fn of(&self, project: &str) -> Option<&Arc<ProjectForge>> {
+        self.by_project.get(project)
+    }
+
+    pub(super) fn any(&self) -> bool {
+        !self.by_project.is_empty()
+    }
+
+    /// `sprint` is to be visited at once (it entered `verifying`, or a visit reported).
+    pub(super) fn now(&mut self, sprint_id: &str) {
+        self.watch
+            .insert(sprint_id.to_string(), (Instant::now(), false));
+    }
+}
+
+impl Orchestrator {
+    /// Starts a visit for each sprint waiting on its forge whose time has come; returns
+    /// how long until the next one is due.
+    pub(super) async fn visit_forges(&mut self) -> Result<Duration, OrchestratorError> {
+        if !self.forges.any() {
+            return Ok(super::IDLE);
+        }
+        let waiting = self
+            .store
+            .sprints_in(|s| matches!(s, State::Verifying | State::Done))
+            .await?;
+        let now = Instant::now();
+        let mut next = super::IDLE;
+        let ids: Vec<&str> = waiting.iter().map(|s| s.id.as_str()).collect();
+        self.forges.watch.retain(|id, _| ids.contains(&id.as_str()));
+        for sprint in waiting {
+            let Some(forge) = self.forges.of(&sprint.project).cloned() else {
+                continue;
+            };
+            if !self.wants(&sprint) {
+                continue;
+            }
+            let (at, busy) = *self
+                .forges
+                .watch
+                .entry(sprint.id.clone())
+                .or_insert((now, false));
+            if busy {
+                continue;
+            }
+            if at > now {
+                next = next.min(at - now);
+                continue;
+            }
+            self.forges.watch.insert(sprint.id.clone(), (at, true));
+            let log = self.store.transitions(&sprint.id).await?;
+            let repo = self.repo(
+                &self
+                    .config
+                    .projects
+                    .get(&sprint.project)
+                    .map(|p| p.workdir.clone())
+                    .unwrap_or_default(),
+            );
+            let tx = self.forge_tx.clone();
+            let store = self.store.clone();
+            let span = tracing::info_span!("forge", sprint = %sprint.id);
+            tokio::spawn(tracing::Instrument::instrument(
+                async move {
+                    let visit = visit(&forge, &store, &repo, &sprint, &log).await;
+                    let _ = tx.send(visit);
+                },
+                span,
+            ));
+        }
+        Ok(next)
+    }
+
+    /// What a visit found, applied: notes recorded once, events given to the rules while
+    /// the sprint is where the visit saw it.
+    pub(super) async fn forge_visited(&mut self, visit: Visit) -> Result<(), OrchestratorError> {
+        self.forges.watch.insert(
+            visit.sprint_id.clone(),
+            (Instant::now() + visit.next, false),
+        );
+        let Some(sprint) = self.store.sprint(&visit.sprint_id).await? else {
+            return Ok(());
+        };
+        if !visit.notes.is_empty() {
+            let known = self.store.commands_of(&sprint.id).await?;
+            for word in &visit.notes {
+                if known
+                    .iter()
+                    .any(|c| c.message.as_deref() == Some(word.key.as_str()))
+                {
+                    continue;
+                }
+                self.store
+                    .submit_from_forge(
+                        &sprint.id,
+                        word.kind,
+                        &word.text,
+                        &word.by,
+                        sprint.last_seq,
+                        now_ms(),
+                        &word.key,
+                    )
+                    .await?;
+                self.handle.wake();
+            }
+        }
+        if sprint.last_seq != visit.seq {
+            // It moved on meanwhile: what the visit found is looked for again.
+            self.forges.now(&sprint.id);
+            return Ok(());
+        }
+        let mut sprint = sprint;
+        for event in visit.events {
+            let Some(record) = self.transition(&sprint, event, None, None, None).await? else {
+                break;
+            };
+            // The next event of the visit follows only this one.
+            match self.store.sprint(&sprint.id).await? {
+                Some(now) if now.last_seq == record.seq => sprint = now,
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// The forge's answer to an approval: the pull request merged at `approved`, with the
+    /// method the project sets. `Err(Some)`: the forge refused, in its words; `Err(None)`:
+    /// it could not be asked now (down, rate-limited), the approval is refused.
+    pub(super) async fn merge(
+        &self,
+        sprint: &Sprint,
+        approved: &str,
+    ) -> Option<Result<Result<Option<String>, String>, String>> {
+        let forge = self.forges.of(&sprint.project)?;
+        let log = self.store.transitions(&sprint.id).await.ok()?;
+        let Some((number, _, _, _)) = published(&log) else {
+            return Some(Ok(Err(
+                "no pull request was opened for this sprint".to_string()
+            )));
+        };
+        let merged = forge.api.merge(number, approved, forge.config.merge).await;
+        Some(match merged {
+            Ok(commit) => Ok(Ok(commit)),
+            Err(ForgeError::Refused { message, .. }) => Ok(Err(message)),
+            Err(ForgeError::NotFound(what)) => Ok(Err(format!(
+                "pull request #{number} is gone from the forge ({what})"
+            ))),
+            Err(e) => Err(format!("{e}; nothing was merged: approve again later")),
+        })
+    }
+}
+
+/// The sprint's pull request as its log tells it: the last one published (number, URL,
+/// head pushed, when), if any.
+pub(super) fn published(log: &[TransitionRecord]) -> Option<(u64, String, String, i64)> {
+    log.iter().rev().find_map(|t| match &t.detail {
+        Event::Published { pr, url, head } => Some((*pr, url.clone(), head.clone(), t.at)),
+        _ => None,
+    })
+}
+
+/// Whether the branch was published since the sprint last entered `verifying`.
+fn published_since_verifying(log: &[TransitionRecord]) -> bool {
+    for t in log.iter().rev() {
+        if matches!(t.detail, Event::Published { .. }) {
+            return true;
+        }
+        if t.to == State::Verifying && t.from != State::Verifying {
+            return false;
+        }
+    }
+    false
+}
+
+/// One look at a sprint's forge: publish what was approved, or watch what is open.
+async fn visit(
+    forge: &ProjectForge,
+    store: &Store,
+    repo: &Repo,
+    sprint: &Sprint,
+    log: &[TransitionRecord],
+) -> Visit {
+    let interval = forge.config.poll_interval.0;
+    let mut out = Visit {
+        sprint_id: sprint.id.clone(),
+        seq: sprint.last_seq,
+        events: Vec::new(),
+        notes: Vec::new(),
+        next: if sprint.state == State::Verifying {
+            interval
+        } else {
+            interval * 4
+        },
+    };
+    let found = if sprint.state == State::Verifying && !published_since_verifying(log) {
+        publish(forge, store, repo, sprint, log).await
+    } else {
+        watch(forge, repo, sprint, log).await
+    };
+    match found {
+        Ok((events, notes)) => {
+            out.events = events;
+            out.notes = notes;
+        }
+        Err(ForgeError::RateLimited { until_ms }) => {
+            let wait = u64::try_from(until_ms - now_ms()).unwrap_or(0);
+            out.next = Duration::from_millis(wait).max(interval);
+            tracing::warn!(error = %ForgeError::RateLimited { until_ms }, "the forge's rate limit: looking again after its reset");
+        }
+        Err(e) => {
+            out.next = RETRY.min(interval * 2);
+            tracing::warn!(error = %e, "the forge could not be visited; looking again later");
+        }
+    }
+    out
+}
+
+type Found = Result<(Vec<Event>, Vec<PeoplesWord>), ForgeError>;
+
+/// Pushes the reviewed branch (onto what hanarang pushed before, never over another's
+/// push) and opens its pull request, or updates the one open.
+async fn publish(
+    forge: &ProjectForge,
+    store: &Store,
+    repo: &Repo,
+    sprint: &Sprint,
+    log: &[TransitionRecord],
+) -> Found {
+    let head = crate::sister::facts::branch_head(repo, &sprint.branch)
+        .await
+        .ok_or_else(|| ForgeError::Invalid(format!("the branch {} is gone", sprint.branch)))?;
+    let before = published(log).map(|(_, _, head, _)| head);
+    let url = forge
+        .config
+        .push_url()
+        .ok_or_else(|| ForgeError::Invalid("no push URL".into()))?;
+    let user = match forge.config.kind {
+        ForgeKind::Github => "x-access-token".to_string(),
+        ForgeKind::Forgejo => forge.api.login().await?,
+    };
+    let remote = crate::sister::remote::Remote {
+        url: &url,
+        user: &user,
+        token: forge.token.expose(),
+    };
+    if before.as_deref() != Some(head.as_str()) {
+        crate::sister::remote::push(repo, &remote, &sprint.branch, &head, before.as_deref())
+            .await
+            .map_err(ForgeError::Unavailable)?;
+    }
+    let title = format!(
+        "{} · {}",
+        sprint.id,
+        crate::notify::messages::one_line(&sprint.goal)
+    );
+    let body = body(store, sprint, &head).await;
+    let pull = match forge.api.open_pull_request(&sprint.branch).await? {
+        Some(open) => {
+            forge
+                .api
+                .update_pull_request(open.number, &title, &body)
+                .await?
+        }
+        None => {
+            let base = match &sprint.base_branch {
+                Some(base) => base.clone(),
+                None => forge.api.repository().await?.default_branch,
+            };
+            forge
+                .api
+                .create_pull_request(&sprint.branch, &base, &title, &body)
+                .await?
+        }
+    };
+    let mut events = vec![Event::Published {
+        pr: pull.number,
+        url: pull.url.clone(),
+        head: head.clone(),
+    }];
+    if forge.config.ci == CiPolicy::None {
+        events.push(Event::ChecksPassed {
+            head,
+            checks: Vec::new(),
+            none: false,
+        });
+    }
+    Ok((events, Vec::new()))
+}
+
+/// The pull request's body: the sprint's goal, its contract with the review's word, and
+/// where it comes from.
+async fn body(store: &Store, sprint: &Sprint, head: &str) -> String {
+    let mut out = format!(
+        "{}\n\nOpened by hanarang for {} (branch `{}` at `{}`).\n",
+        sprint.goal, sprint.id, sprint.branch, head
+    );
+    if let Ok(runs) = store.runs(&sprint.id).await {
+        let contract = crate::store::contract_results(&runs);
+        if !contract.is_empty() {
+            out.push_str("\n### Contract\n\n");
+            for c in contract {
+                let mark = match c.passed {
+                    Some(true) => "x",
+                    _ => " ",
+                };
+                out.push_str(&format!("- [{mark}] {}: {}\n", c.item.id, c.item.text));
+            }
+        }
+    }
+    out
+}
+
+/// Looks at the open pull request: merged or closed there, its branch moved by someone
+/// else, its checks (while verifying), and the words of the project's people.
+async fn watch(
+    forge: &ProjectForge,
+    repo: &Repo,
+    sprint: &Sprint,
+    log: &[TransitionRecord],
+) -> Found {
+    let Some((number, _, pushed, pushed_at)) = published(log) else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let pull = match forge.api.pull_request(number).await {
+        Ok(pull) => pull,
+        Err(ForgeError::NotFound(_)) => {
+            return Ok((vec![Event::ForgeClosed { by: None }], Vec::new()));
+        }
+        Err(e) => return Err(e),
+    };
+    match &pull.state {
+        PrState::Merged { by, commit } => {
+            return Ok((
+                vec![Event::ForgeMerged {
+                    by: by.clone(),
+                    commit: commit.clone(),
+                }],
+                Vec::new(),
+            ));
+        }
+        PrState::Closed { by } => {
+            return Ok((vec![Event::ForgeClosed { by: by.clone() }], Vec::new()));
+        }
+        PrState::Open => {}
+    }
+    let notes = peoples_words(forge, sprint, &pull).await?;
+    if pull.head != pushed {
+        return Ok((
+            vec![moved(forge, repo, sprint, &pushed, &pull).await],
+            notes,
+        ));
+    }
+    if sprint.state != State::Verifying {
+        return Ok((Vec::new(), notes));
+    }
+    let checks = forge.api.checks(&pushed).await?;
+    let waited = Duration::from_millis(u64::try_from(now_ms() - pushed_at).unwrap_or(0));
+    let failed: Vec<_> = checks
+        .iter()
+        .filter(|c| c.state == CheckState::Failed)
+        .collect();
+    let event = if !failed.is_empty() {
+        let mut out = Vec::new();
+        for check in failed {
+            let log_tail = match forge.api.log_tail(check, LOG_BYTES).await {
+                Ok(Some(text)) => Some(last_lines(&text, LOG_LINES)),
+                Ok(None) => None,
+                Err(e) => {
+                    tracing::warn!(check = %check.name, error = %e, "a failed check's log could not be read");
+                    None
+                }
+            };
+            out.push(FailedCheck {
+                name: check.name.clone(),
+                conclusion: check.conclusion.clone(),
+                url: check.url.clone(),
+                summary: check.summary.clone(),
+                log_tail,
+            });
+        }
+        Some(Event::ChecksFailed {
+            head: pushed,
+            failed: out,
+        })
+    } else if !checks.is_empty() && checks.iter().all(|c| c.state == CheckState::Passed) {
+        Some(Event::ChecksPassed {
+            head: pushed,
+            checks: checks.iter().map(|c| c.name.clone()).collect(),
+            none: false,
+        })
+    } else if checks.is_empty() && waited >= forge.config.ci_absent_after.0 {
+        Some(Event::ChecksPassed {
+            head: pushed,
+            checks: Vec::new(),
+            none: true,
+        })
+    } else if !checks.is_empty() && waited >= forge.config.ci_timeout.0 {
+        Some(Event::ChecksTimedOut {
+            head: pushed,
+            pending: checks
+                .iter()
+                .filter(|c| c.state == CheckState::Pending)
+                .map(|c| c.name.clone())
+                .collect(),
+        })
+    } else {
+        None
+    };
+    Ok((event.into_iter().collect(), notes))
+}
+
+/// Someone else pushed to the pull request's branch: what they pushed is fetched and
+/// checked out (when the workdir holds no change), so the review that follows sees it.
+async fn moved(
+    forge: &ProjectForge,
+    repo: &Repo,
+    sprint: &Sprint,
+    pushed: &str,
+    pull: &PullRequest,
+) -> Event {
+    let url = forge.config.push_url().unwrap_or_default();
+    let user = match forge.config.kind {
+        ForgeKind::Github => "x-access-token".to_string(),
+        ForgeKind::Forgejo => forge.api.login().await.unwrap_or_default(),
+    };
+    let remote = crate::sister::remote::Remote {
+        url: &url,
+        user: &user,
+        token: forge.token.expose(),
+    };
+    let taken = match crate::sister::remote::fetch(repo, &remote, &sprint.branch).await {
+        Ok(fetched) => crate::sister::branch::take(repo, &sprint.branch, &fetched).await,
+        Err(e) => Err(e),
+    };
+    let short = |id: &str| id.get(..7).unwrap_or(id).to_string();
+    let mut why = format!(
+        "someone else pushed to the pull request's branch on the forge: {} → {}",
+        short(pushed),
+        short(&pull.head)
+    );
+    if let Err(e) = taken {
+        why.push_str(&format!(" (not checked out here: {e})"));
+    }
+    Event::Moved {
+        reviewed: pushed.to_string(),
+        why,
+    }
+}
+
+/// Reviews and comments by the project's people, as notes (a "changes requested" review
+/// at `done`: a request for changes with its line comments). Anyone else's are not read.
+async fn peoples_words(
+    forge: &ProjectForge,
+    sprint: &Sprint,
+    pull: &PullRequest,
+) -> Result<Vec<PeoplesWord>, ForgeError> {
+    let people = &forge.config.people;
+    if people.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for review in forge.api.reviews(pull.number).await? {
+        if !people.contains_key(&review.login) {
+            continue;
+        }
+        let mut text = review.body.clone();
+        for c in &review.comments {
+            let place = match c.line {
+                Some(line) => format!("{}:{line}", c.path),
+                None => c.path.clone(),
+            };
+            text.push_str(&format!("\n- {place}: {}", c.body));
+        }
+        if text.trim().is_empty() {
+            continue;
+        }
+        let kind = match (review.state, sprint.state) {
+            (ReviewState::ChangesRequested, State::Done) => CommandKind::RequestChanges,
+            (ReviewState::Other, _) => continue,
+            _ => CommandKind::Note,
+        };
+        out.push(PeoplesWord {
+            key: format!("forge:review:{}", review.id),
+            by: format!("forge:{}", review.login),
+            kind,
+            text: text.trim().to_string(),
+        });
+    }
+    for comment in forge.api.comments(pull.number).await? {
+        if !people.contains_key(&comment.login) || comment.body.trim().is_empty() {
+            continue;
+        }
+        out.push(PeoplesWord {
+            key: format!("forge:comment:{}", comment.id),
+            by: format!("forge:{}", comment.login),
+            kind: CommandKind::Note,
+            text: comment.body.trim().to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// The last `n` lines of `text`.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
