@@ -303,6 +303,7 @@ mod tests {
             usage: Usage::default(),
             checks: Vec::new(),
             approved: None,
+            forge: None,
             contract: vec![ContractItem {
                 item: ChecklistItem {
                     id: "C1".into(),

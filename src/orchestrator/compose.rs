@@ -282,6 +282,10 @@ impl Orchestrator {
             deploy: project.and_then(|p| p.deploy.clone()),
             reviewer: reviewer.map(|(name, _)| name.to_string()),
             check_result,
+            forge_checks: match stage {
+                crate::pipeline::Stage::Implementing => self.forge_checks(sprint).await,
+                _ => Vec::new(),
+            },
         };
         if let Some((name, _)) = reviewer {
             self.config.agent.reviewer_spec(name)?;
@@ -346,6 +350,22 @@ impl Orchestrator {
     /// What a person asked of the sprint's round, for its implementer and reviewers: the
     /// focus a request for changes (a resume, a handoff) has just given the implementer,
     /// else the last the log holds for this round.
+    /// The forge's failed checks that started this implementation round, if they did.
+    async fn forge_checks(&self, sprint: &Sprint) -> Vec<crate::pipeline::fsm::FailedCheck> {
+        let Ok(log) = self.store.transitions(&sprint.id).await else {
+            return Vec::new();
+        };
+        log.iter()
+            .rev()
+            .find(|t| t.to == crate::pipeline::State::Implementing && t.from != t.to)
+            .filter(|t| t.round == sprint.round)
+            .and_then(|t| match &t.detail {
+                crate::pipeline::Event::ChecksFailed { failed, .. } => Some(failed.clone()),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
     async fn request(
         &self,
         sprint: &Sprint,

@@ -138,7 +138,13 @@ impl Orchestrator {
                     focus_by: focus.as_ref().and_then(|f| f.by.clone()),
                     ..after.clone()
                 };
-                self.compose(&given, known).await
+                let mut composed = self.compose(&given, known).await;
+                // The log does not hold this move yet: the round its checks failed starts
+                // with them.
+                if let (Some(c), Event::ChecksFailed { failed, .. }) = (&mut composed, &event) {
+                    c.request.contract.forge_checks = failed.clone();
+                }
+                composed
             }
             Launch::Nothing | Launch::Reviewers => None,
         };

@@ -88,6 +88,57 @@ pub struct Evidence {
     /// The commit the latest approving review saw: what an approval deploys (`None`
     /// outside git, or before a review approved).
     pub approved: Option<String>,
+    /// The sprint's pull request on its project's forge, when one was opened.
+    pub forge: Option<PullRequestSeen>,
+}
+
+/// A sprint's pull request as its log tells it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PullRequestSeen {
+    pub pr: u64,
+    pub url: String,
+    /// The head hanarang pushed last.
+    pub head: String,
+    /// The forge's checks on it, as last reported: `(name, result)`.
+    pub checks: Vec<(String, String)>,
+}
+
+/// The pull request the log names, with the last word of its checks on its head.
+fn pull_request_seen(log: &[TransitionRecord]) -> Option<PullRequestSeen> {
+    use crate::pipeline::Event;
+    let mut seen: Option<PullRequestSeen> = None;
+    for t in log {
+        match (&t.detail, &mut seen) {
+            (Event::Published { pr, url, head }, _) => {
+                seen = Some(PullRequestSeen {
+                    pr: *pr,
+                    url: url.clone(),
+                    head: head.clone(),
+                    checks: Vec::new(),
+                });
+            }
+            (Event::ChecksPassed { checks, .. }, Some(s)) => {
+                s.checks = checks
+                    .iter()
+                    .map(|c| (c.clone(), "success".into()))
+                    .collect();
+            }
+            (Event::ChecksFailed { failed, .. }, Some(s)) => {
+                s.checks = failed
+                    .iter()
+                    .map(|c| (c.name.clone(), c.conclusion.clone()))
+                    .collect();
+            }
+            (Event::ChecksTimedOut { pending, .. }, Some(s)) => {
+                s.checks = pending
+                    .iter()
+                    .map(|c| (c.clone(), "pending".into()))
+                    .collect();
+            }
+            _ => {}
+        }
+    }
+    seen
 }
 
 impl Evidence {
@@ -128,6 +179,7 @@ impl Evidence {
         .await;
         Ok(Evidence {
             approved,
+            forge: pull_request_seen(&log),
             contract: crate::store::contract_results(&runs),
             rounds: rounds(&runs, &log),
             sprint,

@@ -69,6 +69,12 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
             "base_commit": sprint.base_commit,
             "head_commit": head,
             "approved_commit": e.approved,
+            "forge": e.forge.as_ref().map(|f| json!({
+                "pr": f.pr,
+                "url": f.url,
+                "head": f.head,
+                "checks": f.checks.iter().map(|(name, result)| json!({ "name": name, "result": result })).collect::<Vec<_>>(),
+            })),
             "unreviewed_commits": match work {
                 Some(Ok(w)) => unreviewed(&w.commits, e.approved.as_deref()),
                 _ => Vec::new(),
@@ -120,6 +126,14 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
                 short(commit),
                 short(&w.head)
             );
+            if let Some(f) = &e.forge {
+                outln!(
+                    "Pull request #{} at {}: {}",
+                    f.pr,
+                    short(&f.head),
+                    escape_controls(&f.url)
+                );
+            }
             let approved = e.approved.as_deref();
             if let Some(approved) = approved {
                 outln!("Approved at {} (what an approval deploys)", short(approved));

@@ -112,6 +112,9 @@ pub struct ContractFile {
     /// narang after `check_failed`, how it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_result: Option<CheckResult>,
+    /// The forge's checks that failed on the pushed head, for narang's round after them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forge_checks: Vec<crate::pipeline::fsm::FailedCheck>,
 }
 
 /// What the orchestrator's run of the project's check found.

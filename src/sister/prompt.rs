@@ -88,6 +88,15 @@ pub fn render_prompt(
     if let Some(check) = &contract.check_result {
         let _ = writeln!(p, "\n{}", check_text(check));
     }
+    if !contract.forge_checks.is_empty() {
+        let _ = writeln!(
+            p,
+            "\nThe pull request's CI failed on the pushed head, so this round is for fixing it (each check's name, conclusion, link and the end of its log, as the forge reported them):"
+        );
+        for check in &contract.forge_checks {
+            let _ = writeln!(p, "{}", forge_check_text(check));
+        }
+    }
     if !contract.review_issues.is_empty() {
         let _ = writeln!(p, "\nThe reviewer asked for these changes:");
         for (from, issues) in issues_by_source(contract) {
@@ -150,6 +159,21 @@ fn check_text(check: &CheckResult) -> String {
         check.run,
         quote::block("check-output", "check", failure)
     )
+}
+
+/// One failed forge check, quoted as the forge's data.
+fn forge_check_text(check: &crate::pipeline::fsm::FailedCheck) -> String {
+    let mut text = format!("{}: {}", check.name, check.conclusion);
+    if let Some(url) = &check.url {
+        text.push_str(&format!(" ({url})"));
+    }
+    if let Some(summary) = &check.summary {
+        text.push_str(&format!("\n{}", summary.trim()));
+    }
+    if let Some(tail) = &check.log_tail {
+        text.push_str(&format!("\n{}", tail.trim_end()));
+    }
+    quote::block("check-output", &format!("forge:{}", check.name), &text)
 }
 
 /// The review issues grouped by who raised them, in the order each first appears.
@@ -232,6 +256,7 @@ mod tests {
             deploy: None,
             reviewer: None,
             check_result: None,
+            forge_checks: Vec::new(),
         }
     }
 

@@ -175,6 +175,7 @@ pub fn contract(actor: Actor, workdir: &Path) -> ContractFile {
         deploy: None,
         reviewer: None,
         check_result: None,
+        forge_checks: Vec::new(),
     }
 }
 
