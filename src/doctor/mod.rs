@@ -3,6 +3,7 @@
 //! database is created or migrated, no message is sent.
 
 mod discord;
+mod forge;
 
 use std::path::{Path, PathBuf};
 
@@ -101,6 +102,7 @@ pub async fn run(loaded: Result<(PathBuf, Config), config::ConfigError>) -> Vec<
     checks.push(confinement(&config));
     checks.push(containment(&config));
     checks.extend(projects(&config));
+    checks.extend(forge::checks(&config).await);
     if let Some(discord) = &config.discord {
         checks.extend(discord::checks(discord).await);
     }

@@ -68,6 +68,18 @@ pub async fn fetch(repo: &Repo, remote: &Remote<'_>, branch: &str) -> Result<Str
     Ok(fetched.trim().to_string())
 }
 
+/// Whether git reaches the remote with the token (it lists its branches).
+pub async fn reachable(repo: &Repo, remote: &Remote<'_>) -> Result<(), String> {
+    with_credentials(repo, remote, |view, settings, readable| async move {
+        let args = ["ls-remote", "--heads", remote.url];
+        repo.git_remote(&view, &args, &settings, &readable)
+            .await
+            .map(|_| ())
+            .map_err(|e| failed(&format!("git cannot reach {}", remote.url), e))
+    })
+    .await
+}
+
 /// Runs `call` with the settings that give git the token (a credential file written
 /// now, removed after) and the protocols of the remote's URL allowed.
 async fn with_credentials<F, Fut, T>(repo: &Repo, remote: &Remote<'_>, call: F) -> Result<T, String>

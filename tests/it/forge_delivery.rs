@@ -317,3 +317,45 @@ async fn a_reviewers_changes_requested_at_done_starts_a_round_and_strangers_are_
         "a stranger reached an agent: {prompt}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_checks_the_token_the_permissions_the_base_branch_and_the_push_url() {
+    let (files, fake, _repo) = delivering(Engine::Sqlite, Kind::GitHub, "ok", "");
+    let said = String::from_utf8_lossy(&files.hanarang(&["doctor"]).stdout).into_owned();
+    for line in [
+        "ok   forge app token: the forge takes the token: it is hanarang-bot",
+        "ok   forge app repository: hanarang-bot may push to acme/app",
+        "ok   forge app base branch: main is on the forge",
+        "ok   forge app push URL: git reaches",
+    ] {
+        assert!(said.contains(line), "{line:?} missing from\n{said}");
+    }
+    fake.set_permissions(crate::support::fake_forge::Permissions {
+        push: false,
+        ..crate::support::fake_forge::Permissions::default()
+    });
+    fake.delete_branch("main");
+    let out = files.hanarang(&["doctor"]);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("FAIL forge app repository: hanarang-bot may not push to acme/app"),
+        "{said}"
+    );
+    assert!(
+        said.contains("FAIL forge app base branch: the forge has no branch main"),
+        "{said}"
+    );
+
+    std::fs::write(files.dir.path().join("forge-token"), "wrong\n").unwrap();
+    let said = String::from_utf8_lossy(&files.hanarang(&["doctor"]).stdout).into_owned();
+    assert!(
+        said.contains("FAIL forge app token: the forge refused the token"),
+        "{said}"
+    );
+    assert!(said.contains("fix: make a new token"), "{said}");
+    assert!(
+        !said.contains("wrong"),
+        "the token is never printed: {said}"
+    );
+}
