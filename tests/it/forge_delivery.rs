@@ -359,3 +359,49 @@ async fn doctor_checks_the_token_the_permissions_the_base_branch_and_the_push_ur
         "the token is never printed: {said}"
     );
 }
+
+/// A forge that answers with its rate limit is not asked again before the reset it named
+/// (no burst), and one that is down delays the sprint and loses nothing: the checks that
+/// passed meanwhile still bring it to `done`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rate_limit_is_waited_out_and_an_outage_loses_nothing() {
+    use crate::support::fake_forge::{Limit, Outage};
+    let (files, fake, repo) = delivering(Engine::Sqlite, Kind::GitHub, "commits 1", "");
+    let _serve = Serve::start(&files, "serve.log");
+    let (id, _, head) = at_verifying(&files, &fake, &repo);
+
+    fake.rate_limit(
+        1,
+        Limit::TooMany {
+            retry_after_secs: 3,
+        },
+    );
+    wait_until("the forge answered its rate limit", || {
+        fake.api_requests().iter().any(|r| r.status == 429)
+    });
+    let limited = fake
+        .api_requests()
+        .into_iter()
+        .find(|r| r.status == 429)
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let during: Vec<_> = fake
+        .api_requests()
+        .into_iter()
+        .filter(|r| {
+            r.index > limited.index && r.at < limited.at + std::time::Duration::from_millis(2500)
+        })
+        .map(|r| (r.method, r.path))
+        .collect();
+    assert!(
+        during.is_empty(),
+        "asked again before the reset: {during:?}"
+    );
+
+    fake.down(Outage::BadGateway);
+    fake.set_check(&head, "test", "completed", Some("success"), None);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(crate::back_door::state(&files, &id), "verifying");
+    fake.up();
+    wait_for_state(&files, &id, "done");
+}
