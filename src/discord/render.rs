@@ -50,6 +50,8 @@ fn state_label(state: State, locale: Locale) -> String {
     }
     let label = match (state, locale) {
         (State::Queued, Locale::Ko) => "대기",
+        (State::Verifying, Locale::Ko) => "🧪 PR의 CI 검사 대기",
+        (State::Verifying, Locale::En) => "🧪 the pull request's checks run",
         (State::Done, Locale::Ko) => "✅ 완료 (배포 승인 대기)",
         (State::Deployed, Locale::Ko) => "🎉 배포 완료",
         (State::Escalated, Locale::Ko) => "🚨 확인 필요",

@@ -46,7 +46,23 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
     } else {
         format!("📋 **{} summary** · round {}", s.id, s.round)
     });
-    if let Some(approved) = &e.approved {
+    if let (Some(approved), Some(f)) = (&e.approved, &e.forge) {
+        out.push(if ko {
+            format!(
+                "🔏 승인하면 PR #{}을 리뷰된 커밋 `{}`에서 병합 (그 밖엔 아무것도): {}",
+                f.pr,
+                short(approved),
+                f.url
+            )
+        } else {
+            format!(
+                "🔏 Approving merges pull request #{} at `{}` exactly as reviewed, and nothing else: {}",
+                f.pr,
+                short(approved),
+                f.url
+            )
+        });
+    } else if let Some(approved) = &e.approved {
         out.push(if ko {
             format!(
                 "🔏 승인하면 리뷰된 커밋 `{}`을 그대로 배포 (그 밖엔 아무것도)",

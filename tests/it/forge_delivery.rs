@@ -19,7 +19,7 @@ const BRANCH: &str = "feature/sprint-001";
 
 /// A pipeline on a git repository whose project delivers through a fake forge of `kind`,
 /// seeded with the repository's `main`; `extra` is added to the forge's table.
-fn delivering(
+pub(crate) fn delivering(
     engine: Engine,
     kind: Kind,
     narang: &'static str,
@@ -48,7 +48,7 @@ fn delivering(
     (files, fake, repo)
 }
 
-fn wait_until(what: &str, ok: impl Fn() -> bool) {
+pub(crate) fn wait_until(what: &str, ok: impl Fn() -> bool) {
     let deadline = std::time::Instant::now() + PATIENCE;
     while !ok() {
         assert!(std::time::Instant::now() < deadline, "never {what}");

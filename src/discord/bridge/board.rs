@@ -218,6 +218,19 @@ impl Bridge {
             text.push('\n');
             text.push_str(&contract);
         }
+        // The pull request, where the sprint is delivered through a forge: a link the bot
+        // makes itself.
+        let log = self.store.transitions(&sprint.id).await?;
+        if let Some((pr, url, head)) = log.iter().rev().find_map(|t| match &t.detail {
+            crate::pipeline::Event::Published { pr, url, head } => Some((pr, url, head)),
+            _ => None,
+        }) {
+            let head = head.get(..7).unwrap_or(head);
+            text.push_str(&match self.config.pipeline.locale {
+                crate::config::Locale::Ko => format!("\nPR: #{pr} ({head}) {url}"),
+                crate::config::Locale::En => format!("\nPull request: #{pr} ({head}) {url}"),
+            });
+        }
         let commands = self.store.commands_of(&sprint.id).await?;
         if let Some(people) = crate::discord::render::people_line(
             sprint.started_by.as_deref(),

@@ -183,6 +183,7 @@ fn no_mentions() -> Value {
 
 mod evidence;
 mod fallback;
+mod forge;
 mod inert;
 mod live;
 mod notes;
