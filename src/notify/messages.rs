@@ -251,6 +251,12 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 "the forge's checks were still pending past ci_timeout ({})",
                 cx.agent(&pending.join(", "))
             ),
+            (Escalation::ForgeFailed { reason }, Locale::Ko) => {
+                format!("포지가 거부함 — {}", cx.agent(reason))
+            }
+            (Escalation::ForgeFailed { reason }, Locale::En) => {
+                format!("the forge refused — {}", cx.agent(reason))
+            }
             (Escalation::MergeRefused { reason }, Locale::Ko) => {
                 format!("포지가 병합을 거부함 — {}", cx.agent(reason))
             }

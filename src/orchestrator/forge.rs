@@ -298,6 +298,16 @@ async fn visit(
             out.events = events;
             out.notes = notes;
         }
+        // What trying again will not mend: a person decides.
+        Err(
+            e
+            @ (ForgeError::Unauthorized(_) | ForgeError::NotFound(_) | ForgeError::Refused { .. }),
+        ) => {
+            tracing::warn!(error = %e, "the forge refused: escalated");
+            out.events = vec![Event::ForgeFailed {
+                reason: e.to_string(),
+            }];
+        }
         Err(ForgeError::RateLimited { until_ms }) => {
             let wait = u64::try_from(until_ms - now_ms()).unwrap_or(0);
             out.next = Duration::from_millis(wait).max(interval);
@@ -342,7 +352,14 @@ async fn publish(
     if before.as_deref() != Some(head.as_str()) {
         crate::sister::remote::push(repo, &remote, &sprint.branch, &head, before.as_deref())
             .await
-            .map_err(ForgeError::Unavailable)?;
+            .map_err(|why| match unreachable(&why) {
+                true => ForgeError::Unavailable(why),
+                // Refused: a branch there that hanarang did not push, a token without write.
+                false => ForgeError::Refused {
+                    status: 0,
+                    message: why,
+                },
+            })?;
     }
     let title = format!(
         "{} · {}",
@@ -594,6 +611,21 @@ async fn peoples_words(
         });
     }
     Ok(out)
+}
+
+/// Whether git's failure is the network's (tried again later) rather than a refusal.
+fn unreachable(why: &str) -> bool {
+    [
+        "Could not resolve host",
+        "Failed to connect",
+        "Connection refused",
+        "Connection timed out",
+        "Operation timed out",
+        "The requested URL returned error: 5",
+        "timed out",
+    ]
+    .iter()
+    .any(|sign| why.contains(sign))
 }
 
 /// The last `n` lines of `text`.

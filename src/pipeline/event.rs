@@ -130,6 +130,11 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         commit: Option<String>,
     },
+    /// The forge refused what hanarang must do there (its token, the repository, a push
+    /// onto a branch it did not make): a person decides.
+    ForgeFailed {
+        reason: String,
+    },
     /// The pull request was closed on the forge without a merge.
     ForgeClosed {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -175,6 +180,7 @@ impl Event {
             Event::ChecksTimedOut { .. } => "forge:checks_timed_out".into(),
             Event::ForgeMerged { .. } => "forge:merged".into(),
             Event::ForgeClosed { .. } => "forge:closed".into(),
+            Event::ForgeFailed { .. } => "forge:failed".into(),
             Event::FellBack { next, .. } => format!("fallback:{next}"),
         }
     }
@@ -277,6 +283,10 @@ pub enum Escalation {
     /// The forge refused the approved merge, in its words (branch protection, required
     /// reviews, a conflict, a moved head): nothing merged, never forced.
     MergeRefused {
+        reason: String,
+    },
+    /// The forge refused what hanarang must do there (its token, the repository, a push).
+    ForgeFailed {
         reason: String,
     },
 }

@@ -476,6 +476,18 @@ pub fn apply(
             )),
         },
 
+        Event::ForgeFailed { reason } => match at.state {
+            State::Verifying | State::Done => to(
+                escalate_to(at, at.state, at.round),
+                Some(Note::Escalated {
+                    escalation: Escalation::ForgeFailed {
+                        reason: reason.clone(),
+                    },
+                }),
+            ),
+            other => refuse(format!("{id} is {other}: it is not waiting on its forge")),
+        },
+
         Event::ForgeClosed { .. } => match at.state {
             State::Verifying | State::Done => to(at.with_state(State::Aborted), None),
             other => refuse(format!(

@@ -405,3 +405,20 @@ async fn a_rate_limit_is_waited_out_and_an_outage_loses_nothing() {
     fake.up();
     wait_for_state(&files, &id, "done");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_the_forge_refuses_escalates_with_its_words_and_never_shows_the_token() {
+    let (files, fake, repo) = delivering(Engine::Sqlite, Kind::GitHub, "commits 1", "");
+    std::fs::write(files.dir.path().join("forge-token"), "revoked-token\n").unwrap();
+    let _serve = Serve::start(&files, "serve.log");
+    let id = cli(&files, &["sprint", "start", "Add a login page"]);
+    wait_for_state(&files, &id, "escalated");
+    let text =
+        String::from_utf8_lossy(&files.hanarang(&["sprint", "log", &id]).stdout).into_owned();
+    assert!(text.contains("포지가 거부함"), "{text}");
+    assert!(fake.prs().is_empty());
+    assert_eq!(fake.branch(BRANCH), None, "nothing pushed");
+    let serve_log = std::fs::read_to_string(files.dir.path().join("serve.log")).unwrap_or_default();
+    assert!(!serve_log.contains("revoked-token") && !text.contains("revoked-token"));
+    let _ = repo;
+}

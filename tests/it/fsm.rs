@@ -297,6 +297,13 @@ fn columns() -> Vec<(&'static str, Event, Facts<'static>)> {
                 ..facts(true)
             },
         ),
+        (
+            "forge_failed",
+            Event::ForgeFailed {
+                reason: "the forge refused the token: Bad credentials".into(),
+            },
+            facts(false),
+        ),
     ]
 }
 
@@ -308,13 +315,13 @@ static REFUSED: Result<Option<String>, String> = Err(String::new());
 /// violation"; `X+` means "the same stage again as a retry (attempt + 1)"; `X^` means "to
 /// X with nothing deployed: the approved commit moved".
 const TABLE: &[(State, &[&str])] = &[
-    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget paused fallback n:ID(same head) d:RC(same) approve(moved) resume(moved) moved published checks_passed checks_failed checks_timed_out forge_merged forge_closed approve(merged) approve(refused) d:AP(forge)
+    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget paused fallback n:ID(same head) d:RC(same) approve(moved) resume(moved) moved published checks_passed checks_failed checks_timed_out forge_merged forge_closed approve(merged) approve(refused) d:AP(forge) forge_failed
     (
         State::Queued,
         &[
             "planning", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
             "aborted", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-", "-", "-",
+            "-", "-", "-", "-", "-",
         ],
     ),
     (
@@ -355,6 +362,7 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "aborted!",
+            "-",
         ],
     ),
     (
@@ -395,6 +403,7 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "aborted!",
+            "-",
         ],
     ),
     (
@@ -435,6 +444,7 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "verifying",
+            "-",
         ],
     ),
     (
@@ -475,6 +485,7 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "-",
+            "escalated",
         ],
     ),
     (
@@ -515,6 +526,7 @@ const TABLE: &[(State, &[&str])] = &[
             "deployed",
             "escalated",
             "-",
+            "escalated",
         ],
     ),
     (
@@ -555,6 +567,7 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "aborted!",
+            "-",
         ],
     ),
     (
@@ -562,7 +575,7 @@ const TABLE: &[(State, &[&str])] = &[
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-",
+            "-", "-",
         ],
     ),
     (
@@ -603,6 +616,7 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "-",
+            "-",
         ],
     ),
     (
@@ -610,7 +624,7 @@ const TABLE: &[(State, &[&str])] = &[
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-",
+            "-", "-",
         ],
     ),
 ];
