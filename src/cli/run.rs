@@ -93,7 +93,10 @@ async fn show_recipe(config: &Config) {
                         .into_iter()
                         .chain(check.command.iter().skip(1).cloned())
                         .collect();
-                    outln!("  check: {ended}, `{}`", command.join(" "));
+                    outln!(
+                        "  check: {ended}, `{}`",
+                        crate::domain::shell_line(&command)
+                    );
                 }
             }
             let checks = store.checks(&sprint.id).await.unwrap_or_default();

@@ -90,8 +90,8 @@ pub(super) fn config_check(path: Option<&std::path::Path>) -> Exit {
                         .map_or(String::new(), |p| format!(", preset {p}"));
                     outln!(
                         "#   {who}: {} {} (timeout {}, output_pointer {:?}{preset})",
-                        spec.program,
-                        spec.args.join(" "),
+                        crate::domain::shell_word(&spec.program),
+                        crate::domain::shell_line(&spec.args),
                         humantime::format_duration(spec.timeout),
                         spec.output_pointer
                     );

@@ -110,7 +110,7 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
             "**{check_word}**: {} {} `{}` ({}, {}){}",
             if c.passed() { "✅" } else { "❌" },
             crate::report::check_ended(c),
-            plain(&c.command.join(" ")),
+            plain(&crate::domain::shell_line(&c.command)),
             took(c.duration_ms),
             c.head.as_deref().map_or("no git", short),
             match e.checks.len() {

@@ -392,7 +392,9 @@ fn cli_version(
                 let _ = child.wait();
                 return Err(format!(
                     "`{}` gave no answer within {}s",
-                    args.join(" "),
+                    crate::domain::shell_line(
+                        &args.iter().map(|a| a.to_string()).collect::<Vec<_>>()
+                    ),
                     VERSION_TIMEOUT.as_secs()
                 ));
             }
@@ -406,7 +408,10 @@ fn cli_version(
         .unwrap_or("")
         .trim();
     if config::preset::numbers(first).is_empty() {
-        return Err(format!("`{}` printed no version", args.join(" ")));
+        return Err(format!(
+            "`{}` printed no version",
+            crate::domain::shell_line(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+        ));
     }
     Ok(first.to_string())
 }

@@ -244,7 +244,7 @@ fn print_check(c: &CheckRecord) {
         "  {:<16} {} {ended:<30} {took:<8} at {head}  `{}`",
         c.run_id,
         time(c.at),
-        escape_controls(&c.command.join(" "))
+        escape_controls(&crate::domain::shell_line(&c.command))
     );
     if let Some(last) = c.output_tail.lines().rfind(|l| !l.trim().is_empty()) {
         outln!("      │ {}", escape_controls(last));

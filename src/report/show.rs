@@ -193,7 +193,7 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
             outln!(
                 "  {} `{}` in {} at {}",
                 super::check_ended(c),
-                escape_controls(&c.command.join(" ")),
+                escape_controls(&crate::domain::shell_line(&c.command)),
                 humantime::format_duration(Duration::from_millis(
                     u64::try_from(c.duration_ms).unwrap_or(0) / 1000 * 1000
                 )),

@@ -64,9 +64,9 @@ impl CheckReport {
         }
     }
 
-    /// `cargo test --quiet` as a person would type it.
+    /// `sh -c 'cargo fmt --check && cargo test'`: as a shell reads it back.
     pub fn command_line(&self) -> String {
-        self.command.join(" ")
+        crate::domain::shell_line(&self.command)
     }
 }
 

@@ -139,7 +139,7 @@ fn request_text(actor: Actor, round: u32, request: &PersonRequest) -> String {
 /// What a sister is told of the project's check: that it passed (darang), or its failure
 /// quoted as the reason to try again (narang).
 fn check_text(check: &CheckResult) -> String {
-    let line = check.command.join(" ");
+    let line = crate::domain::shell_line(&check.command);
     let took = std::time::Duration::from_millis(u64::try_from(check.duration_ms).unwrap_or(0));
     let on = check
         .head

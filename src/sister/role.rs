@@ -44,7 +44,11 @@ pub fn render(contract: &ContractFile, template: Option<&str>, contract_path: &s
     let checklist = checklist(c);
     let check = match c.check.as_slice() {
         [] => "none is configured for this project".to_string(),
-        words => format!("`{}` in {} must exit 0", words.join(" "), c.workdir),
+        words => format!(
+            "`{}` in {} must exit 0",
+            crate::domain::shell_line(words),
+            c.workdir
+        ),
     };
     let instructions = c
         .instructions

@@ -67,7 +67,7 @@ pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunCont
             progress.send_modify(|p| {
                 p.step = Some(super::events::clean(&format!(
                     "🧪 {}",
-                    check.command.join(" ")
+                    crate::domain::shell_line(&check.command)
                 )));
                 p.step_at_ms = Some(crate::clock::now_ms());
             });

@@ -389,3 +389,40 @@ async fn without_a_check_none_runs() {
     let log: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(log["checks"], json!([]), "{log:#}");
 }
+
+/// A check given as a shell line (`sh -c '…'`) is shown to the sisters and to people as a
+/// shell reads it back, quoted; the JSON keeps the argv.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_check_is_shown_quoted_as_a_shell_reads_it() {
+    let files = Files::new(&Setup::default());
+    let command = ["sh", "-c", "echo 'it ran' && exit 0"];
+    files.append_config(&format!(
+        "check = {}\n",
+        serde_json::to_string(&command).expect("a TOML array of strings")
+    ));
+    let shown = r#"sh -c 'echo '\''it ran'\'' && exit 0'"#;
+    let p = Pipeline::start_with(files).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    let runs = p.runs(&s.id).await;
+    for run in &runs {
+        let prompt = p.files.stdin_of(&run.run_id);
+        if matches!(
+            run.actor,
+            hanarang::handoff::message::Actor::Narang | hanarang::handoff::message::Actor::Darang
+        ) {
+            assert!(prompt.contains(shown), "{}: {prompt}", run.run_id);
+            assert!(!prompt.contains("sh -c echo"), "{prompt}");
+        }
+    }
+    let log =
+        String::from_utf8_lossy(&p.files.hanarang(&["sprint", "log", &s.id]).stdout).into_owned();
+    assert!(log.contains(shown), "{log}");
+    let show: serde_json::Value = serde_json::from_slice(
+        &p.files
+            .hanarang(&["sprint", "show", &s.id, "--json"])
+            .stdout,
+    )
+    .expect("show JSON");
+    assert_eq!(show["checks"][0]["command"], json!(command));
+}
