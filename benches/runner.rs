@@ -132,6 +132,7 @@ fn request(dir: &TempDir, sister: &Sister) -> RunRequest {
         fence: None,
         // As the orchestrator gives one, where the host has cgroup v2.
         containers: hanarang::sister::container::Containers::open(&dir.path().join("runs")).ok(),
+        git_identity: None,
     }
 }
 

@@ -292,6 +292,7 @@ fn reference_costs(
             check: None,
             fence: None,
             containers: None,
+            git_identity: None,
         };
         let mut time_runner = || {
             let t = Instant::now();

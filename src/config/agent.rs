@@ -53,6 +53,11 @@ pub struct AgentConfig {
     /// the kernel has Landlock.
     #[serde(default)]
     pub confine: Confine,
+    /// Who a sister's commits are by (author and committer): `Name <email>`, with
+    /// `{actor}` (its name) and `{host}` (`[host] name`). So `git log` says which sister
+    /// made each commit, and no sister borrows a person's identity.
+    #[serde(default = "default_git_author")]
+    pub git_author: String,
     /// The agents that take a stage over when this one is at its usage limit, in order:
     /// preset names or `[agent.profiles.NAME]` names. A sister's own
     /// `fallback` replaces it.
@@ -90,6 +95,7 @@ impl Default for AgentConfig {
             stream: None,
             writable: Vec::new(),
             confine: Confine::default(),
+            git_author: default_git_author(),
             fallback: Vec::new(),
             profiles: BTreeMap::new(),
             harang: SisterConfig::default(),
@@ -400,4 +406,21 @@ impl AgentConfig {
             reviewer: reviewer.map(str::to_string),
         }
     }
+}
+
+pub(super) fn default_git_author() -> String {
+    "{actor} (hanarang) <hanarang@{host}>".into()
+}
+
+/// The name and e-mail a sister commits as: `git_author` with its placeholders filled;
+/// `None` when it is not `Name <email>`.
+pub fn git_identity(template: &str, actor: Actor, host: &str) -> Option<(String, String)> {
+    let filled =
+        crate::placeholder::substitute(template, &[("actor", actor.as_str()), ("host", host)]);
+    let (name, rest) = filled.split_once('<')?;
+    let email = rest.strip_suffix('>')?.trim();
+    let name = name.trim();
+    let bad = |s: &str| s.is_empty() || s.contains(['<', '>', '\n', '\0']);
+    (!bad(name) && !bad(email) && email.contains('@'))
+        .then(|| (name.to_string(), email.to_string()))
 }

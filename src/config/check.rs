@@ -146,6 +146,16 @@ impl Config {
             check_agent_fields(&table, &AgentFields::of(profile), token_env, &mut problem);
         }
 
+        if git_identity(&a.git_author, Actor::Narang, &self.host.name).is_none() {
+            problem(
+                "agent.git_author",
+                format!(
+                    "{:?}: expected \"Name <email>\" (with {{actor}} and {{host}} if wanted)",
+                    a.git_author
+                ),
+            );
+        }
+
         // What of hanarang's is known here: the config's own path is set only once it is
         // checked.
         let own = secret_files(self);

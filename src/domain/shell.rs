@@ -15,7 +15,9 @@ pub fn shell_word(word: &str) -> String {
     let plain = !word.is_empty()
         && word
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,{}".contains(c))
+        // bash expands `{a,b}` and `{1..3}`; a placeholder such as `{workdir}` stays.
+        && !(word.contains('{') && (word.contains(',') || word.contains("..")));
     if plain {
         return word.to_string();
     }

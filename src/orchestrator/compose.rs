@@ -325,6 +325,11 @@ impl Orchestrator {
             check: super::check::for_run(project, actor),
             fence: Some(fence),
             containers: self.containers.clone(),
+            git_identity: crate::config::git_identity(
+                &self.config.agent.git_author,
+                actor,
+                &self.config.host.name,
+            ),
             repo,
         };
         let mut composed = Composed {

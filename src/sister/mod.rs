@@ -95,6 +95,8 @@ pub struct RunRequest {
     /// Where the run's container is made; `None`: the host gives none, and only the
     /// process group is stopped at the run's end.
     pub containers: Option<container::Containers>,
+    /// Who the sister's commits are by (`[agent] git_author`): name and e-mail.
+    pub git_identity: Option<(String, String)>,
     /// git on the workdir, for the facts checked after the sister (fenced the same way).
     pub repo: git::Repo,
 }

@@ -88,6 +88,13 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, Box<RunReport>> {
     if let Some(reviewer) = &spec.reviewer {
         command.env("HANARANG_REVIEWER", reviewer);
     }
+    if let Some((name, email)) = &req.git_identity {
+        command
+            .env("GIT_AUTHOR_NAME", name)
+            .env("GIT_AUTHOR_EMAIL", email)
+            .env("GIT_COMMITTER_NAME", name)
+            .env("GIT_COMMITTER_EMAIL", email);
+    }
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

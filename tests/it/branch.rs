@@ -451,3 +451,42 @@ async fn a_repository_deleted_under_a_sprint_stops_it_naming_the_branch() {
     );
     p.stop().await;
 }
+
+/// Each sister commits as itself (`[agent] git_author`): `git log` says which one made each
+/// commit, and none takes the person's own identity. A template that is no `Name <email>`
+/// is a config error naming its key.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_sister_commits_as_itself() {
+    let files = Files::new(&Setup {
+        narang: "commits 1",
+        extra: ON_THE_BRANCH,
+        ..Setup::default()
+    });
+    let (repo, _) = a_repository_on_main(&files);
+    let p = Pipeline::start_with(files).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Done).await;
+    let host = p.config.host.name.clone();
+    let authors = git(
+        &repo,
+        &["log", "--format=%an <%ae>|%cn", "main..feature/sprint-001"],
+    );
+    assert_eq!(
+        authors,
+        format!("narang (hanarang) <hanarang@{host}>|narang (hanarang)"),
+        "{authors}"
+    );
+
+    let bad = Files::new(&Setup::default());
+    let config = std::fs::read_to_string(&bad.config_path).unwrap();
+    std::fs::write(
+        &bad.config_path,
+        config.replacen("[agent]\n", "[agent]\ngit_author = \"{actor}\"\n", 1),
+    )
+    .unwrap();
+    let out = bad.hanarang(&["config", "check"]);
+    let said =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("agent.git_author"), "{said}");
+}

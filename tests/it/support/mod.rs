@@ -125,6 +125,7 @@ impl Fixture {
             // As the orchestrator gives one where the host has cgroup v2.
             containers: hanarang::sister::container::Containers::open(&dir.path().join("runs"))
                 .ok(),
+            git_identity: None,
         };
         Fixture { dir, request }
     }
