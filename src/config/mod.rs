@@ -24,6 +24,7 @@ mod inside;
 mod paths;
 pub mod preset;
 mod project;
+mod roles;
 mod sections;
 
 pub use agent::*;
@@ -34,6 +35,7 @@ use inside::read_operators;
 pub use inside::{MAX_RECIPE_BYTES, Refused, read_inside};
 pub use paths::*;
 pub use project::*;
+pub use roles::{may_approve, may_note, may_start, may_steer};
 pub use sections::*;
 
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 1024 * 1024;

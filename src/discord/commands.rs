@@ -14,11 +14,11 @@ use serenity::{
 };
 
 use super::buttons::{Action, ButtonId};
-use super::checks::{may_approve, may_start, may_steer};
 use super::render::{MAX_EPHEMERAL, cut};
 use super::{Context, Data, Error};
 use crate::clock::now_ms;
 use crate::config::Locale;
+use crate::config::{may_approve, may_start, may_steer};
 use crate::domain::parse_sprint_id;
 use crate::orchestrator::client::{self, Answer, Request};
 use crate::store::CommandKind;

@@ -5,7 +5,6 @@
 
 mod bridge;
 pub mod buttons;
-pub mod checks;
 pub mod commands;
 pub mod inert;
 pub mod notes;

@@ -12,10 +12,10 @@ use poise::serenity_prelude as serenity;
 use serenity::{CreateAllowedMentions, CreateMessage, MessageType, ReactionType};
 
 use super::buttons::{decision_buttons, handoff_button, resume_button};
-use super::checks::may_note;
 use super::render::{MAX_CONTENT, cut};
 use super::{Data, Error};
 use crate::config::Locale;
+use crate::config::may_note;
 use crate::orchestrator::client::{Note, submit_note};
 use crate::pipeline::State;
 

@@ -33,6 +33,8 @@ pub(super) struct ProjectForge {
     pub config: ForgeConfig,
     api: Box<dyn Forge>,
     token: ForgeToken,
+    /// Who may steer and note: the forge's people are held to it by their Discord id.
+    discord: Option<crate::config::DiscordConfig>,
 }
 
 /// The forges of the configured projects, and when each sprint's pull request is looked
@@ -85,6 +87,7 @@ impl Forges {
                     config: forge.clone(),
                     api,
                     token,
+                    discord: config.discord.clone(),
                 }),
             );
         }
@@ -560,8 +563,26 @@ async fn moved(
     }
 }
 
+/// What a login's words may be: `(note, steer)`. The people of `people` are held to the
+/// rules of who may steer and note by the Discord id they map to (a role cannot be looked
+/// up here: list such a person's id among `approver_user_ids`); without a Discord table,
+/// the operator's list is all there is.
+fn heard(forge: &ProjectForge, sprint: &Sprint, login: &str) -> (bool, bool) {
+    let Some(id) = forge.config.people.get(login) else {
+        return (false, false);
+    };
+    match &forge.discord {
+        None => (true, true),
+        Some(d) => (
+            crate::config::may_note(d, *id, &[], sprint.started_by.as_deref()),
+            crate::config::may_steer(d, *id, &[]),
+        ),
+    }
+}
+
 /// Reviews and comments by the project's people, as notes (a "changes requested" review
-/// at `done`: a request for changes with its line comments). Anyone else's are not read.
+/// at `done`, by one who may steer: a request for changes with its line comments). Anyone
+/// else's are not read.
 async fn peoples_words(
     forge: &ProjectForge,
     sprint: &Sprint,
@@ -573,7 +594,8 @@ async fn peoples_words(
     }
     let mut out = Vec::new();
     for review in forge.api.reviews(pull.number).await? {
-        if !people.contains_key(&review.login) {
+        let (note, steer) = heard(forge, sprint, &review.login);
+        if !note {
             continue;
         }
         let mut text = review.body.clone();
@@ -588,7 +610,7 @@ async fn peoples_words(
             continue;
         }
         let kind = match (review.state, sprint.state) {
-            (ReviewState::ChangesRequested, State::Done) => CommandKind::RequestChanges,
+            (ReviewState::ChangesRequested, State::Done) if steer => CommandKind::RequestChanges,
             (ReviewState::Other, _) => continue,
             _ => CommandKind::Note,
         };
@@ -600,7 +622,7 @@ async fn peoples_words(
         });
     }
     for comment in forge.api.comments(pull.number).await? {
-        if !people.contains_key(&comment.login) || comment.body.trim().is_empty() {
+        if !heard(forge, sprint, &comment.login).0 || comment.body.trim().is_empty() {
             continue;
         }
         out.push(PeoplesWord {

@@ -422,3 +422,40 @@ async fn a_token_the_forge_refuses_escalates_with_its_words_and_never_shows_the_
     assert!(!serve_log.contains("revoked-token") && !text.contains("revoked-token"));
     let _ = repo;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_check_at_all_is_done_saying_so_and_checks_pending_too_long_escalate() {
+    let (files, fake, repo) = delivering(
+        Engine::Sqlite,
+        Kind::GitHub,
+        "commits 1",
+        "ci_absent_after = \"300ms\"",
+    );
+    let _serve = Serve::start(&files, "serve.log");
+    let (id, _, _) = at_verifying(&files, &fake, &repo);
+    wait_for_state(&files, &id, "done");
+    let text =
+        String::from_utf8_lossy(&files.hanarang(&["sprint", "log", &id]).stdout).into_owned();
+    assert!(text.contains("CI 없음"), "{text}");
+
+    let (files, fake, repo) = delivering(
+        Engine::Sqlite,
+        Kind::GitHub,
+        "commits 1",
+        "ci_timeout = \"300ms\"",
+    );
+    let _serve = Serve::start(&files, "serve.log");
+    let (id, _, head) = at_verifying(&files, &fake, &repo);
+    fake.set_check(&head, "test", "in_progress", None, None);
+    wait_for_state(&files, &id, "escalated");
+    let text =
+        String::from_utf8_lossy(&files.hanarang(&["sprint", "log", &id]).stdout).into_owned();
+    assert!(
+        text.contains("ci_timeout") && text.contains("test"),
+        "{text}"
+    );
+    // A resume waits for the checks again; green now, the sprint is done.
+    fake.set_check(&head, "test", "completed", Some("success"), None);
+    cli(&files, &["sprint", "resume", &id]);
+    wait_for_state(&files, &id, "done");
+}

@@ -1,9 +1,10 @@
-//! Who may do what from Discord: the configured user, the approver users
-//! and members holding an approver role steer sprints; they and the starters may start
-//! one; with `approval = "not-starter"` a sprint's starter may not approve its deploy.
-//! Checked in code on every command and click; Discord-side permissions are not trusted.
+//! Who may do what: the configured user, the approver users and members holding an
+//! approver role steer sprints; they and the starters may start one; with
+//! `approval = "not-starter"` a sprint's starter may not approve its deploy. Checked in
+//! code on every command and click (Discord-side permissions are not trusted), and for the
+//! forge's people by the Discord id `people` maps their login to.
 
-use crate::config::{Approval, DiscordConfig};
+use super::{Approval, DiscordConfig};
 
 /// Whether this member may approve, request changes, resume, hand off or abort.
 pub fn may_steer(discord: &DiscordConfig, user_id: u64, role_ids: &[u64]) -> bool {
