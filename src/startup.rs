@@ -42,10 +42,14 @@ pub async fn start_orchestrator(config: Arc<Config>, store: Store) -> Result<Orc
             return Err(Exit::Usage);
         }
     }
-    Orchestrator::start(config, store).await.map_err(|e| {
-        errln!("hanarang: {e}");
-        Exit::Failure
-    })
+    let describe = crate::report::pull_request_body(store.clone(), config.clone());
+    Orchestrator::start(config, store)
+        .await
+        .map(|o| o.describe_with(describe))
+        .map_err(|e| {
+            errln!("hanarang: {e}");
+            Exit::Failure
+        })
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -37,11 +37,21 @@ pub(super) struct ProjectForge {
     discord: Option<crate::config::DiscordConfig>,
 }
 
+/// Writes a pull request's body for a sprint: the summary people approve from, which the
+/// wiring gives (the loop does not render it: `report` does).
+pub type Describe = Arc<
+    dyn Fn(Sprint) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// The forges of the configured projects, and when each sprint's pull request is looked
 /// at next.
 #[derive(Default)]
 pub(super) struct Forges {
     by_project: HashMap<String, Arc<ProjectForge>>,
+    /// The pull requests' bodies; without it, the goal and the contract.
+    describe: Option<Describe>,
     /// Sprint → when it is visited next, and whether a visit is under way.
     watch: HashMap<String, (Instant, bool)>,
 }
@@ -93,6 +103,7 @@ impl Forges {
         }
         Ok(Forges {
             by_project,
+            describe: None,
             watch: HashMap::new(),
         })
     }
@@ -113,6 +124,12 @@ impl Forges {
 }
 
 impl Orchestrator {
+    /// Pull requests get `describe`'s bodies.
+    pub fn describe_with(mut self, describe: Describe) -> Orchestrator {
+        self.forges.describe = Some(describe);
+        self
+    }
+
     /// Starts a visit for each sprint waiting on its forge whose time has come; returns
     /// how long until the next one is due.
     pub(super) async fn visit_forges(&mut self) -> Result<Duration, OrchestratorError> {
@@ -158,10 +175,11 @@ impl Orchestrator {
             );
             let tx = self.forge_tx.clone();
             let store = self.store.clone();
+            let describe = self.forges.describe.clone();
             let span = tracing::info_span!("forge", sprint = %sprint.id);
             tokio::spawn(tracing::Instrument::instrument(
                 async move {
-                    let visit = visit(&forge, &store, &repo, &sprint, &log).await;
+                    let visit = visit(&forge, &store, describe, &repo, &sprint, &log).await;
                     let _ = tx.send(visit);
                 },
                 span,
@@ -275,6 +293,7 @@ fn published_since_verifying(log: &[TransitionRecord]) -> bool {
 async fn visit(
     forge: &ProjectForge,
     store: &Store,
+    describe: Option<Describe>,
     repo: &Repo,
     sprint: &Sprint,
     log: &[TransitionRecord],
@@ -292,7 +311,7 @@ async fn visit(
         },
     };
     let found = if sprint.state == State::Verifying && !published_since_verifying(log) {
-        publish(forge, store, repo, sprint, log).await
+        publish(forge, store, describe, repo, sprint, log).await
     } else {
         watch(forge, repo, sprint, log).await
     };
@@ -331,6 +350,7 @@ type Found = Result<(Vec<Event>, Vec<PeoplesWord>), ForgeError>;
 async fn publish(
     forge: &ProjectForge,
     store: &Store,
+    describe: Option<Describe>,
     repo: &Repo,
     sprint: &Sprint,
     log: &[TransitionRecord],
@@ -369,7 +389,14 @@ async fn publish(
         sprint.id,
         crate::notify::messages::one_line(&sprint.goal)
     );
-    let body = body(store, sprint, &head).await;
+    let described = match describe {
+        Some(describe) => describe(sprint.clone()).await,
+        None => None,
+    };
+    let body = match described {
+        Some(text) => text,
+        None => body(store, sprint, &head).await,
+    };
     let pull = match forge.api.open_pull_request(&sprint.branch).await? {
         Some(open) => {
             forge

@@ -13,6 +13,7 @@ mod compose;
 mod findings;
 mod finish;
 mod forge;
+pub use forge::Describe;
 mod lease;
 pub mod live;
 mod memory;

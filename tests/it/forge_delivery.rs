@@ -74,6 +74,15 @@ async fn green_ci_then_approval_merges_at_the_head_shown(engine: Engine, kind: K
         "the reviewed head was pushed"
     );
     let pr = fake.prs()[0].clone();
+    // Its body is the summary people approve from.
+    for part in ["SPRINT-001 요약", "add part 1.1", "part-1-1.txt"] {
+        assert!(
+            pr.body.contains(part),
+            "{part:?} missing from the body:\n{}",
+            pr.body
+        );
+    }
+    assert!(pr.title.contains("Add a login page"), "{}", pr.title);
     match kind {
         Kind::GitHub => {
             fake.set_check(&head, "test", "completed", Some("success"), None);
