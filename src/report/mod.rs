@@ -333,6 +333,33 @@ pub async fn hosts(store: &Store, as_json: bool) -> Exit {
     Exit::Success
 }
 
+/// A sprint's pull request body: the summary people approve from (as its thread shows it),
+/// with the link to the thread when it has one.
+pub fn pull_request_body(
+    store: crate::store::Store,
+    config: std::sync::Arc<crate::config::Config>,
+) -> crate::orchestrator::Describe {
+    std::sync::Arc::new(move |sprint| {
+        let (store, config) = (store.clone(), config.clone());
+        Box::pin(async move {
+            let id = sprint.id.clone();
+            let evidence = evidence::Evidence::gather(&store, &config, sprint)
+                .await
+                .ok()?;
+            let mut text = crate::discord::summary::summary(&evidence, config.pipeline.locale).text;
+            let thread = store.forum_post(&id).await.ok().flatten();
+            if let (Some(post), Some(discord)) = (thread, &config.discord) {
+                text.push_str(&format!(
+                    "\n\nThread: https://discord.com/channels/{}/{}",
+                    discord.guild_id.0, post.thread_id
+                ));
+            }
+            text.push_str(&format!("\n\nOpened by hanarang for {id}."));
+            Some(text)
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::Cost;
@@ -366,31 +393,4 @@ mod tests {
             assert_eq!(Cost(usd).to_string(), format!("${usd:.2}"), "{usd:?}");
         }
     }
-}
-
-/// A sprint's pull request body: the summary people approve from (as its thread shows it),
-/// with the link to the thread when it has one.
-pub fn pull_request_body(
-    store: crate::store::Store,
-    config: std::sync::Arc<crate::config::Config>,
-) -> crate::orchestrator::Describe {
-    std::sync::Arc::new(move |sprint| {
-        let (store, config) = (store.clone(), config.clone());
-        Box::pin(async move {
-            let id = sprint.id.clone();
-            let evidence = evidence::Evidence::gather(&store, &config, sprint)
-                .await
-                .ok()?;
-            let mut text = crate::discord::summary::summary(&evidence, config.pipeline.locale).text;
-            let thread = store.forum_post(&id).await.ok().flatten();
-            if let (Some(post), Some(discord)) = (thread, &config.discord) {
-                text.push_str(&format!(
-                    "\n\nThread: https://discord.com/channels/{}/{}",
-                    discord.guild_id.0, post.thread_id
-                ));
-            }
-            text.push_str(&format!("\n\nOpened by hanarang for {id}."));
-            Some(text)
-        })
-    })
 }
