@@ -27,6 +27,12 @@ const LOG_BYTES: usize = 64 * 1024;
 const LOG_LINES: usize = 40;
 /// The wait before another try after a visit failed (the forge down, an unknown answer).
 const RETRY: Duration = Duration::from_secs(60);
+/// Visits start at most this often, across every pull request: never a burst at a forge,
+/// however many wait at once.
+const BETWEEN_VISITS: Duration = Duration::from_millis(500);
+/// The sprints waiting on a forge are read again at least this often (a takeover, a
+/// command that moved one), besides whenever a visit is due or one of them moved here.
+const REREAD: Duration = Duration::from_secs(60);
 
 /// One project's forge: its settings, its API, and the token git pushes with.
 pub(super) struct ProjectForge {
@@ -54,6 +60,11 @@ pub(super) struct Forges {
     describe: Option<Describe>,
     /// Sprint → when it is visited next, and whether a visit is under way.
     watch: HashMap<String, (Instant, bool)>,
+    /// No visit starts before this.
+    next_start: Option<Instant>,
+    /// When the sprints waiting on a forge were last read; `None`: read them at the next
+    /// pass (one of them moved).
+    read_at: Option<Instant>,
 }
 
 /// What a visit found.
@@ -105,6 +116,8 @@ impl Forges {
             by_project,
             describe: None,
             watch: HashMap::new(),
+            next_start: None,
+            read_at: None,
         })
     }
 
@@ -116,14 +129,44 @@ impl Forges {
         !self.by_project.is_empty()
     }
 
-    /// `sprint` is to be visited at once (it entered `verifying`, or a visit reported).
+    /// `sprint` is to be visited at once (it moved on since a visit saw it).
     pub(super) fn now(&mut self, sprint_id: &str) {
         self.watch
             .insert(sprint_id.to_string(), (Instant::now(), false));
+        self.read_at = None;
+    }
+
+    /// A sprint moved: the next pass reads which ones wait on a forge.
+    pub(super) fn moved(&mut self) {
+        self.read_at = None;
+    }
+
+    /// How long until a known visit is due, when the waiting sprints need not be read
+    /// again for it: nothing moved, none is due, and they were read lately.
+    fn quiet_for(&self, now: Instant) -> Option<Duration> {
+        let read = self.read_at?;
+        if now.duration_since(read) >= REREAD {
+            return None;
+        }
+        let mut next = read + REREAD - now;
+        for (at, busy) in self.watch.values() {
+            if !busy {
+                next = next.min(at.checked_duration_since(now)?);
+            }
+        }
+        if let Some(start) = self.next_start {
+            next = next.max(start.saturating_duration_since(now));
+        }
+        Some(next)
     }
 }
 
 impl Orchestrator {
+    /// A sprint changed state: which ones wait on a forge is read again.
+    pub(super) fn forges_moved(&mut self) {
+        self.forges.moved();
+    }
+
     /// Pull requests get `describe`'s bodies.
     pub fn describe_with(mut self, describe: Describe) -> Orchestrator {
         self.forges.describe = Some(describe);
@@ -136,12 +179,16 @@ impl Orchestrator {
         if !self.forges.any() {
             return Ok(super::IDLE);
         }
+        let now = Instant::now();
+        if let Some(wait) = self.forges.quiet_for(now) {
+            return Ok(wait);
+        }
+        self.forges.read_at = Some(now);
         let waiting = self
             .store
             .sprints_in(|s| matches!(s, State::Verifying | State::Done))
             .await?;
-        let now = Instant::now();
-        let mut next = super::IDLE;
+        let mut next = REREAD;
         let ids: Vec<&str> = waiting.iter().map(|s| s.id.as_str()).collect();
         self.forges.watch.retain(|id, _| ids.contains(&id.as_str()));
         for sprint in waiting {
@@ -163,6 +210,13 @@ impl Orchestrator {
                 next = next.min(at - now);
                 continue;
             }
+            if let Some(start) = self.forges.next_start
+                && start > now
+            {
+                next = next.min(start - now);
+                continue;
+            }
+            self.forges.next_start = Some(now + BETWEEN_VISITS);
             self.forges.watch.insert(sprint.id.clone(), (at, true));
             let log = self.store.transitions(&sprint.id).await?;
             let repo = self.repo(
@@ -195,6 +249,7 @@ impl Orchestrator {
             visit.sprint_id.clone(),
             (Instant::now() + visit.next, false),
         );
+        self.forges.moved();
         let Some(sprint) = self.store.sprint(&visit.sprint_id).await? else {
             return Ok(());
         };

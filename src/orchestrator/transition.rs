@@ -185,6 +185,10 @@ impl Orchestrator {
         if decision.frees_lock {
             self.lock_freed = true;
         }
+        if t.from.state != t.to.state {
+            // Whether it now waits on a forge, or no longer does.
+            self.forges_moved();
+        }
         // After the commit, never before: a subscriber only ever hears of what is durable.
         let _ = self.handle.events.send(Arc::new(Committed {
             record: record.clone(),
