@@ -35,7 +35,11 @@ fn git(dir: &std::path::Path, args: &[&str]) {
         .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
         .output()
         .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// CPU time (user + system) of a process so far.
@@ -84,7 +88,10 @@ fn main() {
     for name in &names {
         let workdir = files.dir.path().join(name);
         std::fs::remove_dir_all(&workdir).expect("the empty workdir");
-        git(files.dir.path(), &["clone", "-q", &seed.display().to_string(), name]);
+        git(
+            files.dir.path(),
+            &["clone", "-q", &seed.display().to_string(), name],
+        );
         config = config.replace(
             &format!("[projects.{name}]\n"),
             &format!(
@@ -104,10 +111,18 @@ fn main() {
     let started = Instant::now();
     for name in &names {
         let out = files.hanarang(&["sprint", "start", "Add a login page", "--project", name]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     while states(&files).iter().filter(|s| *s == "done").count() < PROJECTS {
-        assert!(started.elapsed() < Duration::from_secs(900), "{:?}", states(&files));
+        assert!(
+            started.elapsed() < Duration::from_secs(900),
+            "{:?}",
+            states(&files)
+        );
         std::thread::sleep(Duration::from_millis(500));
     }
     println!(

@@ -286,6 +286,7 @@ impl Orchestrator {
                 crate::pipeline::Stage::Implementing => self.forge_checks(sprint).await,
                 _ => Vec::new(),
             },
+            merged: None,
         };
         if let Some((name, _)) = reviewer {
             self.config.agent.reviewer_spec(name)?;
@@ -332,6 +333,15 @@ impl Orchestrator {
             ),
             repo,
         };
+        let mut request = request;
+        let mut unpreparable = unpreparable;
+        if stage == crate::pipeline::Stage::Deploying
+            && unpreparable.is_none()
+            && let Some(commit) = self.merged_commit(sprint).await
+            && let Err(why) = self.deploy_merged(sprint, &mut request, &commit).await
+        {
+            unpreparable = Some(why);
+        }
         let mut composed = Composed {
             request,
             number,
@@ -355,6 +365,21 @@ impl Orchestrator {
     /// What a person asked of the sprint's round, for its implementer and reviewers: the
     /// focus a request for changes (a resume, a handoff) has just given the implementer,
     /// else the last the log holds for this round.
+    /// The merge commit the deploy that is running is for, when a merge on the forge
+    /// started it.
+    async fn merged_commit(&self, sprint: &Sprint) -> Option<String> {
+        let log = self.store.transitions(&sprint.id).await.ok()?;
+        let into = log
+            .iter()
+            .rev()
+            .find(|t| t.to == crate::pipeline::State::Deploying && t.from != t.to)?;
+        match (&into.note, &into.detail) {
+            (Some(crate::pipeline::fsm::Note::Merged { commit, .. }), _)
+            | (_, crate::pipeline::Event::ForgeMerged { commit, .. }) => commit.clone(),
+            _ => None,
+        }
+    }
+
     /// The forge's failed checks that started this implementation round, if they did.
     async fn forge_checks(&self, sprint: &Sprint) -> Vec<crate::pipeline::fsm::FailedCheck> {
         let Ok(log) = self.store.transitions(&sprint.id).await else {

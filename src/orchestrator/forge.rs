@@ -161,7 +161,55 @@ impl Forges {
     }
 }
 
+impl ProjectForge {
+    /// Fetches `branch` from the forge with hanarang's git: the commit it points at there.
+    pub(super) async fn fetch(&self, repo: &Repo, branch: &str) -> Result<String, String> {
+        let url = self.config.push_url().ok_or("no push URL")?;
+        let user = match self.config.kind {
+            ForgeKind::Github => "x-access-token".to_string(),
+            ForgeKind::Forgejo => self.api.login().await.map_err(|e| e.to_string())?,
+        };
+        let remote = crate::sister::remote::Remote {
+            url: &url,
+            user: &user,
+            token: self.token.expose(),
+        };
+        crate::sister::remote::fetch(repo, &remote, branch).await
+    }
+}
+
 impl Orchestrator {
+    /// What the deployer deploys after a merge on the forge: the merge commit on the base,
+    /// fetched and checked out (detached) in the workdir, so it deploys the merged base
+    /// and nothing else; the run is told so. `Err`: why it cannot (the run's
+    /// `spawn_failed` detail).
+    pub(super) async fn deploy_merged(
+        &self,
+        sprint: &Sprint,
+        request: &mut crate::sister::RunRequest,
+        commit: &str,
+    ) -> Result<(), String> {
+        let forge = self
+            .forges
+            .of(&sprint.project)
+            .ok_or("the project no longer delivers through a forge")?;
+        let base = request
+            .contract
+            .base_branch
+            .clone()
+            .ok_or("no base branch recorded")?;
+        let fetched = forge.fetch(&request.repo, &base).await?;
+        if fetched != commit {
+            return Err(format!(
+                "the forge's {base} is at {fetched}, not at the merge {commit}: something else was merged since; resume to deploy what the base holds now, or abort"
+            ));
+        }
+        crate::sister::branch::detach(&request.repo, commit).await?;
+        request.contract.head = Some(commit.to_string());
+        request.contract.merged = Some(commit.to_string());
+        Ok(())
+    }
+
     /// A sprint changed state: which ones wait on a forge is read again.
     pub(super) fn forges_moved(&mut self) {
         self.forges.moved();
@@ -616,17 +664,7 @@ async fn moved(
     pushed: &str,
     pull: &PullRequest,
 ) -> Event {
-    let url = forge.config.push_url().unwrap_or_default();
-    let user = match forge.config.kind {
-        ForgeKind::Github => "x-access-token".to_string(),
-        ForgeKind::Forgejo => forge.api.login().await.unwrap_or_default(),
-    };
-    let remote = crate::sister::remote::Remote {
-        url: &url,
-        user: &user,
-        token: forge.token.expose(),
-    };
-    let taken = match crate::sister::remote::fetch(repo, &remote, &sprint.branch).await {
+    let taken = match forge.fetch(repo, &sprint.branch).await {
         Ok(fetched) => crate::sister::branch::take(repo, &sprint.branch, &fetched).await,
         Err(e) => Err(e),
     };

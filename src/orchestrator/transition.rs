@@ -140,9 +140,19 @@ impl Orchestrator {
                 };
                 let mut composed = self.compose(&given, known).await;
                 // The log does not hold this move yet: the round its checks failed starts
-                // with them.
+                // with them; the deploy after a merge, on the merged base.
                 if let (Some(c), Event::ChecksFailed { failed, .. }) = (&mut composed, &event) {
                     c.request.contract.forge_checks = failed.clone();
+                }
+                let merged = match (&decision.transition.note, &event) {
+                    (Some(crate::pipeline::fsm::Note::Merged { commit, .. }), _)
+                    | (_, Event::ForgeMerged { commit, .. }) => commit.clone(),
+                    _ => None,
+                };
+                if let (Some(c), Some(commit)) = (&mut composed, merged)
+                    && let Err(why) = self.deploy_merged(&after, &mut c.request, &commit).await
+                {
+                    c.unpreparable = Some(why);
                 }
                 composed
             }

@@ -192,3 +192,19 @@ pub async fn take(repo: &Repo, branch: &str, commit: &str) -> Result<(), String>
         .map(|_| ())
         .map_err(|e| super::git::failed(&format!("cannot check out {commit}"), e))
 }
+
+/// Checks `commit` out detached, on a workdir holding no change (the merged base a deployer
+/// is given).
+pub async fn detach(repo: &Repo, commit: &str) -> Result<(), String> {
+    let dirty = dirty_paths(repo).await?;
+    if !dirty.is_empty() {
+        return Err(format!(
+            "the workdir holds changes ({}): {commit} was not checked out",
+            some_names(&dirty)
+        ));
+    }
+    repo.git(&["checkout", "--quiet", "--detach", commit])
+        .await
+        .map(|_| ())
+        .map_err(|e| super::git::failed(&format!("cannot check out {commit}"), e))
+}

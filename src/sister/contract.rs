@@ -115,6 +115,9 @@ pub struct ContractFile {
     /// The forge's checks that failed on the pushed head, for narang's round after them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forge_checks: Vec<crate::pipeline::fsm::FailedCheck>,
+    /// For erang after a merge on the forge: the merge commit on the base, checked out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<String>,
 }
 
 /// What the orchestrator's run of the project's check found.

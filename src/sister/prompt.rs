@@ -88,6 +88,14 @@ pub fn render_prompt(
     if let Some(check) = &contract.check_result {
         let _ = writeln!(p, "\n{}", check_text(check));
     }
+    if let Some(merged) = &contract.merged {
+        let _ = writeln!(
+            p,
+            "\nThe pull request was merged on the forge as {merged} on {}: that commit is checked out (detached) in {}. Deploy exactly it.",
+            contract.base_branch.as_deref().unwrap_or("the base branch"),
+            contract.workdir
+        );
+    }
     if !contract.forge_checks.is_empty() {
         let _ = writeln!(
             p,
@@ -257,6 +265,7 @@ mod tests {
             reviewer: None,
             check_result: None,
             forge_checks: Vec::new(),
+            merged: None,
         }
     }
 

@@ -468,3 +468,47 @@ async fn no_check_at_all_is_done_saying_so_and_checks_pending_too_long_escalate(
     cli(&files, &["sprint", "resume", &id]);
     wait_for_state(&files, &id, "done");
 }
+
+/// With `deploy` set, the approval merges and then the deployer runs on the merged base:
+/// the merge commit, fetched and checked out, and told to it.
+#[tokio::test(flavor = "multi_thread")]
+async fn after_the_merge_the_deployer_deploys_the_merged_base() {
+    let (files, fake, repo) =
+        delivering(Engine::Sqlite, Kind::GitHub, "commits 1", "ci = \"none\"");
+    let config = std::fs::read_to_string(&files.config_path).unwrap();
+    std::fs::write(
+        &files.config_path,
+        config.replacen(
+            "base_branch = \"main\"\n",
+            "base_branch = \"main\"\ndeploy = \"Run scripts/deploy.sh\"\n",
+            1,
+        ),
+    )
+    .unwrap();
+    // The base moves on the forge meanwhile: the merge is not the reviewed head.
+    let _serve = Serve::start(&files, "serve.log");
+    let (id, _, head) = at_verifying(&files, &fake, &repo);
+    wait_for_state(&files, &id, "done");
+    fake.push_as("someone", "main", &[("other.txt", "merged meanwhile\n")]);
+    cli(&files, &["sprint", "approve", &id]);
+    wait_for_state(&files, &id, "deployed");
+    let merged = fake.branch("main").expect("main");
+    assert_ne!(merged, head);
+    let log = log(&files, &id);
+    let erang = log["runs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["actor"] == "erang")
+        .and_then(|r| r["run_id"].as_str())
+        .expect("the deployer ran")
+        .to_string();
+    let contract = files.contract_of(&erang);
+    assert_eq!(contract["merged"], merged.as_str());
+    assert_eq!(contract["head"], merged.as_str());
+    assert!(
+        files
+            .stdin_of(&erang)
+            .contains(&format!("merged on the forge as {merged} on main"))
+    );
+}

@@ -177,6 +177,7 @@ pub fn contract(actor: Actor, workdir: &Path) -> ContractFile {
         reviewer: None,
         check_result: None,
         forge_checks: Vec::new(),
+        merged: None,
     }
 }
 
