@@ -374,10 +374,10 @@ async fn doctor_checks_the_token_the_permissions_the_base_branch_and_the_push_ur
     );
 }
 
-/// A forge that answers with its rate limit is not asked again before the reset it named
-/// (no burst), and one that is down delays the sprint and loses nothing: the checks that
-/// passed meanwhile still bring it to `done`.
 on_each_engine! {
+    /// A forge that answers with its rate limit is not asked again before the reset it named
+    /// (no burst), and one that is down delays the sprint and loses nothing: the checks that
+    /// passed meanwhile still bring it to `done`.
     async fn a_rate_limit_is_waited_out_and_an_outage_loses_nothing(engine) {
     use crate::support::fake_forge::{Limit, Outage};
     let (files, fake, repo) = delivering(engine, Kind::GitHub, "commits 1", "");
@@ -477,9 +477,9 @@ on_each_engine! {
 }
 }
 
-/// With `deploy` set, the approval merges and then the deployer runs on the merged base:
-/// the merge commit, fetched and checked out, and told to it.
 on_each_engine! {
+    /// With `deploy` set, the approval merges and then the deployer runs on the merged base:
+    /// the merge commit, fetched and checked out, and told to it.
     async fn after_the_merge_the_deployer_deploys_the_merged_base(engine) {
     let (files, fake, repo) =
         delivering(engine, Kind::GitHub, "commits 1", "ci = \"none\"");
