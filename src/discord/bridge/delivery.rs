@@ -114,20 +114,13 @@ impl Bridge {
             (line.text, CreateAllowedMentions::new())
         };
         let entering_done = record.to == State::Done && record.from != State::Done;
-        let mut message = CreateMessage::new()
+        let message = CreateMessage::new()
             .content(cut(&content, MAX_CONTENT))
             .allowed_mentions(mentions)
             .nonce(Nonce::String(format!("hanarang-{}", record.global_seq)))
             .enforce_nonce(true);
-        if entering_done {
-            message = message.components(done_buttons(
-                &sprint.id,
-                record.seq,
-                self.config.pipeline.locale,
-            ));
-        }
         let mut thread = ChannelId::new(u64::try_from(post.thread_id).unwrap_or_default());
-        let sent = match self.post_in(thread, &message, &[]).await {
+        match self.post_in(thread, &message, &[]).await {
             // Someone deleted the sprint's post: a new one continues it, and says so.
             Err(e) if e.is_unknown_channel() => {
                 tracing::warn!(
@@ -136,14 +129,13 @@ impl Bridge {
                 );
                 post = self.new_post(&sprint, Some(post.thread_id)).await?;
                 thread = ChannelId::new(u64::try_from(post.thread_id).unwrap_or_default());
-                self.post_in(thread, &message, &[]).await?
+                self.post_in(thread, &message, &[]).await?;
             }
-            other => other?,
-        };
-        if entering_done {
-            post.done_message_id = i64::try_from(sent.id.get()).ok();
-            self.store.save_forum_post(&post).await?;
-        } else if record.from == State::Done
+            other => {
+                other?;
+            }
+        }
+        if record.from == State::Done
             && record.to != State::Done
             && let Some(done) = post.done_message_id
         {
@@ -165,6 +157,29 @@ impl Bridge {
             Vec::new()
         };
         self.post_parts(thread, record, extras).await?;
+        if entering_done {
+            // The decision comes after the evidence it is made on: on a phone, one reads
+            // the summary down to its buttons.
+            let decide = CreateMessage::new()
+                .content(match self.config.pipeline.locale {
+                    crate::config::Locale::Ko => "👆 위 요약을 보고 결정해주세요",
+                    crate::config::Locale::En => "👆 Decide on the summary above",
+                })
+                .allowed_mentions(CreateAllowedMentions::new())
+                .components(done_buttons(
+                    &sprint.id,
+                    record.seq,
+                    self.config.pipeline.locale,
+                ))
+                .nonce(Nonce::String(format!(
+                    "hanarang-{}-p-decide",
+                    record.global_seq
+                )))
+                .enforce_nonce(true);
+            let sent = self.post_in(thread, &decide, &[]).await?;
+            post.done_message_id = i64::try_from(sent.id.get()).ok();
+            self.store.save_forum_post(&post).await?;
+        }
         self.with(|s| s.boards.entry(sprint.id.clone()).or_default().dirty = true);
         Ok(())
     }

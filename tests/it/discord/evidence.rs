@@ -40,11 +40,17 @@ fn passing_check(files: &Files) {
     ));
 }
 
-/// The messages that follow a line (the summary's parts), in order.
+/// The messages that follow a line (the summary's parts), in order: not the decision's
+/// buttons that come after them.
 pub(super) fn parts(fake: &FakeDiscord) -> Vec<FakeMessage> {
     fake.post_lines()
         .into_iter()
         .filter(|m| !is_line(m))
+        .filter(|m| {
+            !m.history[0]["nonce"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("-decide"))
+        })
         .collect()
 }
 
@@ -304,7 +310,11 @@ async fn a_restart_between_the_upload_and_its_cursor_posts_the_summary_once() {
         f.requests()
             .into_iter()
             .filter(|r| r.is("POST", "/channels/*/messages"))
-            .filter(|r| r.body["nonce"].as_str().is_some_and(|n| n.contains("-p")))
+            .filter(|r| {
+                r.body["nonce"]
+                    .as_str()
+                    .is_some_and(|n| n.contains("-p") && !n.ends_with("-decide"))
+            })
             .filter(|r| r.succeeded())
             .count()
     };

@@ -52,7 +52,8 @@ async fn from_the_forum_post_to_a_merged_pull_request_whose_ci_passed() {
         evidence::parts(&fake)
     );
 
-    let answers = click_approve(&fake, USER, &done, 2).await;
+    let card = decision(&fake).await;
+    let answers = click_approve(&fake, USER, &card, 2).await;
     assert!(!answers.is_empty());
     p.wait_for(&sprint.id, State::Deployed).await;
     let merges = forge.merges();

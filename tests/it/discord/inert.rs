@@ -191,20 +191,14 @@ async fn the_card_board_and_lines_show_what_the_sisters_wrote_as_text() {
 
     // The bot's own link stays a link: a card clicked after the sprint moved on points to
     // the card that stands now.
-    let done = line_messages(&fake).pop().expect("the done card");
+    let done = decision(&fake).await;
     assert!(matches!(
         p.command(&s.id, CommandKind::RequestChanges, Some("one more round"))
             .await,
         hanarang::orchestrator::client::Answer::Applied(_)
     ));
     p.wait_for(&s.id, State::Done).await;
-    let cards = |f: &FakeDiscord| {
-        line_messages(f)
-            .into_iter()
-            .filter(|m| m.content.ends_with("배포 승인해주세요"))
-            .count()
-    };
-    assert!(fake.wait_until(PATIENCE, |f| cards(f) == 2).await);
+    decisions(&fake, 2).await;
     let stale = click_approve(&fake, APPROVER, &done, 2).await;
     let said = stale[1].content().unwrap_or_default();
     assert!(

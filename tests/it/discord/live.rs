@@ -248,6 +248,8 @@ async fn a_step_recorded_by_another_host_reaches_the_board() {
         "{:#?}",
         board_versions(&fake, thread)
     );
-    bot.stop().await;
+    // The loop first: stopping the hanging sister writes to the database, whose pooled
+    // connections the bot's runtime may have opened (gone with it).
     p.stop().await;
+    bot.stop().await;
 }

@@ -150,6 +150,43 @@ fn line_messages(fake: &FakeDiscord) -> Vec<FakeMessage> {
     fake.post_lines().into_iter().filter(is_line).collect()
 }
 
+/// The message with the decision's buttons, which follows the summary it decides on.
+async fn decision(fake: &FakeDiscord) -> FakeMessage {
+    let has_buttons = |m: &FakeMessage| !m.custom_ids().is_empty();
+    assert!(
+        fake.wait_until(PATIENCE, |f| f.post_lines().iter().any(has_buttons))
+            .await,
+        "no message with the decision's buttons: {:#?}",
+        fake.post_lines()
+    );
+    fake.post_lines()
+        .into_iter()
+        .rev()
+        .find(has_buttons)
+        .expect("the decision")
+}
+
+/// The messages that carried (or carry) a decision's buttons, once there are `n`: one per
+/// time the sprint entered `done`.
+async fn decisions(fake: &FakeDiscord, n: usize) -> Vec<FakeMessage> {
+    let all = |f: &FakeDiscord| {
+        f.post_lines()
+            .into_iter()
+            .filter(|m| {
+                m.history[0]["nonce"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("-decide"))
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        fake.wait_until(PATIENCE, |f| all(f).len() >= n).await,
+        "expected {n} decisions: {:#?}",
+        fake.post_lines()
+    );
+    all(fake)
+}
+
 /// The texts of the sprint's forum post lines (not its status board), in order.
 fn texts(fake: &FakeDiscord) -> Vec<String> {
     line_messages(fake).into_iter().map(|m| m.content).collect()
@@ -248,12 +285,29 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
     assert_eq!(threads[0].name, "SPRINT-001 · Add a login page");
     assert_eq!(threads[0].parent_id, fake.config().forum_channel_id);
 
-    // The done line pings the user, and only the user, and carries the buttons.
-    let done = line_messages(&fake).pop().unwrap();
+    // The done line pings the user, and only the user; the buttons come after the
+    // summary they decide on, and ping no one.
+    let done_line = line_messages(&fake).pop().unwrap();
     assert_eq!(
-        done.allowed_mentions,
+        done_line.allowed_mentions,
         json!({"parse": [], "users": ["500"], "roles": []})
     );
+    assert!(
+        done_line.custom_ids().is_empty(),
+        "the buttons are not above the summary"
+    );
+    let done = decision(&fake).await;
+    let posted = fake.post_lines();
+    let at = |id| posted.iter().position(|m| m.id == id).unwrap();
+    let summary = posted
+        .iter()
+        .find(|m| m.content.contains("요약"))
+        .expect("the summary");
+    assert!(
+        at(summary.id) < at(done.id),
+        "the buttons follow the summary"
+    );
+    assert_eq!(done.allowed_mentions, no_mentions());
     assert_eq!(
         done.custom_ids(),
         [
@@ -293,7 +347,7 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
 
     // Only the done line mentions anyone; its buttons are gone once the sprint left done.
     for line in line_messages(&fake) {
-        if line.id != done.id {
+        if line.id != done_line.id {
             assert_eq!(line.allowed_mentions, no_mentions(), "{}", line.content);
         }
     }
@@ -335,7 +389,7 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
 async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
     let (p, bot, s) = waiting_in_done(&fake).await;
-    let done = line_messages(&fake).pop().unwrap();
+    let done = decision(&fake).await;
 
     // An approver by role.
     let changes = done.custom_ids()[1].clone();
@@ -371,14 +425,7 @@ async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
     assert_eq!(again.round, 2);
     // Round 1's card, clicked now (a stale card whose edit failed): it approves nothing,
     // and the refusal points to round 2's card.
-    let cards = |f: &FakeDiscord| {
-        line_messages(f)
-            .into_iter()
-            .filter(|m| m.content.ends_with("배포 승인해주세요"))
-            .collect::<Vec<_>>()
-    };
-    assert!(fake.wait_until(PATIENCE, |f| cards(f).len() == 2).await);
-    let current = cards(&fake).pop().expect("round 2's card");
+    let current = decisions(&fake, 2).await.pop().expect("round 2's card");
     let stale = click_approve(&fake, APPROVER, &done, 2).await;
     let said = stale[1].content().unwrap_or_default().to_string();
     assert!(stale[1].is_ephemeral());
@@ -518,7 +565,7 @@ async fn a_bot_restart_mid_sprint_leaves_no_gap_and_no_duplicate() {
 async fn the_done_buttons_still_work_after_the_bot_restarts() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
     let (p, bot, s) = waiting_in_done(&fake).await;
-    let done = line_messages(&fake).pop().unwrap();
+    let done = decision(&fake).await;
     bot.stop().await;
 
     // A new process's bot: the button's id carries the sprint, the state is in the database.
@@ -734,6 +781,14 @@ async fn second_sprint_reaches_done(p: &Pipeline, fake: &FakeDiscord) {
         lines[3], "<@500> ✅ SPRINT-002 완료. 배포 승인해주세요",
         "{lines:#?}"
     );
+    // Its decision's buttons follow the summary: everything of `done` is posted.
+    assert!(
+        fake.wait_until(PATIENCE, |f| f
+            .messages(second)
+            .iter()
+            .any(|m| !m.custom_ids().is_empty()))
+            .await
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -791,8 +846,8 @@ async fn a_thread_discord_is_slow_to_answer_holds_back_only_its_own_sprint() {
     assert_eq!(lines, HAPPY_LINES.map(|l| l.replace("discord:501", "cli")));
     assert_eq!(
         posts(&fake),
-        7,
-        "each of SPRINT-001's lines, and its summary, was sent once"
+        8,
+        "each of SPRINT-001's lines, its summary and its decision's buttons, was sent once"
     );
     bot.stop().await;
     p.stop().await;
@@ -999,9 +1054,12 @@ async fn a_line_discord_refuses_for_good_is_skipped_with_a_note_on_the_board() {
     let second = thread_of(&fake, "SPRINT-002")[0];
     wait_for_thread_lines(&fake, second, 4).await;
     assert!(
-        fake.wait_until(PATIENCE, |f| f.messages(second).iter().any(|m| !is_line(m)))
+        fake.wait_until(PATIENCE, |f| f
+            .messages(second)
+            .iter()
+            .any(|m| !m.custom_ids().is_empty()))
             .await,
-        "the summary follows the done line"
+        "the summary and the decision's buttons follow the done line"
     );
     // A line Discord rejects (400) in a thread it can write to: skipped, and the board
     // says so.
@@ -1046,7 +1104,7 @@ async fn with_not_starter_the_starter_cannot_approve_their_own_sprint() {
     fake.wait_for_responses(start.id, 2, PATIENCE).await;
     p.wait_for("SPRINT-001", State::Done).await;
     wait_for_lines(&fake, 4).await;
-    let done = line_messages(&fake).pop().unwrap();
+    let done = decision(&fake).await;
 
     let refused = click_approve(&fake, APPROVER, &done, 1).await;
     assert!(refused[0].is_ephemeral());

@@ -209,7 +209,7 @@ async fn without_the_message_content_intent_the_bot_connects_and_notes_nothing()
     let thread = thread(&fake).await;
     let blind = fake.user_message(thread, USER, &[], "rename the flag");
     // A later click is answered: the message before it was seen by then.
-    let done = line_messages(&fake).pop().unwrap();
+    let done = decision(&fake).await;
     assert!(!done.custom_ids().is_empty(), "{done:#?}");
     let click = fake.button(STRANGER, &[], &done.custom_ids()[0], done.id, thread);
     fake.wait_for_responses(click.id, 1, PATIENCE).await;
@@ -234,7 +234,7 @@ async fn a_note_from_the_command_line_reaches_the_next_run() {
     let empty = p.files.hanarang(&["sprint", "note", "1", "--text", "  "]);
     assert!(!empty.status.success());
     assert!(String::from_utf8_lossy(&empty.stderr).contains("empty"));
-    let done = line_messages(&fake).pop().unwrap();
+    let done = decision(&fake).await;
     let changes = done.custom_ids()[1].clone();
     let click = fake.button(USER, &[], &changes, done.id, thread(&fake).await);
     let modal = fake.wait_for_responses(click.id, 1, PATIENCE).await;
