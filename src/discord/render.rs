@@ -150,7 +150,18 @@ pub fn line_context<'a>(
 ) -> crate::notify::Context<'a> {
     crate::notify::Context {
         agent_text: inert::line,
+        person,
         ..crate::notify::Context::new(config, sprint)
+    }
+}
+
+/// A person as a Discord message names them: a Discord user as a mention (it pings no one:
+/// the message allows no mention but the configured user's, on the lines that ping them),
+/// anyone else as recorded (`cli:ops@build`, `forge:octocat`).
+pub fn person(by: &str) -> String {
+    match by.strip_prefix("discord:") {
+        Some(id) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => format!("<@{id}>"),
+        _ => by.to_string(),
     }
 }
 

@@ -31,6 +31,9 @@ pub struct Context<'a> {
     /// one line (`one_line`) for a terminal, which escapes the whole line as it prints it;
     /// Discord's bridge also makes them inert for its Markdown (`discord::inert::line`).
     pub agent_text: fn(&str) -> String,
+    /// How the line names a person (`discord:ID`, `cli:user@host`): as recorded for a
+    /// terminal; Discord's bridge names a Discord user as a mention that pings no one.
+    pub person: fn(&str) -> String,
 }
 
 impl<'a> Context<'a> {
@@ -43,6 +46,7 @@ impl<'a> Context<'a> {
             nickname: config.nickname(),
             max_attempts: config.pipeline.max_attempts,
             agent_text: one_line,
+            person: str::to_string,
         }
     }
 
@@ -293,7 +297,8 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
         });
     }
 
-    match (&t.detail, t.from, t.to) {
+    let detail = named(&t.detail, cx.person);
+    match (&detail, t.from, t.to) {
         (Event::Reviewed { reviewer, verdict }, _, _) => {
             let (emoji, who) = (Actor::Darang.emoji(), reviewer_name(reviewer, l));
             let verdict = verdict.verdict();
@@ -487,6 +492,20 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
             None => format!("{id}: {from} → {to}"),
         }),
     }
+}
+
+/// The event with the people who gave it named as the line shows them.
+fn named(event: &Event, person: fn(&str) -> String) -> Event {
+    let mut event = event.clone();
+    match &mut event {
+        Event::Approve { by }
+        | Event::RequestChanges { by, .. }
+        | Event::Resume { by, .. }
+        | Event::Abort { by, .. }
+        | Event::Handoff { by, .. } => *by = person(by),
+        _ => {}
+    }
+    event
 }
 
 /// `🎉 SPRINT-001 merged as abc1234 by octocat`.

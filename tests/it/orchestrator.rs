@@ -554,6 +554,7 @@ async fn spending_past_the_budget_escalates_with_the_figure_and_resume_allows_mo
         nickname: "자기야",
         max_attempts: 3,
         agent_text: hanarang::notify::messages::one_line,
+        person: str::to_string,
     };
     let line = hanarang::notify::render(&last, &cx);
     assert_eq!(

@@ -231,7 +231,7 @@ const HAPPY_LINES: [&str; 6] = [
     "⚙️ 나랑이가 구현 시작 (feature/sprint-001)",
     "🔍 다랑이가 리뷰 시작 (라운드 1)",
     "<@500> ✅ SPRINT-001 완료. 배포 승인해주세요",
-    "🚀 discord:501님 배포 승인: 이랑이가 배포 시작",
+    "🚀 <@501>님 배포 승인: 이랑이가 배포 시작",
     "🎉 SPRINT-001 배포 완료",
 ];
 
@@ -340,7 +340,7 @@ async fn a_sprint_from_slash_command_to_deployed_through_the_forum_post() {
     assert_eq!(approved[0].kind, ResponseKind::Callback(5));
     assert_eq!(
         approved[1].content(),
-        Some("🚀 discord:501님 배포 승인: 이랑이가 배포 시작")
+        Some("🚀 <@501>님 배포 승인: 이랑이가 배포 시작")
     );
     p.wait_for("SPRINT-001", State::Deployed).await;
     assert_eq!(wait_for_lines(&fake, 6).await, HAPPY_LINES);
@@ -418,7 +418,7 @@ async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
     // It reads as the line in the thread does, not as a bare `done → implementing`.
     assert_eq!(
         answer[1].content(),
-        Some("🔁 discord:777 변경 요청 (라운드 2): rename the button")
+        Some("🔁 <@777> 변경 요청 (라운드 2): rename the button")
     );
 
     let again = p.wait_for(&s.id, State::Done).await;
@@ -573,7 +573,7 @@ async fn the_done_buttons_still_work_after_the_bot_restarts() {
     let answer = click_approve(&fake, USER, &done, 2).await;
     assert_eq!(
         answer[1].content(),
-        Some("🚀 discord:500님 배포 승인: 이랑이가 배포 시작")
+        Some("🚀 <@500>님 배포 승인: 이랑이가 배포 시작")
     );
     p.wait_for(&s.id, State::Deployed).await;
     bot.stop().await;
@@ -808,7 +808,7 @@ async fn one_failing_thread_never_holds_back_the_other_sprints() {
     // The thread works again: its lines arrive, once each, in order.
     fake.fail_channel(first, None);
     let lines = wait_for_thread_lines(&fake, first, 6).await;
-    assert_eq!(lines, HAPPY_LINES.map(|l| l.replace("discord:501", "cli")));
+    assert_eq!(lines, HAPPY_LINES.map(|l| l.replace("<@501>", "cli")));
     bot.stop().await;
     p.stop().await;
 }
@@ -843,7 +843,7 @@ async fn a_thread_discord_is_slow_to_answer_holds_back_only_its_own_sprint() {
     assert_eq!(thread_lines(&fake, first).len(), 4);
     fake.hold_channel(first, false);
     let lines = wait_for_thread_lines(&fake, first, 6).await;
-    assert_eq!(lines, HAPPY_LINES.map(|l| l.replace("discord:501", "cli")));
+    assert_eq!(lines, HAPPY_LINES.map(|l| l.replace("<@501>", "cli")));
     assert_eq!(
         posts(&fake),
         8,
@@ -1136,7 +1136,7 @@ async fn with_not_starter_the_starter_cannot_approve_their_own_sprint() {
     let approved = click_approve(&fake, USER, &done, 2).await;
     assert_eq!(
         approved[1].content(),
-        Some("🚀 discord:500님 배포 승인: 이랑이가 배포 시작")
+        Some("🚀 <@500>님 배포 승인: 이랑이가 배포 시작")
     );
     p.wait_for("SPRINT-001", State::Deployed).await;
     bot.stop().await;
