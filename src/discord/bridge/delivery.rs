@@ -104,6 +104,12 @@ impl Bridge {
             let check = super::super::render::check_line(&check, self.config.pipeline.locale);
             line.text = format!("{check}\n{}", line.text);
         }
+        // A deploy's line says what was deployed and what was verified, as erang said it.
+        if record.to == State::Deployed
+            && let Some(deployed) = self.deployed_of(record).await?
+        {
+            line.text = format!("{}\n{deployed}", line.text);
+        }
         let user = self.discord.user_id.0;
         let (content, mentions) = if line.mention {
             (
@@ -182,6 +188,44 @@ impl Bridge {
         }
         self.with(|s| s.boards.entry(sprint.id.clone()).or_default().dirty = true);
         Ok(())
+    }
+
+    /// What erang reported of the deploy a transition into `deployed` follows: its artifact
+    /// and what it verified, as inert text (cut to a few lines).
+    async fn deployed_of(&self, record: &TransitionRecord) -> Result<Option<String>, DeliveryError> {
+        use crate::handoff::message::HandoffMessage;
+        let Some(run_id) = &record.run_id else {
+            return Ok(None);
+        };
+        let runs = self.store.runs(&record.sprint_id).await?;
+        let message = runs
+            .iter()
+            .find(|r| r.run_id == *run_id)
+            .and_then(|r| r.message.clone())
+            .and_then(|m| serde_json::from_value::<HandoffMessage>(m).ok());
+        let Some(HandoffMessage::Erang(m)) = message else {
+            return Ok(None);
+        };
+        let verified = match &m.payload.verification_results {
+            serde_json::Value::Null => String::new(),
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let verified = crate::discord::render::cut(&verified, 600);
+        let ko = self.config.pipeline.locale == crate::config::Locale::Ko;
+        let mut text = format!(
+            "{} {}",
+            if ko { "📦 배포물:" } else { "📦 Deployed:" },
+            inert::line(&m.payload.deploy_artifact_path)
+        );
+        if !verified.trim().is_empty() {
+            text.push_str(&format!(
+                "\n{} {}",
+                if ko { "🔎 확인:" } else { "🔎 Verified:" },
+                inert::line(&verified)
+            ));
+        }
+        Ok(Some(text))
     }
 
     /// The project's check of the run a transition follows, when one ran: after narang's

@@ -232,7 +232,7 @@ const HAPPY_LINES: [&str; 6] = [
     "🔍 다랑이가 리뷰 시작 (라운드 1)",
     "<@500> ✅ SPRINT-001 완료. 배포 승인해주세요",
     "🚀 <@501>님 배포 승인: 이랑이가 배포 시작",
-    "🎉 SPRINT-001 배포 완료",
+    "🎉 SPRINT-001 배포 완료\n📦 배포물: dist/app\n🔎 확인: GET /health: 200",
 ];
 
 #[tokio::test(flavor = "multi_thread")]
@@ -871,7 +871,7 @@ async fn a_deleted_post_is_recreated_and_says_so() {
         [
             "ℹ️ SPRINT-001의 이전 포스트가 삭제되어 여기서 이어갑니다 (이전 기록: `hanarang sprint log SPRINT-001`)",
             "🚀 cli님 배포 승인: 이랑이가 배포 시작",
-            "🎉 SPRINT-001 배포 완료",
+            "🎉 SPRINT-001 배포 완료\n📦 배포물: dist/app\n🔎 확인: GET /health: 200",
         ]
     );
     // And the next sprint is not held up by any of it.
@@ -1077,7 +1077,7 @@ async fn a_line_discord_refuses_for_good_is_skipped_with_a_note_on_the_board() {
     let lines = thread_lines(&fake, second);
     assert_eq!(
         lines.last().map(String::as_str),
-        Some("🎉 SPRINT-002 배포 완료")
+        Some("🎉 SPRINT-002 배포 완료\n📦 배포물: dist/app\n🔎 확인: GET /health: 200")
     );
     assert_eq!(lines.len(), 5, "one line skipped: {lines:#?}");
     bot.stop().await;
