@@ -13,6 +13,29 @@ pub fn text(agent: &str) -> String {
     no_pings(&file_text(agent))
 }
 
+/// Agent text on one line of the summary, exactly as written but for its line breaks and
+/// tabs (each a space): no space is collapsed, nothing is cut short of `MAX_EXACT`; then
+/// inert.
+pub fn exact_line(agent: &str) -> String {
+    const MAX_EXACT: usize = 1000;
+    let flat: String = agent
+        .trim_end_matches(['\n', '\r'])
+        .chars()
+        .map(|c| {
+            if matches!(c, '\n' | '\r' | '\t') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    let flat = match flat.char_indices().nth(MAX_EXACT) {
+        Some((cut, _)) => format!("{}…", &flat[..cut]),
+        None => flat,
+    };
+    text(&flat)
+}
+
 /// Agent text for one line of a message: flattened and cut as the lines are
 /// (`one_line`), then inert.
 pub fn line(agent: &str) -> String {
@@ -144,6 +167,15 @@ pub fn live(text: &str) -> Vec<&'static str> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_line_of_the_summary_keeps_its_spaces_and_backticks_exactly() {
+        assert_eq!(
+            super::exact_line("test `[  Kebab case]` stays\n"),
+            "test \\`\\[  Kebab case\\]\\` stays"
+        );
+        assert_eq!(super::exact_line("a\tb\nc"), "a b c");
+    }
+
     use super::*;
 
     #[test]

@@ -190,7 +190,7 @@ pub fn check_line(check: &crate::store::CheckRecord, locale: Locale) -> String {
     ));
     if check.passed() {
         return match locale {
-            Locale::Ko => format!("🧪 체크 통과 ({took})"),
+            Locale::Ko => format!("🧪 검사 통과 ({took})"),
             Locale::En => format!("🧪 check passed in {took}"),
         };
     }
@@ -208,7 +208,7 @@ pub fn check_line(check: &crate::store::CheckRecord, locale: Locale) -> String {
         (None, None, Locale::En) => "stopped (timed out or could not run)".into(),
     };
     match locale {
-        Locale::Ko => format!("❌ 체크 실패: {why}"),
+        Locale::Ko => format!("❌ 검사 실패: {why}"),
         Locale::En => format!("❌ check failed: {why}"),
     }
 }
@@ -470,7 +470,7 @@ mod tests {
             at: 0,
         };
         assert_eq!(check_line(&check, Locale::En), "🧪 check passed in 12s");
-        assert_eq!(check_line(&check, Locale::Ko), "🧪 체크 통과 (12s)");
+        assert_eq!(check_line(&check, Locale::Ko), "🧪 검사 통과 (12s)");
         check.exit_code = Some(101);
         check.output_tail = "running 2 tests\nFAILED <@&42> @here   x  \n\n".into();
         assert_eq!(

@@ -26,10 +26,24 @@ fn took(ms: i64) -> String {
     humantime::format_duration(Duration::from_secs(secs)).to_string()
 }
 
-/// A person's or the operator's text for one line of Markdown: flattened, backticks kept
-/// from closing the code spans around it.
-fn plain(text: &str) -> String {
-    one_line(text).replace('`', "'")
+/// The operator's text (a command) as code, exactly: in a code span, or, when it holds a
+/// backtick that would close one, as plain text escaped.
+fn code(text: &str) -> String {
+    if text.contains('`') || text.contains('\n') {
+        inert::exact_line(text)
+    } else {
+        format!("`{text}`")
+    }
+}
+
+/// How a check ended, in the summary's language.
+fn check_ended(c: &crate::store::CheckRecord, ko: bool) -> String {
+    match (c.exit_code, ko) {
+        (Some(0), true) => "통과".into(),
+        (Some(code), true) => format!("실패 (종료 코드 {code})"),
+        (None, true) => "실패 (강제 종료, 종료 코드 없음)".into(),
+        (_, false) => crate::report::check_ended(c),
+    }
 }
 
 /// The file holding the whole findings, by name.
@@ -98,8 +112,8 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
             out.push(format!(
                 "{} **{}** {}{each}",
                 crate::report::contract_mark(c.passed),
-                inert::line(&c.item.id),
-                inert::line(&c.item.text)
+                inert::exact_line(&c.item.id),
+                inert::exact_line(&c.item.text)
             ));
         }
     }
@@ -107,12 +121,14 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
     let check_word = if ko { "검사" } else { "Check" };
     match e.checks.last() {
         Some(c) => out.push(format!(
-            "**{check_word}**: {} {} `{}` ({}, {}){}",
+            "**{check_word}**: {} {} {} ({}, {}){}",
             if c.passed() { "✅" } else { "❌" },
-            crate::report::check_ended(c),
-            plain(&crate::domain::shell_line(&c.command)),
+            check_ended(c, ko),
+            code(&crate::domain::shell_line(&c.command)),
             took(c.duration_ms),
-            c.head.as_deref().map_or("no git", short),
+            c.head
+                .as_deref()
+                .map_or(if ko { "git 없음" } else { "no git" }, short),
             match e.checks.len() {
                 1 => String::new(),
                 n if ko => format!(" · 총 {n}회"),
@@ -134,32 +150,40 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
             let (added, removed) = w.totals();
             let base = s.base_branch.as_deref().unwrap_or("base");
             let base_commit = s.base_commit.as_deref().map_or("", short);
+            let files = if ko {
+                format!("파일 {}개", w.diffstat.len())
+            } else {
+                format!("{} files", w.diffstat.len())
+            };
             out.push(format!(
-                "**{}** ({}) · {} files, +{added} −{removed} · {} {base_commit} → {} {}",
+                "**{}** ({}) · {files}, +{added} −{removed} · {} {base_commit} → {} {}",
                 if ko { "커밋" } else { "Commits" },
                 w.commits.len(),
-                w.diffstat.len(),
                 inert::line(base),
                 inert::line(&s.branch),
                 short(&w.head)
             ));
             for (id, subject) in w.commits.iter().take(LISTED) {
-                out.push(format!("`{}` {}", short(id), inert::line(subject)));
+                out.push(format!("`{}` {}", short(id), inert::exact_line(subject)));
             }
             if w.commits.len() > LISTED {
-                out.push(format!(
-                    "… {} more commits (in the patch)",
-                    w.commits.len() - LISTED
-                ));
+                let more = w.commits.len() - LISTED;
+                out.push(if ko {
+                    format!("… 커밋 {more}개 더 (패치에 있음)")
+                } else {
+                    format!("… {more} more commits (in the patch)")
+                });
             }
             for (file, a, r) in w.diffstat.iter().take(LISTED) {
-                out.push(format!("　{} +{a} −{r}", inert::line(file)));
+                out.push(format!("　{} +{a} −{r}", inert::exact_line(file)));
             }
             if w.diffstat.len() > LISTED {
-                out.push(format!(
-                    "　… {} more files (in the patch)",
-                    w.diffstat.len() - LISTED
-                ));
+                let more = w.diffstat.len() - LISTED;
+                out.push(if ko {
+                    format!("　… 파일 {more}개 더 (패치에 있음)")
+                } else {
+                    format!("　… {more} more files (in the patch)")
+                });
             }
         }
         Some(Err(why)) => out.push(format!(
@@ -180,9 +204,17 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
         out.push(format!("**{}**", if ko { "리뷰" } else { "Review" }));
     }
     for round in &e.rounds {
-        whole.push(format!("## Round {}\n", round.round));
+        whole.push(if ko {
+            format!("## 라운드 {}\n", round.round)
+        } else {
+            format!("## Round {}\n", round.round)
+        });
         if let Some((by, text)) = &round.request {
-            whole.push(format!("Asked by {by}:\n\n{text}\n"));
+            whole.push(if ko {
+                format!("{by}의 요청:\n\n{text}\n")
+            } else {
+                format!("Asked by {by}:\n\n{text}\n")
+            });
             let line = one_line(text);
             cut |= line != text.trim();
             out.push(format!(
@@ -194,7 +226,7 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
                 } else {
                     format!("asked by {by}")
                 },
-                plain(&line)
+                line
             ));
         }
         for v in &round.reviews {

@@ -192,7 +192,10 @@ impl Bridge {
 
     /// What erang reported of the deploy a transition into `deployed` follows: its artifact
     /// and what it verified, as inert text (cut to a few lines).
-    async fn deployed_of(&self, record: &TransitionRecord) -> Result<Option<String>, DeliveryError> {
+    async fn deployed_of(
+        &self,
+        record: &TransitionRecord,
+    ) -> Result<Option<String>, DeliveryError> {
         use crate::handoff::message::HandoffMessage;
         let Some(run_id) = &record.run_id else {
             return Ok(None);
@@ -215,7 +218,11 @@ impl Bridge {
         let ko = self.config.pipeline.locale == crate::config::Locale::Ko;
         let mut text = format!(
             "{} {}",
-            if ko { "📦 배포물:" } else { "📦 Deployed:" },
+            if ko {
+                "📦 배포물:"
+            } else {
+                "📦 Deployed:"
+            },
             inert::line(&m.payload.deploy_artifact_path)
         );
         if !verified.trim().is_empty() {

@@ -136,7 +136,7 @@ async fn the_board_shows_the_running_sisters_latest_step_and_a_burst_collapses()
     assert!(
         lines
             .iter()
-            .any(|l| l.starts_with("🧪 체크 통과 (") && l.contains("\n🔍 다랑이가 리뷰 시작")),
+            .any(|l| l.starts_with("🧪 검사 통과 (") && l.contains("\n🔍 다랑이가 리뷰 시작")),
         "{lines:#?}"
     );
     let runs = p.store.runs(&s.id).await.expect("runs");
@@ -168,21 +168,21 @@ async fn a_failed_check_posts_its_last_line_and_pings_no_one() {
     assert!(
         fake.wait_until(PATIENCE, |f| texts(f)
             .iter()
-            .any(|t| t.contains("❌ 체크 실패:")))
+            .any(|t| t.contains("❌ 검사 실패:")))
             .await,
         "{:#?}",
         texts(&fake)
     );
     let failed: Vec<FakeMessage> = line_messages(&fake)
         .into_iter()
-        .filter(|m| m.content.contains("❌ 체크 실패:"))
+        .filter(|m| m.content.contains("❌ 검사 실패:"))
         .collect();
     for m in &failed {
         // The check's own words, unable to ping (`@` followed by a zero-width space) and
         // inert (a mention's `<` escaped).
         assert!(
             m.content
-                .contains("❌ 체크 실패: @\u{200B}everyone \\<@\u{200B}123> test broke"),
+                .contains("❌ 검사 실패: @\u{200B}everyone \\<@\u{200B}123> test broke"),
             "{}",
             m.content
         );
