@@ -25,7 +25,7 @@ pub enum HandoffMessage {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Common {
-    /// The handoff document for the next session; composed by the orchestrator when absent.
+    /// The handoff document for the next session; when absent, the orchestrator composes one from the message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<HandoffDocument>,
     /// What the run cost, rolled up per sprint and per sister.

@@ -94,14 +94,11 @@ async fn a_handoff_from_discord_restarts_the_sister_and_the_thread_says_so() {
     let answer = fake.wait_for_responses(asked.id, 2, PATIENCE).await;
     assert_eq!(
         answer[1].content(),
-        Some("🔄 나랑이 새 세션으로 교대 (요청: discord:500)")
+        Some("🔄 나랑이 새 세션으로 교대 (요청: <@500>)")
     );
 
     let line = wait_for_line(&fake, "🔄").await;
-    assert_eq!(
-        line.content,
-        "🔄 나랑이 새 세션으로 교대 (요청: discord:500)"
-    );
+    assert_eq!(line.content, "🔄 나랑이 새 세션으로 교대 (요청: <@500>)");
     assert_eq!(
         line.allowed_mentions,
         json!({"parse": [], "users": [], "roles": []})

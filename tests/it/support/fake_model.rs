@@ -166,7 +166,7 @@ struct Prompt {
 fn parse_prompt(text: &str) -> Option<Prompt> {
     let who = Regex::new(r"You are \S+ \((harang|narang|darang|erang)\), the ").ok()?;
     let sprint = Regex::new(
-        r#"Sprint (SPRINT-\d+) \(round \d+, attempt \d+\), project "[^"]*", working directory (\S+), branch (\S+)\.\n"#,
+        r#"Sprint (SPRINT-\d+) \(round \d+(?:, attempt [^)]*)?\), project "[^"]*", working directory (\S+), branch (\S+)\.\n"#,
     )
     .ok()?;
     let goal = Regex::new(r#"(?s)Goal: <goal from="[^"]*">(.*?)</goal>"#).ok()?;
