@@ -129,6 +129,7 @@ fn request(dir: &TempDir, sister: &Sister) -> RunRequest {
         token_env: "DISCORD_TOKEN".into(),
         role_text: None,
         check: None,
+        base_check: None,
         fence: None,
         // As the orchestrator gives one, where the host has cgroup v2.
         containers: hanarang::sister::container::Containers::open(&dir.path().join("runs")).ok(),

@@ -290,6 +290,7 @@ fn reference_costs(
             token_env: "DISCORD_TOKEN".into(),
             role_text: None,
             check: None,
+            base_check: None,
             fence: None,
             containers: None,
             git_identity: None,

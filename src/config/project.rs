@@ -21,6 +21,11 @@ pub struct ProjectConfig {
     pub check: Vec<String>,
     #[serde(default = "default_check_timeout")]
     pub check_timeout: Dur,
+    /// Whether the check is run once at the sprint's base commit too, so the sisters and
+    /// the person know what it said before the sprint (`false`: a check too slow to run
+    /// twice).
+    #[serde(default = "default_check_base", skip_serializing_if = "is_true")]
+    pub check_base: bool,
     /// A file whose text every sister's prompt carries; relative to the workdir, and read
     /// only inside it (`read_inside`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -46,6 +51,7 @@ impl ProjectConfig {
             plan_dir: default_plan_dir(),
             check: Vec::new(),
             check_timeout: default_check_timeout(),
+            check_base: default_check_base(),
             instructions: None,
             deploy: None,
             prompts: None,
@@ -113,6 +119,14 @@ impl ProjectConfig {
 
 pub(super) fn default_plan_dir() -> String {
     ".plans/{sprint_lower}".into()
+}
+
+fn default_check_base() -> bool {
+    true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 pub(super) fn default_check_timeout() -> Dur {

@@ -468,6 +468,7 @@ mod tests {
             duration_ms: 12_400,
             output_tail: "test result: ok\n".into(),
             at: 0,
+            at_base: false,
         };
         assert_eq!(check_line(&check, Locale::En), "🧪 check passed in 12s");
         assert_eq!(check_line(&check, Locale::Ko), "🧪 검사 통과 (12s)");

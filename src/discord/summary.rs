@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use super::inert;
 use crate::config::Locale;
+use crate::domain::short_commit as short;
 use crate::notify::messages::one_line;
-use crate::report::evidence::{Evidence, short};
+use crate::report::evidence::Evidence;
 
 /// Commits and files listed by name; the rest are counted (all of them are in the patch).
 const LISTED: usize = 20;
@@ -43,6 +44,69 @@ fn check_ended(c: &crate::store::CheckRecord, ko: bool) -> String {
         (Some(code), true) => format!("실패 (종료 코드 {code})"),
         (None, true) => "실패 (강제 종료, 종료 코드 없음)".into(),
         (_, false) => crate::report::check_ended(c),
+    }
+}
+
+/// The check's line: the last check of the branch, and what it said at the base before
+/// the sprint when that ran (`❌ at d8a3021 (3 failed) → ✅ at 5fc68ac`).
+fn check_line(e: &Evidence, ko: bool) -> String {
+    let word = if ko { "검사" } else { "Check" };
+    let on_branch: Vec<&crate::store::CheckRecord> =
+        e.checks.iter().filter(|c| !c.at_base).collect();
+    let runs = match on_branch.len() {
+        0 | 1 => String::new(),
+        n if ko => format!(" · 총 {n}회"),
+        n => format!(" · {n} runs in all"),
+    };
+    let mark = |c: &crate::store::CheckRecord| if c.passed() { "✅" } else { "❌" };
+    let no_git = if ko { "git 없음" } else { "no git" };
+    match (&e.base_check, on_branch.last()) {
+        (Some(base), last) => {
+            let at = |c: &crate::store::CheckRecord| {
+                let commit = c.head.as_deref().map_or(no_git, short);
+                match ko {
+                    true => format!("{} {commit}에서", mark(c)),
+                    false => format!("{} at {commit}", mark(c)),
+                }
+            };
+            let head = match last {
+                Some(c) if c.passed() => format!("{} ({})", at(c), took(c.duration_ms)),
+                Some(c) => format!("{} ({})", at(c), failure(c, ko)),
+                None if ko => "브랜치에서는 아직 실행 안 됨".to_string(),
+                None => "not yet run on the branch".to_string(),
+            };
+            let before = match base.passed() {
+                true => at(base),
+                false => format!("{} ({})", at(base), failure(base, ko)),
+            };
+            format!(
+                "**{word}** {}: {before} → {head}{runs}",
+                code(&crate::domain::shell_line(&base.command))
+            )
+        }
+        (None, Some(c)) => format!(
+            "**{word}**: {} {} {} ({}, {}){runs}",
+            mark(c),
+            check_ended(c, ko),
+            code(&crate::domain::shell_line(&c.command)),
+            took(c.duration_ms),
+            c.head.as_deref().map_or(no_git, short),
+        ),
+        (None, None) if ko => format!("**{word}**: 없음 (프로젝트에 check 설정 없음)"),
+        (None, None) => format!("**{word}**: none (the project sets no check)"),
+    }
+}
+
+/// How a check failed, in a few words: its test runner's count, else its exit.
+fn failure(c: &crate::store::CheckRecord, ko: bool) -> String {
+    let counted = crate::report::failed_tests(&c.output_tail).filter(|n| *n > 0);
+    match (counted, c.exit_code, ko) {
+        (Some(n), _, true) => format!("{n}개 실패"),
+        (Some(n), _, false) => format!("{n} failed"),
+        (None, Some(code), true) => format!("종료 코드 {code}"),
+        (None, Some(code), false) => format!("exit code {code}"),
+        (None, None, true) => "강제 종료".to_string(),
+        (None, None, false) => "killed".to_string(),
     }
 }
 
@@ -118,32 +182,7 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
         }
     }
 
-    let check_word = if ko { "검사" } else { "Check" };
-    match e.checks.last() {
-        Some(c) => out.push(format!(
-            "**{check_word}**: {} {} {} ({}, {}){}",
-            if c.passed() { "✅" } else { "❌" },
-            check_ended(c, ko),
-            code(&crate::domain::shell_line(&c.command)),
-            took(c.duration_ms),
-            c.head
-                .as_deref()
-                .map_or(if ko { "git 없음" } else { "no git" }, short),
-            match e.checks.len() {
-                1 => String::new(),
-                n if ko => format!(" · 총 {n}회"),
-                n => format!(" · {n} runs in all"),
-            }
-        )),
-        None => out.push(format!(
-            "**{check_word}**: {}",
-            if ko {
-                "없음 (프로젝트에 check 설정 없음)"
-            } else {
-                "none (the project sets no check)"
-            }
-        )),
-    }
+    out.push(check_line(e, ko));
 
     match &e.work {
         Some(Ok(w)) => {
@@ -350,6 +389,7 @@ mod tests {
             runs: Vec::new(),
             usage: Usage::default(),
             checks: Vec::new(),
+            base_check: None,
             approved: None,
             forge: None,
             contract: vec![ContractItem {
@@ -406,6 +446,68 @@ mod tests {
             Some(
                 "## Round 1\n### darang — REQUEST_CHANGES\n- \\[major\\] src/a.rs:1 # Approved\n\\> quote\n\\<https\\://evil.example>\n\\`\\`\\`\ncode\n\\`\\`\\`\n"
             )
+        );
+    }
+
+    #[test]
+    fn the_check_line_reads_from_the_base_to_the_branch() {
+        use crate::store::CheckRecord;
+        let check = |head: char, exit_code: i32, tail: &str, at_base: bool| CheckRecord {
+            run_id: "SPRINT-001-R01".into(),
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                "cargo fmt --check && cargo test".into(),
+            ],
+            head: Some(head.to_string().repeat(40)),
+            exit_code: Some(exit_code),
+            duration_ms: 12_400,
+            output_tail: tail.into(),
+            at: 0,
+            at_base,
+        };
+        let base = check(
+            'd',
+            101,
+            "test result: FAILED. 9 passed; 3 failed; 0 ignored",
+            true,
+        );
+        let mut e = written_by_an_attacker();
+        e.base_check = Some(base.clone());
+        e.checks = vec![
+            base.clone(),
+            check('e', 1, "Diff in src/lib.rs", false),
+            check('f', 0, "test result: ok. 12 passed; 0 failed", false),
+        ];
+        let line = |e: &Evidence, locale| {
+            let s = summary(e, locale);
+            let found = s
+                .text
+                .lines()
+                .find(|l| l.starts_with("**Check") || l.starts_with("**검사"));
+            found.map(str::to_string).unwrap_or_default()
+        };
+        assert_eq!(
+            line(&e, Locale::En),
+            "**Check** `sh -c 'cargo fmt --check && cargo test'`: ❌ at ddddddd (3 failed) → ✅ at fffffff (12s) · 2 runs in all"
+        );
+        assert_eq!(
+            line(&e, Locale::Ko),
+            "**검사** `sh -c 'cargo fmt --check && cargo test'`: ❌ ddddddd에서 (3개 실패) → ✅ fffffff에서 (12s) · 총 2회"
+        );
+        // A failure with no count says its exit; a base that passed says only that.
+        e.checks.pop();
+        assert!(
+            line(&e, Locale::En).ends_with("→ ❌ at eeeeeee (exit code 1)"),
+            "{}",
+            line(&e, Locale::En)
+        );
+        e.base_check = Some(check('d', 0, "", true));
+        e.checks = vec![check('f', 0, "", false)];
+        assert!(
+            line(&e, Locale::En).ends_with(": ✅ at ddddddd → ✅ at fffffff (12s)"),
+            "{}",
+            line(&e, Locale::En)
         );
     }
 

@@ -37,6 +37,11 @@ pub fn parse_run_id(sprint_id: &str, input: &str) -> String {
     }
 }
 
+/// A commit id as people read it: its first seven characters.
+pub fn short_commit(id: &str) -> &str {
+    id.get(..7).unwrap_or(id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,6 @@ mod outcome;
 mod shell;
 
 pub use actor::{Actor, ActorInfo, Verdict, Words};
-pub use ids::{parse_run_id, parse_sprint_id, run_id, sprint_id};
+pub use ids::{parse_run_id, parse_sprint_id, run_id, short_commit, sprint_id};
 pub use outcome::{FailureKind, RunOutcome};
 pub use shell::{shell_line, shell_word};

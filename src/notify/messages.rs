@@ -3,6 +3,7 @@
 //! these lines; only the Discord bridge turns `mention` into a ping, and it makes the
 //! sisters' words in them inert (`Context::agent_text`).
 
+use crate::domain::short_commit;
 use std::time::Duration;
 
 use crate::config::{Config, Locale};
@@ -686,9 +687,4 @@ pub fn deploy_prompt(sprint_id: &str, locale: Locale) -> DeployPrompt {
             note_needed: "a request for changes needs a note",
         },
     }
-}
-
-/// A commit id as people read it: its first seven characters.
-fn short_commit(id: &str) -> &str {
-    id.get(..7).unwrap_or(id)
 }

@@ -6,6 +6,7 @@ use super::Orchestrator;
 use crate::config::ProjectConfig;
 use crate::domain::{Actor, RunOutcome};
 use crate::pipeline::Stage;
+use crate::sister::branch::Checkout;
 use crate::sister::check::Check;
 use crate::sister::contract::CheckResult;
 use crate::sister::{CheckReport, RunReport};
@@ -31,6 +32,7 @@ pub(super) fn record(run_id: &str, report: &RunReport, at: i64) -> Option<CheckR
         duration_ms: i64::try_from(check.duration.as_millis()).unwrap_or(i64::MAX),
         output_tail: check.output_tail.clone(),
         at,
+        at_base: check.at_base,
     })
 }
 
@@ -82,6 +84,83 @@ impl Orchestrator {
                 detail: run.detail.clone(),
             }),
             _ => None,
+        }
+    }
+}
+
+/// What a run is told of the check at the base, and whether it must run it first.
+#[derive(Debug, Default)]
+pub(super) struct AtBase {
+    /// The result on record (the sprint's own, or another sprint's from the same base).
+    pub told: Option<CheckResult>,
+    /// The check to run before the sister, when nothing is on record yet.
+    pub run: Option<Check>,
+}
+
+impl Orchestrator {
+    /// The check at the sprint's base: told to the planner, the implementer and the
+    /// reviewers; run once, before the planner's run, while the branch is still at its base
+    /// (`projects.NAME.check_base`); reused by every later sprint from the same base commit
+    /// with the same check.
+    pub(super) async fn at_base(
+        &self,
+        sprint: &Sprint,
+        runs: &[Run],
+        project: Option<&ProjectConfig>,
+        checkout: Option<&Checkout>,
+        actor: Actor,
+    ) -> AtBase {
+        let (Some(project), Some(checkout)) = (project, checkout) else {
+            return AtBase::default();
+        };
+        if project.check.is_empty() || !project.check_base || actor == Actor::Erang {
+            return AtBase::default();
+        }
+        let base = &checkout.base_commit;
+        // The run whose end is being committed has it in memory, not yet in the store.
+        let kept = runs
+            .iter()
+            .find_map(|r| self.memory.check_of(&r.run_id))
+            .filter(|c| c.at_base);
+        let own = match kept {
+            Some(kept) => Ok(Some(kept)),
+            None => self
+                .store
+                .checks(&sprint.id)
+                .await
+                .map(|checks| checks.into_iter().rev().find(|c| c.at_base)),
+        };
+        let own = match own {
+            Ok(own) => own,
+            Err(e) => {
+                tracing::warn!(sprint = %sprint.id, error = %e, "cannot read the sprint's checks");
+                None
+            }
+        };
+        let recorded = match own {
+            Some(own) => Some(own),
+            None => match self.store.base_check(&sprint.project, base).await {
+                Ok(found) => found.filter(|c| c.command == project.check),
+                Err(e) => {
+                    tracing::warn!(sprint = %sprint.id, error = %e, "cannot read the checks at the base");
+                    None
+                }
+            },
+        };
+        match recorded {
+            Some(c) => AtBase {
+                told: Some(result_of(c, None)),
+                run: None,
+            },
+            // Only the planner's run, on the untouched base, runs it.
+            None if actor == Actor::Harang && checkout.head == *base => AtBase {
+                told: None,
+                run: Some(Check {
+                    command: project.check.clone(),
+                    timeout: project.check_timeout.0,
+                }),
+            },
+            None => AtBase::default(),
         }
     }
 }

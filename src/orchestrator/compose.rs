@@ -205,6 +205,9 @@ impl Orchestrator {
             Ok(c) => (c, None),
             Err(detail) => (None, Some(detail)),
         };
+        let at_base = self
+            .at_base(sprint, &runs, project, checkout.as_ref(), actor)
+            .await;
         let git_head = match &checkout {
             Some(c) => Some(c.head.clone()),
             None => sister::facts::head(&self.repo(&workdir)).await,
@@ -282,6 +285,7 @@ impl Orchestrator {
             deploy: project.and_then(|p| p.deploy.clone()),
             reviewer: reviewer.map(|(name, _)| name.to_string()),
             check_result,
+            base_check: at_base.told,
             forge_checks: match stage {
                 crate::pipeline::Stage::Implementing => self.forge_checks(sprint).await,
                 _ => Vec::new(),
@@ -324,6 +328,7 @@ impl Orchestrator {
             token_env: self.config.token_env().to_string(),
             role_text: texts.role_text,
             check: super::check::for_run(project, actor),
+            base_check: at_base.run,
             fence: Some(fence),
             containers: self.containers.clone(),
             git_identity: crate::config::git_identity(

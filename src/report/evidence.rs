@@ -80,7 +80,11 @@ pub struct Evidence {
     pub sprint: Sprint,
     pub runs: Vec<Run>,
     pub usage: Usage,
+    /// The sprint's checks, the one at its base among them when it ran it.
     pub checks: Vec<CheckRecord>,
+    /// What the check said at the sprint's base commit: its own, or the one an earlier
+    /// sprint from the same base made.
+    pub base_check: Option<CheckRecord>,
     pub contract: Vec<ContractItem>,
     pub rounds: Vec<Round>,
     /// `None` outside git or before a base was recorded; `Err` when git could not answer.
@@ -169,6 +173,16 @@ impl Evidence {
         log.retain(|t| by_then(t.at));
         let mut checks = store.checks(&sprint.id).await?;
         checks.retain(|c| by_then(c.at));
+        let base_check = match checks.iter().rev().find(|c| c.at_base) {
+            Some(own) => Some(own.clone()),
+            None => match &sprint.base_commit {
+                Some(base) => store
+                    .base_check(&sprint.project, base)
+                    .await?
+                    .filter(|c| by_then(c.at)),
+                None => None,
+            },
+        };
         let approved = crate::store::approved_head(&log, &runs);
         let work = work(
             store,
@@ -186,6 +200,7 @@ impl Evidence {
             runs,
             usage,
             checks,
+            base_check,
             work,
         })
     }
@@ -316,9 +331,4 @@ fn rounds(runs: &[Run], log: &[TransitionRecord]) -> Vec<Round> {
             reviews,
         })
         .collect()
-}
-
-/// A commit id as people read it.
-pub fn short(id: &str) -> &str {
-    id.get(..7).unwrap_or(id)
 }

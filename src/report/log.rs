@@ -229,6 +229,31 @@ pub fn check_ended(c: &CheckRecord) -> String {
     }
 }
 
+/// How many tests a check's output says failed: the sum over libtest's `test result:`
+/// lines (one per test binary), else the last line that counts `N failed` (pytest, jest,
+/// go's summary alike). `None`: it says no count.
+pub fn failed_tests(output: &str) -> Option<u64> {
+    let count = |line: &str| -> Option<u64> {
+        let words: Vec<&str> = line
+            .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
+            .collect();
+        words.windows(2).find_map(|w| {
+            (w[1].trim_end_matches('.') == "failed")
+                .then(|| w[0].parse::<u64>().ok())
+                .flatten()
+        })
+    };
+    let libtest: Vec<u64> = output
+        .lines()
+        .filter(|l| l.trim_start().starts_with("test result:"))
+        .filter_map(count)
+        .collect();
+    if !libtest.is_empty() {
+        return Some(libtest.iter().sum());
+    }
+    output.lines().rev().find_map(count)
+}
+
 /// One check: its run, how it ended, how long it took, the commit, the command, and the
 /// last line it printed.
 fn print_check(c: &CheckRecord) {
@@ -240,8 +265,9 @@ fn print_check(c: &CheckRecord) {
         .head
         .as_deref()
         .map_or("(no git)", |h| h.get(..12).unwrap_or(h));
+    let base = if c.at_base { " (the base)" } else { "" };
     outln!(
-        "  {:<16} {} {ended:<30} {took:<8} at {head}  `{}`",
+        "  {:<16} {} {ended:<30} {took:<8} at {head}{base}  `{}`",
         c.run_id,
         time(c.at),
         escape_controls(&crate::domain::shell_line(&c.command))
@@ -400,4 +426,21 @@ pub async fn run_capture(store: &Store, id: &str, run: &str, capture: Capture) -
         }
     }
     Exit::Success
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failed_tests;
+
+    #[test]
+    fn a_test_runners_count_of_failures_is_read() {
+        let cargo = "test result: ok. 4 passed; 0 failed; 0 ignored\nfailures:\n    a\ntest result: FAILED. 9 passed; 3 failed; 0 ignored; 0 measured\nerror: test failed";
+        assert_eq!(failed_tests(cargo), Some(3));
+        assert_eq!(
+            failed_tests("==== 2 failed, 7 passed in 0.1s ===="),
+            Some(2)
+        );
+        assert_eq!(failed_tests("Diff in src/lib.rs at line 3"), None);
+        assert_eq!(failed_tests("the build failed"), None);
+    }
 }

@@ -15,7 +15,9 @@ pub mod evidence;
 mod log;
 pub mod picture;
 mod show;
-pub use log::{Capture, check_ended, checklist_json, contract_mark, log, run_capture};
+pub use log::{
+    Capture, check_ended, checklist_json, contract_mark, failed_tests, log, run_capture,
+};
 pub use show::{diff, show};
 
 /// How many of a failed run's last stderr lines `sprint log` shows under it.

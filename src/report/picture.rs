@@ -571,6 +571,7 @@ mod tests {
             duration_ms: 5000,
             output_tail: String::new(),
             at: 5000,
+            at_base: false,
         };
         let l = layout(&sprint(), &runs, &[check], 20_000);
         assert_eq!(

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::evidence::{Evidence, patch, short};
+use super::evidence::{Evidence, patch};
 use super::{failed, no_sprint};
 use crate::config::Config;
+use crate::domain::short_commit as short;
 use crate::notify::messages::one_line;
 use crate::output::{Exit, escape_controls, escape_controls_by_line, print_json};
 use crate::store::Store;
@@ -84,6 +85,7 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
             "git_error": git_error,
             "checklist": super::checklist_json(contract),
             "checks": checks,
+            "base_check": e.base_check,
             "rounds": e.rounds
                 .iter()
                 .map(|r| json!({
@@ -187,17 +189,20 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
             );
         }
     }
-    if !checks.is_empty() {
+    // The check at the base an earlier sprint made is this sprint's too.
+    let reused = e.base_check.as_ref().filter(|b| !checks.contains(b));
+    if reused.is_some() || !checks.is_empty() {
         outln!("\nChecks:");
-        for c in checks {
+        for c in reused.into_iter().chain(checks) {
             outln!(
-                "  {} `{}` in {} at {}",
+                "  {} `{}` in {} at {}{}",
                 super::check_ended(c),
                 escape_controls(&crate::domain::shell_line(&c.command)),
                 humantime::format_duration(Duration::from_millis(
                     u64::try_from(c.duration_ms).unwrap_or(0) / 1000 * 1000
                 )),
-                c.head.as_deref().map_or("(no git)", short)
+                c.head.as_deref().map_or("(no git)", short),
+                if c.at_base { " (the base)" } else { "" }
             );
         }
     }

@@ -6,6 +6,7 @@
 
 use super::facts::branch_head;
 use super::git::{Repo, failed};
+use crate::domain::short_commit as short;
 
 /// Why the branch no longer holds exactly the `reviewed` commit (with its objects since
 /// `base`), for the person; `None` when it does.
@@ -113,10 +114,6 @@ async fn rewritten(repo: &Repo, base: &str, reviewed: &str) -> Result<Option<Str
         ));
     }
     Ok(None)
-}
-
-fn short(id: &str) -> &str {
-    id.get(..7).unwrap_or(id)
 }
 
 fn commits(n: usize) -> String {

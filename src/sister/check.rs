@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::Stopper;
 use super::container::Container;
+use super::contract::CheckResult;
 use super::process::{self, Activity, SharedCapture};
 use super::{RunOutcome, RunReport, RunRequest, Stop, facts, tail_text};
 
@@ -49,6 +50,8 @@ pub struct CheckReport {
     pub duration: Duration,
     /// The last `TAIL_LINES` lines of stdout and stderr, as written.
     pub output_tail: String,
+    /// Run at the sprint's base commit, before the sister (`RunRequest::base_check`).
+    pub at_base: bool,
 }
 
 impl CheckReport {
@@ -61,6 +64,25 @@ impl CheckReport {
         match self.end {
             CheckEnd::Exited(code) => Some(code),
             _ => None,
+        }
+    }
+
+    /// How it failed, in words (`exited with code 101 after 12s`); `None` when it passed.
+    pub fn failure(&self, project: &str) -> Option<String> {
+        let took = humantime::format_duration(round_ms(self.duration));
+        match &self.end {
+            CheckEnd::Exited(0) => None,
+            CheckEnd::Exited(code) => Some(format!("exited with code {code} after {took}")),
+            CheckEnd::Signalled(signal) => Some(format!(
+                "was killed by {} after {took}",
+                process::signal_name(*signal)
+            )),
+            CheckEnd::TimedOut(limit) => Some(format!(
+                "timed out after {} (projects.{project}.check_timeout)",
+                humantime::format_duration(*limit),
+            )),
+            CheckEnd::Unstarted(why) => Some(format!("could not run: {why}")),
+            CheckEnd::Stopped(_) => Some(format!("was stopped after {took}")),
         }
     }
 
@@ -96,18 +118,6 @@ pub(super) async fn run_and_judge(
     let line = done.command_line();
     let took = humantime::format_duration(round_ms(done.duration));
     let how = match &done.end {
-        CheckEnd::Exited(0) => None,
-        CheckEnd::Exited(code) => Some(format!("exited with code {code} after {took}")),
-        CheckEnd::Signalled(signal) => Some(format!(
-            "was killed by {} after {took}",
-            process::signal_name(*signal)
-        )),
-        CheckEnd::TimedOut(limit) => Some(format!(
-            "timed out after {} (projects.{}.check_timeout)",
-            humantime::format_duration(*limit),
-            req.contract.project
-        )),
-        CheckEnd::Unstarted(why) => Some(format!("could not run: {why}")),
         // What a stop makes of the run, as if the sister were still at work.
         CheckEnd::Stopped(reason) => {
             (report.outcome, report.detail) = match reason {
@@ -129,6 +139,7 @@ pub(super) async fn run_and_judge(
             report.check = Some(done);
             return;
         }
+        _ => done.failure(&req.contract.project),
     };
     match how {
         None => report
@@ -158,7 +169,7 @@ fn round_ms(d: Duration) -> Duration {
 }
 
 /// Runs the check to its end in the workdir; every path ends with its group gone.
-async fn run(
+pub(super) async fn run(
     req: &RunRequest,
     check: &Check,
     container: Option<&Container>,
@@ -172,6 +183,7 @@ async fn run(
         end: CheckEnd::Unstarted("the check is empty".into()),
         duration: Duration::ZERO,
         output_tail: String::new(),
+        at_base: false,
     };
     let Some((program, args)) = check.command.split_first() else {
         return done;
@@ -280,6 +292,20 @@ async fn run(
     done.output_tail = last_lines(&tail_text(&bytes), TAIL_LINES);
     done.duration = started.elapsed();
     done
+}
+
+/// The check as a sister's contract tells it, made for `run`.
+pub(super) fn result_of(done: &CheckReport, run: &str) -> CheckResult {
+    CheckResult {
+        run: run.to_string(),
+        command: done.command.clone(),
+        passed: done.passed(),
+        exit_code: done.exit_code(),
+        duration_ms: i64::try_from(done.duration.as_millis()).unwrap_or(i64::MAX),
+        head: done.head.clone(),
+        output_tail: done.output_tail.clone(),
+        detail: None,
+    }
 }
 
 /// The last `n` lines of `text` (the trailing line break dropped).

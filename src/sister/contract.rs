@@ -112,6 +112,10 @@ pub struct ContractFile {
     /// narang after `check_failed`, how it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_result: Option<CheckResult>,
+    /// What the project's check said at the sprint's base commit, before any of its work
+    /// (harang, narang, darang).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_check: Option<CheckResult>,
     /// The forge's checks that failed on the pushed head, for narang's round after them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forge_checks: Vec<crate::pipeline::fsm::FailedCheck>,
@@ -124,7 +128,7 @@ pub struct ContractFile {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckResult {
-    /// The narang run it checked.
+    /// The narang run it checked (at the base: the run it was made before).
     pub run: String,
     /// The program and its arguments.
     pub command: Vec<String>,

@@ -90,6 +90,9 @@ pub struct RunRequest {
     pub role_text: Option<String>,
     /// The project's check, run after narang's `IMPL_DONE` holds (narang's runs only).
     pub check: Option<Check>,
+    /// The project's check, run at the sprint's base commit before the sister starts, its
+    /// result put in the contract (the sprint's first run, when nothing recorded it yet).
+    pub base_check: Option<Check>,
     /// What the sister (and the check) may touch; `None`: unconfined.
     pub fence: Option<fence::Fence>,
     /// Where the run's container is made; `None`: the host gives none, and only the
@@ -128,7 +131,7 @@ pub struct RunReport {
     pub resume_at_ms: Option<i64>,
     /// The agent's session, as its envelope names it at `session_pointer`.
     pub session_id: Option<String>,
-    /// The project's check, when one ran after the sister.
+    /// The project's check, when one ran after the sister (or before it, at the base).
     pub check: Option<CheckReport>,
 }
 

@@ -46,13 +46,7 @@ pub fn render_prompt(
         quote::block("goal", goal_by, contract.goal.trim())
     );
     if let Some(request) = &contract.request {
-        // The focus ends the prompt: what it asks is said there, once.
-        let at_the_end = contract.focus.as_deref() == Some(request.text.as_str());
-        let _ = writeln!(
-            b,
-            "\n{}",
-            request_text(actor, contract.round, request, at_the_end)
-        );
+        let _ = writeln!(b, "\n{}", request_text(actor, contract.round, request));
     }
     if !contract.notes.is_empty() {
         let _ = writeln!(
@@ -84,6 +78,9 @@ pub fn render_prompt(
             "\nYour previous answer was rejected: {}\nAnswer again, following the schema exactly.",
             quote::block("rejection", "validator", rejection)
         );
+    }
+    if let Some(check) = &contract.base_check {
+        let _ = writeln!(b, "\n{}", base_check_text(check));
     }
     if let Some(check) = &contract.check_result {
         let _ = writeln!(b, "\n{}", check_text(check));
@@ -125,9 +122,14 @@ pub fn render_prompt(
         "\nWhen you are done, print exactly one JSON object on stdout: a HandoffMessage with \"actor\": \"{actor}\" and a verdict of {}. Print nothing else on stdout; write logs to stderr. Include a \"handoff\" document (goal, constraints, progress, keyDecisions, criticalContext, nextSteps): the handoff document for the next session; when absent, the orchestrator composes one from the message.\n",
         verdicts.join(" or ")
     );
+    // A focus that is the round's request was said at the top: not again at the end.
+    let focus = contract
+        .focus
+        .as_deref()
+        .filter(|f| contract.request.as_ref().is_none_or(|r| r.text != *f));
     b.push_str(&render_handoff_context(
         &contract.handoff,
-        contract.focus.as_deref(),
+        focus,
         contract.focus_by.as_deref().unwrap_or(UNKNOWN),
     ));
     let tags: Vec<String> = quote::TAGS
@@ -156,11 +158,8 @@ fn tries(n: u32) -> String {
 
 /// What a person asked of the round: the implementer's job before anything else, the
 /// reviewer's to judge.
-fn request_text(actor: Actor, round: u32, request: &PersonRequest, at_the_end: bool) -> String {
-    let said = match at_the_end {
-        true => "the \"Additional focus\" at the end of this prompt.".to_string(),
-        false => quote::block("request", &request.by, request.text.trim()),
-    };
+fn request_text(actor: Actor, round: u32, request: &PersonRequest) -> String {
+    let said = quote::block("request", &request.by, request.text.trim());
     match actor {
         Actor::Darang => format!(
             "Before this round ({round}), a person asked for this: {said}\nJudge whether the branch now does what they asked, besides the contract; a request that is not met is a finding."
@@ -193,6 +192,35 @@ fn check_text(check: &CheckResult) -> String {
         "Your previous IMPL_DONE (run {}) did not pass the project's check `{line}`{on}, so it was not sent to review: {}\nFix what it reports, commit on the branch, and answer again.",
         check.run,
         quote::block("check-output", "check", failure)
+    )
+}
+
+/// What the project's check said at the sprint's base commit, before any of its work.
+fn base_check_text(check: &CheckResult) -> String {
+    let line = crate::domain::shell_line(&check.command);
+    let at = check
+        .head
+        .as_deref()
+        .map_or("the base", crate::domain::short_commit);
+    let took = u64::try_from(check.duration_ms / 1000).unwrap_or(0);
+    let took = humantime::format_duration(std::time::Duration::from_secs(took));
+    if check.passed {
+        return format!(
+            "The project's check `{line}` passes at the base {at}, before any work of this sprint (exit code 0 in {took})."
+        );
+    }
+    let how = match (&check.detail, check.exit_code) {
+        (Some(how), _) => how.clone(),
+        (None, Some(code)) => format!("exited with code {code} after {took}"),
+        (None, None) => format!("was killed or timed out after {took}"),
+    };
+    format!(
+        "The project's check `{line}` fails at the base {at}, before any work of this sprint: it {how}; its last lines: {}\nThe implementation's IMPL_DONE must pass it before it goes to review.",
+        quote::block(
+            "check-output",
+            &format!("check at {at}"),
+            check.output_tail.trim_end()
+        )
     )
 }
 
@@ -291,6 +319,7 @@ mod tests {
             deploy: None,
             reviewer: None,
             check_result: None,
+            base_check: None,
             forge_checks: Vec::new(),
             merged: None,
         }
@@ -446,7 +475,7 @@ mod tests {
     }
 
     #[test]
-    fn a_request_that_is_also_the_focus_is_quoted_once_at_the_end() {
+    fn a_request_that_is_also_the_focus_is_quoted_once_where_it_leads() {
         let mut c = contract();
         c.request = Some(PersonRequest {
             by: "discord:7".into(),
@@ -457,16 +486,14 @@ mod tests {
         let p = render_prompt(&c, "/c.json", None);
         assert_eq!(p.matches("rename the page").count(), 1, "{p}");
         assert!(
-            p.contains("This round (2) is for what a person asked: the \"Additional focus\" at the end of this prompt."),
-            "{p}"
-        );
-        assert!(p.trim_end().ends_with("rename the page</focus>"), "{p}");
-        // A request that is not the focus is quoted where it is introduced.
-        c.focus = None;
-        let p = render_prompt(&c, "/c.json", None);
-        assert!(
             p.contains("asked: <request from=\"discord:7\">rename the page</request>"),
             "{p}"
         );
+        assert!(!p.contains("Additional focus"), "{p}");
+        // A focus of its own still ends the prompt.
+        c.focus = Some("keep it small".into());
+        let p = render_prompt(&c, "/c.json", None);
+        assert!(p.contains("rename the page</request>"), "{p}");
+        assert!(p.trim_end().ends_with("keep it small</focus>"), "{p}");
     }
 }

@@ -50,6 +50,31 @@ pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunCont
         None => None,
     };
     let mut stop = Stopper(Some(control.stop));
+    // The check at the base first, its result in the contract the sister reads.
+    let (at_base, with_base, prepared) = match &req.base_check {
+        Some(check) => {
+            match at_base(
+                req,
+                check,
+                container.as_ref(),
+                &mut stop,
+                control.progress.as_ref(),
+            )
+            .await
+            {
+                Ok((done, with_base)) => match super::prepare(&with_base) {
+                    Ok(prepared) => (Some(done), Some(with_base), prepared),
+                    Err(mut report) => {
+                        report.check = Some(done);
+                        return close(req, container, *report).await;
+                    }
+                },
+                Err(report) => return close(req, container, report).await,
+            }
+        }
+        None => (None, None, prepared),
+    };
+    let req = with_base.as_ref().unwrap_or(req);
     let started = Instant::now();
     let mut report = run_inner(
         req,
@@ -60,6 +85,7 @@ pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunCont
     )
     .await;
     report.duration = started.elapsed();
+    report.check = at_base;
     if let Some(check) = &req.check
         && super::check::applies(&report)
     {
@@ -74,6 +100,11 @@ pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunCont
         }
         super::check::run_and_judge(req, check, container.as_ref(), &mut stop, &mut report).await;
     }
+    close(req, container, report).await
+}
+
+/// The run's end: its container emptied and removed, its private temporary folder gone.
+async fn close(req: &RunRequest, container: Option<Container>, report: RunReport) -> RunReport {
     if let Some(container) = container {
         container.close(req.spec.kill_grace).await;
     }
@@ -81,6 +112,48 @@ pub async fn run_prepared(req: &RunRequest, prepared: Prepared, control: RunCont
         let _ = std::fs::remove_dir_all(super::fence::private_tmp(&req.contract.run_id));
     }
     report
+}
+
+/// Runs the project's check at the base, before the sister: its report, and the request
+/// whose contract says what it found. A stop during it ends the run there, the sister
+/// never started and nothing recorded of the check (it did not finish).
+async fn at_base(
+    req: &RunRequest,
+    check: &super::Check,
+    container: Option<&Container>,
+    stop: &mut Stopper,
+    progress: Option<&watch::Sender<Progress>>,
+) -> Result<(super::CheckReport, RunRequest), RunReport> {
+    let line = crate::domain::shell_line(&check.command);
+    if let Some(progress) = progress {
+        progress.send_modify(|p| {
+            p.step = Some(super::events::clean(&format!("🧪 {line} (at the base)")));
+            p.step_at_ms = Some(crate::clock::now_ms());
+        });
+    }
+    let span = tracing::info_span!("check_at_base", sprint = %req.contract.sprint_id, run = %req.contract.run_id);
+    let mut done =
+        tracing::Instrument::instrument(super::check::run(req, check, container, stop), span).await;
+    tracing::info!(sprint = %req.contract.sprint_id, run = %req.contract.run_id, end = ?done.end, "check at the base ended");
+    if let super::CheckEnd::Stopped(reason) = done.end {
+        let (outcome, what) = match reason {
+            super::Stop::Abort => (RunOutcome::Cancelled, "a user's abort"),
+            super::Stop::Handoff => (RunOutcome::HandedOff, "a user's handoff"),
+            super::Stop::Shutdown => (RunOutcome::Interrupted, "the orchestrator's shutdown"),
+        };
+        return Err(RunReport::early(
+            outcome,
+            format!(
+                "stopped by {what} during the check `{line}` at the base, before the sister started"
+            ),
+        ));
+    }
+    done.at_base = true;
+    let mut with_base = req.clone();
+    let mut told = super::check::result_of(&done, &req.contract.run_id);
+    told.detail = done.failure(&req.contract.project);
+    with_base.contract.base_check = Some(told);
+    Ok((done, with_base))
 }
 
 async fn run_inner(

@@ -9,7 +9,7 @@ use super::{Result, StoreError};
 /// One check, as recorded.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CheckRecord {
-    /// The narang run it checked.
+    /// The narang run it checked (at the base: the run it was made for).
     #[serde(rename = "run")]
     pub run_id: String,
     /// The program and its arguments.
@@ -23,6 +23,10 @@ pub struct CheckRecord {
     pub output_tail: String,
     /// When it ended (unix ms).
     pub at: i64,
+    /// Run at the sprint's base commit, before any of its work: what the check said
+    /// before the sprint (a check whose head is the sprint's base commit; not stored).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub at_base: bool,
 }
 
 impl CheckRecord {
@@ -47,6 +51,7 @@ pub(super) struct CheckRaw {
     pub duration_ms: i64,
     pub output_tail: String,
     pub at: i64,
+    pub at_base: bool,
 }
 
 impl TryFrom<CheckRaw> for CheckRecord {
@@ -65,6 +70,7 @@ impl TryFrom<CheckRaw> for CheckRecord {
             duration_ms: r.duration_ms,
             output_tail: r.output_tail,
             at: r.at,
+            at_base: r.at_base,
             run_id: r.run_id,
         })
     }

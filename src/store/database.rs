@@ -144,6 +144,8 @@ pub trait Database: std::any::Any + Send + Sync + std::fmt::Debug {
     async fn paused_agents(&self, now_ms: i64) -> Result<Vec<(String, i64)>>;
     /// The project's checks of a sprint's runs, oldest first.
     async fn checks(&self, sprint_id: &str) -> Result<Vec<CheckRecord>>;
+    /// The latest check made at `commit` as a base of a sprint of `project` (any sprint's).
+    async fn base_check(&self, project: &str, commit: &str) -> Result<Option<CheckRecord>>;
     /// What a sprint's runs cost, in all and per sister.
     async fn usage(&self, sprint_id: &str) -> Result<Usage>;
     /// Every sprint's total spend, in one query (for `sprint status`).

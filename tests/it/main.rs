@@ -11,6 +11,7 @@ mod support;
 mod approved_commit;
 mod authors;
 mod back_door;
+mod base_check;
 mod branch;
 mod check;
 mod config;

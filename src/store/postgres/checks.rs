@@ -33,12 +33,32 @@ pub(super) async fn insert_check(
 impl Db {
     pub(super) async fn read_checks(&self, sprint_id: &str) -> Result<Vec<CheckRecord>> {
         let raws: Vec<CheckRaw> = sqlx::query_as(
-            "SELECT id, run_id, command, head, exit_code, duration_ms, output_tail, at
-             FROM checks WHERE sprint_id = $1 ORDER BY id",
+            "SELECT c.id, c.run_id, c.command, c.head, c.exit_code, c.duration_ms, c.output_tail, c.at,
+                 COALESCE(c.head = s.base_commit, FALSE) AS at_base
+             FROM checks c JOIN sprints s ON s.id = c.sprint_id
+             WHERE c.sprint_id = $1 ORDER BY c.id",
         )
         .bind(sprint_id)
         .fetch_all(&self.pool)
         .await?;
         raws.into_iter().map(CheckRecord::try_from).collect()
+    }
+
+    pub(super) async fn read_base_check(
+        &self,
+        project: &str,
+        commit: &str,
+    ) -> Result<Option<CheckRecord>> {
+        let raw: Option<CheckRaw> = sqlx::query_as(
+            "SELECT c.id, c.run_id, c.command, c.head, c.exit_code, c.duration_ms, c.output_tail, c.at,
+                 TRUE AS at_base
+             FROM checks c JOIN sprints s ON s.id = c.sprint_id
+             WHERE c.head = s.base_commit AND c.head = $1 AND s.project = $2 ORDER BY c.id DESC LIMIT 1",
+        )
+        .bind(commit)
+        .bind(project)
+        .fetch_optional(&self.pool)
+        .await?;
+        raw.map(CheckRecord::try_from).transpose()
     }
 }

@@ -332,6 +332,10 @@ impl Database for Db {
         self.read_checks(sprint_id).await
     }
 
+    async fn base_check(&self, project: &str, commit: &str) -> Result<Option<CheckRecord>> {
+        self.read_base_check(project, commit).await
+    }
+
     async fn usage(&self, sprint_id: &str) -> Result<Usage> {
         let rows: Vec<KeyedSpend> = sqlx::query_as(
             "SELECT actor AS key, CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT) AS input_tokens,

@@ -139,7 +139,8 @@ async fn done_posts_the_summary_the_patch_and_the_picture() {
         &format!("🔏 승인하면 리뷰된 커밋 `{}`을 그대로 배포", &head[..7]),
         "**계약** (1)",
         "✅ **tests**",
-        "**검사**: ✅ 통과 `",
+        "**검사** `",
+        &format!("✅ {}에서 → ✅ {}에서", &base[..7], &head[..7]),
         &format!(
             "**커밋** (3) · 파일 3개, +3 −0 · main {} → feature/sprint-001 {}",
             &base[..7],

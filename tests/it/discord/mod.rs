@@ -450,13 +450,14 @@ async fn request_changes_opens_a_form_and_sends_the_note_to_the_implementer() {
         .find(|r| r.actor == hanarang::handoff::message::Actor::Narang)
         .unwrap();
     let stdin = p.files.stdin_of(&fix.run_id);
-    // Quoted as the approver's, who wrote it.
+    // Quoted as the approver's, who wrote it, once, where the round's job begins.
     assert!(
-        stdin.ends_with(&format!(
-            "Additional focus: <focus from=\"discord:{STRANGER}\">rename the button</focus>\n"
+        stdin.contains(&format!(
+            "This round (2) is for what a person asked: <request from=\"discord:{STRANGER}\">rename the button</request>\n"
         )),
         "{stdin}"
     );
+    assert!(!stdin.contains("Additional focus"), "{stdin}");
     // Round 2's summary quotes the request beside its verdict.
     let quoted = format!("라운드 2 · discord:{STRANGER}의 요청: rename the button");
     assert!(

@@ -41,6 +41,7 @@ fn check(run_id: &str, exit_code: Option<i32>, tail: &str) -> CheckRecord {
         duration_ms: 1234,
         output_tail: tail.into(),
         at: 8,
+        at_base: false,
     }
 }
 

@@ -121,6 +121,7 @@ impl Fixture {
             token_env: "DISCORD_TOKEN".into(),
             role_text: None,
             check: None,
+            base_check: None,
             fence: None,
             // As the orchestrator gives one where the host has cgroup v2.
             containers: hanarang::sister::container::Containers::open(&dir.path().join("runs"))
@@ -176,6 +177,7 @@ pub fn contract(actor: Actor, workdir: &Path) -> ContractFile {
         deploy: None,
         reviewer: None,
         check_result: None,
+        base_check: None,
         forge_checks: Vec::new(),
         merged: None,
     }
