@@ -75,7 +75,8 @@ async fn show_recipe(config: &Config) {
                 .map_or(0, |t| t.lines().count());
                 outln!("  plan: {} ({lines} lines)", plan.display());
             }
-            let contract: Vec<String> = crate::store::contract_results(&runs)
+            let log = store.transitions(&sprint.id).await.unwrap_or_default();
+            let contract: Vec<String> = crate::store::contract_results(&runs, &log)
                 .iter()
                 .map(|c| format!("{} {}", crate::report::contract_mark(c.passed), c.item.id))
                 .collect();

@@ -25,16 +25,25 @@ pub enum Action {
     Handoff,
     /// Resume an escalated sprint, or a stage waiting (a pause, a retry's backoff), now.
     Resume,
+    /// Resume an escalated sprint with a note that settles its cause: opens a form for
+    /// the note (the form's own id is this action's).
+    Settle,
 }
 
 impl Action {
-    const ALL: [Action; 5] = [
+    const ALL: [Action; 6] = [
         Action::Approve,
         Action::Changes,
         Action::Abort,
         Action::Handoff,
         Action::Resume,
+        Action::Settle,
     ];
+
+    /// Whether a click opens a form for a note, the command given once it is submitted.
+    pub fn asks_for_a_note(self) -> bool {
+        matches!(self, Action::Changes | Action::Settle)
+    }
 
     /// Its word in a `custom_id`.
     fn name(self) -> &'static str {
@@ -44,6 +53,7 @@ impl Action {
             Action::Abort => "abort",
             Action::Handoff => "handoff",
             Action::Resume => "resume",
+            Action::Settle => "settle",
         }
     }
 
@@ -54,7 +64,7 @@ impl Action {
             Action::Changes => CommandKind::RequestChanges,
             Action::Abort => CommandKind::Abort,
             Action::Handoff => CommandKind::Handoff,
-            Action::Resume => CommandKind::Resume,
+            Action::Resume | Action::Settle => CommandKind::Resume,
         }
     }
 
@@ -70,13 +80,15 @@ impl Action {
             (Action::Handoff, Locale::En) => "Hand off now",
             (Action::Resume, Locale::Ko) => "지금 재개",
             (Action::Resume, Locale::En) => "Resume now",
+            (Action::Settle, Locale::Ko) => "메모와 함께 재개",
+            (Action::Settle, Locale::En) => "Resume with a note",
         }
     }
 
     fn style(self) -> serenity::ButtonStyle {
         match self {
             Action::Approve => serenity::ButtonStyle::Success,
-            Action::Changes => serenity::ButtonStyle::Primary,
+            Action::Changes | Action::Settle => serenity::ButtonStyle::Primary,
             Action::Abort => serenity::ButtonStyle::Danger,
             Action::Handoff | Action::Resume => serenity::ButtonStyle::Secondary,
         }
@@ -164,6 +176,17 @@ pub fn decision_buttons(
             }
             id.button(locale)
         })
+        .collect();
+    vec![CreateActionRow::Buttons(buttons)]
+}
+
+/// What an escalation offers, under what it says of its cause: resume with a note that
+/// settles it (the next run is told, and the note amends the contract), resume as it is,
+/// or abort.
+pub fn escalation_buttons(sprint_id: &str, seq: i64, locale: Locale) -> Vec<CreateActionRow> {
+    let buttons = [Action::Settle, Action::Resume, Action::Abort]
+        .into_iter()
+        .map(|action| ButtonId::new(action, sprint_id, seq).button(locale))
         .collect();
     vec![CreateActionRow::Buttons(buttons)]
 }

@@ -459,11 +459,21 @@ pub async fn on_button(
         click.create_response(ctx, ephemeral(&refusal)).await?;
         return Ok(());
     }
-    if id.action == Action::Changes {
+    if id.action.asks_for_a_note() {
         // The note is asked for in a modal; the command is given when it is submitted.
-        let (title, label) = match locale {
-            Locale::Ko => (format!("{sprint_id} 변경 요청"), "무엇을 바꿀까요?"),
-            Locale::En => (format!("Changes to {sprint_id}"), "What should change?"),
+        let (title, label) = match (id.action, locale) {
+            (Action::Changes, Locale::Ko) => (format!("{sprint_id} 변경 요청"), "무엇을 바꿀까요?"),
+            (Action::Changes, Locale::En) => {
+                (format!("Changes to {sprint_id}"), "What should change?")
+            }
+            (_, Locale::Ko) => (
+                format!("{sprint_id} 재개"),
+                "어떻게 풀까요? (다음 실행에 전달)",
+            ),
+            (_, Locale::En) => (
+                format!("Resume {sprint_id}"),
+                "What settles it? (goes to the next run)",
+            ),
         };
         let form = ButtonId {
             note: None,
@@ -497,14 +507,13 @@ pub async fn on_button(
     Ok(())
 }
 
-/// The request-changes modal, submitted.
+/// A note's modal (request changes, resume with a note), submitted.
 pub async fn on_modal(
     ctx: &serenity::Context,
     data: &Data,
     submit: &ModalInteraction,
 ) -> Result<(), Error> {
-    let Some(id) =
-        ButtonId::parse(&submit.data.custom_id).filter(|id| id.action == Action::Changes)
+    let Some(id) = ButtonId::parse(&submit.data.custom_id).filter(|id| id.action.asks_for_a_note())
     else {
         return Ok(());
     };
@@ -530,13 +539,7 @@ pub async fn on_modal(
         .unwrap_or_default();
     submit.defer_ephemeral(ctx).await?;
     let answer = data
-        .give(
-            sprint_id,
-            CommandKind::RequestChanges,
-            Some(&note),
-            user,
-            seq,
-        )
+        .give(sprint_id, id.action.kind(), Some(&note), user, seq)
         .await;
     submit
         .create_followup(

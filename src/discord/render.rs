@@ -274,8 +274,12 @@ pub fn people_line(
 
 /// The board's line of the sprint's contract: each item's id with the latest review's
 /// mark (none before a review). `None` when the plan had no checklist.
-pub fn contract_line(runs: &[crate::store::Run], locale: Locale) -> Option<String> {
-    let contract = crate::store::contract_results(runs);
+pub fn contract_line(
+    runs: &[crate::store::Run],
+    log: &[crate::store::TransitionRecord],
+    locale: Locale,
+) -> Option<String> {
+    let contract = crate::store::contract_results(runs, log);
     if contract.is_empty() {
         return None;
     }
@@ -438,7 +442,7 @@ mod tests {
             )
         );
         assert_eq!(
-            contract_line(&runs, Locale::En).as_deref(),
+            contract_line(&runs, &[], Locale::En).as_deref(),
             Some("Contract (2): \\[Approve\\](https\\://evil.example) · \\|\\|C2")
         );
         let sprint = Sprint {

@@ -235,7 +235,20 @@ impl Orchestrator {
             Ok(texts) => (texts, not_checked_out),
             Err(detail) => (RecipeTexts::default(), Some(detail)),
         };
-        let request = self.request(sprint, actor).await;
+        let log = match self.store.transitions(&sprint.id).await {
+            Ok(log) => log,
+            Err(e) => {
+                tracing::warn!(sprint = %sprint.id, error = %e, "cannot read the log: the run is not told what people asked of the rounds");
+                Vec::new()
+            }
+        };
+        let request = request(sprint, actor, &log);
+        let asking = request
+            .as_ref()
+            .map(|r| (sprint.round, r.by.as_str(), r.text.as_str()));
+        let (checklist, checklist_by) = crate::store::sourced(&runs, &log, asking)
+            .into_iter()
+            .unzip();
         let (notes, notes_upto) = self.notes(sprint, &runs, request.as_ref()).await;
         let contract = ContractFile {
             sprint_id: sprint.id.clone(),
@@ -279,7 +292,8 @@ impl Orchestrator {
                 .artifact_dir(&run_id(&sprint.id, number))
                 .display()
                 .to_string(),
-            checklist: crate::store::contract(&runs),
+            checklist,
+            checklist_by,
             check: project.map(|p| p.check.clone()).unwrap_or_default(),
             instructions: texts.instructions,
             deploy: project.and_then(|p| p.deploy.clone()),
@@ -399,39 +413,6 @@ impl Orchestrator {
                 _ => None,
             })
             .unwrap_or_default()
-    }
-
-    async fn request(
-        &self,
-        sprint: &Sprint,
-        actor: crate::domain::Actor,
-    ) -> Option<sister::contract::PersonRequest> {
-        use crate::domain::Actor;
-        if let (Actor::Narang, Some(focus)) = (actor, &sprint.focus) {
-            return Some(sister::contract::PersonRequest {
-                by: sprint
-                    .focus_by
-                    .clone()
-                    .unwrap_or_else(|| sister::contract::UNKNOWN.to_string()),
-                text: focus.clone(),
-            });
-        }
-        if !matches!(actor, Actor::Narang | Actor::Darang) {
-            return None;
-        }
-        let log = match self.store.transitions(&sprint.id).await {
-            Ok(log) => log,
-            Err(e) => {
-                tracing::warn!(sprint = %sprint.id, error = %e, "cannot read the log: the run is not told what a person asked of the round");
-                return None;
-            }
-        };
-        crate::store::round_request(&log, sprint.round).map(|(by, text)| {
-            sister::contract::PersonRequest {
-                by: by.to_string(),
-                text: text.to_string(),
-            }
-        })
     }
 
     /// The notes people left for the sprint that no run acted on yet, and the last one's
@@ -622,5 +603,33 @@ fn previous_rejection(runs: &[Run], sprint: &Sprint, attempt: u32) -> Option<Str
             .clone()
             .or_else(|| last.detail.clone())
             .unwrap_or_else(|| "the output was not a valid HandoffMessage".into())
+    })
+}
+
+/// What a person asked of the round `actor`'s run works in: the focus it takes, or the
+/// request the round began with (the implementer's and the reviewer's only).
+fn request(
+    sprint: &Sprint,
+    actor: crate::domain::Actor,
+    log: &[crate::store::TransitionRecord],
+) -> Option<sister::contract::PersonRequest> {
+    use crate::domain::Actor;
+    if let (Actor::Narang, Some(focus)) = (actor, &sprint.focus) {
+        return Some(sister::contract::PersonRequest {
+            by: sprint
+                .focus_by
+                .clone()
+                .unwrap_or_else(|| sister::contract::UNKNOWN.to_string()),
+            text: focus.clone(),
+        });
+    }
+    if !matches!(actor, Actor::Narang | Actor::Darang) {
+        return None;
+    }
+    crate::store::round_request(log, sprint.round).map(|(by, text)| {
+        sister::contract::PersonRequest {
+            by: by.to_string(),
+            text: text.to_string(),
+        }
     })
 }

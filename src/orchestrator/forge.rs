@@ -540,8 +540,11 @@ async fn body(store: &Store, sprint: &Sprint, head: &str) -> String {
         "{}\n\nOpened by hanarang for {} (branch `{}` at `{}`).\n",
         sprint.goal, sprint.id, sprint.branch, head
     );
-    if let Ok(runs) = store.runs(&sprint.id).await {
-        let contract = crate::store::contract_results(&runs);
+    if let (Ok(runs), Ok(log)) = (
+        store.runs(&sprint.id).await,
+        store.transitions(&sprint.id).await,
+    ) {
+        let contract = crate::store::contract_results(&runs, &log);
         if !contract.is_empty() {
             out.push_str("\n### Contract\n\n");
             for c in contract {

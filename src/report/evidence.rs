@@ -194,7 +194,7 @@ impl Evidence {
         Ok(Evidence {
             approved,
             forge: pull_request_seen(&log),
-            contract: crate::store::contract_results(&runs),
+            contract: crate::store::contract_results(&runs, &log),
             rounds: rounds(&runs, &log),
             sprint,
             runs,

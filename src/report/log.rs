@@ -39,7 +39,7 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             return failed(&e);
         }
     };
-    let contract = crate::store::contract_results(&runs);
+    let contract = crate::store::contract_results(&runs, &transitions);
     let checks = match store.checks(id).await {
         Ok(checks) => checks,
         Err(e) => return failed(&e),

@@ -93,9 +93,13 @@ pub struct ContractFile {
     /// it is (git workdirs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head: Option<String>,
-    /// The sprint's contract: the checklist of the plan that started the implementation.
+    /// The sprint's contract: the checklist of the plan that started the implementation,
+    /// then an item per round a person asked something of (`request-r2`).
     #[serde(default)]
     pub checklist: Vec<ChecklistItem>,
+    /// Who set each item of `checklist`, in its order: `harang`, or the person who asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checklist_by: Vec<String>,
     /// The project's `check` command (program and arguments), when it sets one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub check: Vec<String>,

@@ -46,7 +46,7 @@ pub fn render_prompt(
         quote::block("goal", goal_by, contract.goal.trim())
     );
     if let Some(request) = &contract.request {
-        let _ = writeln!(b, "\n{}", request_text(actor, contract.round, request));
+        let _ = writeln!(b, "\n{}", request_text(contract, request));
     }
     if !contract.notes.is_empty() {
         let _ = writeln!(
@@ -158,13 +158,27 @@ fn tries(n: u32) -> String {
 
 /// What a person asked of the round: the implementer's job before anything else, the
 /// reviewer's to judge.
-fn request_text(actor: Actor, round: u32, request: &PersonRequest) -> String {
+fn request_text(contract: &ContractFile, request: &PersonRequest) -> String {
+    let round = contract.round;
     let said = quote::block("request", &request.by, request.text.trim());
-    match actor {
-        Actor::Darang => format!(
+    // The contract item it became, when it is one.
+    let item = contract
+        .checklist
+        .iter()
+        .zip(&contract.checklist_by)
+        .find(|(item, by)| *by != crate::store::PLANNER && item.text == request.text.trim())
+        .map(|(item, _)| item.id.as_str());
+    match (contract.role, item) {
+        (Actor::Darang, Some(id)) => format!(
+            "Before this round ({round}), a person asked for this: {said}\nIt is the contract item {id}: judge whether the branch now does what they asked, and report it like the others."
+        ),
+        (Actor::Darang, None) => format!(
             "Before this round ({round}), a person asked for this: {said}\nJudge whether the branch now does what they asked, besides the contract; a request that is not met is a finding."
         ),
-        _ => format!(
+        (_, Some(id)) => format!(
+            "This round ({round}) is for what a person asked: {said}\nDo this first: it is the contract item {id}, and the reviewer will judge whether it is done."
+        ),
+        (_, None) => format!(
             "This round ({round}) is for what a person asked: {said}\nDo this first; the reviewer will judge whether it is done."
         ),
     }
@@ -314,6 +328,7 @@ mod tests {
             head: None,
             artifact_dir: "/w.runs/SPRINT-001-R01".into(),
             checklist: Vec::new(),
+            checklist_by: Vec::new(),
             check: Vec::new(),
             instructions: None,
             deploy: None,

@@ -90,17 +90,46 @@ pub fn render(contract: &ContractFile, template: Option<&str>, contract_path: &s
     placeholder::substitute(template, &values)
 }
 
-/// The sprint's contract as a quoted list (`- id: text`), or a line saying there is none.
+/// The sprint's contract as quoted lists (`- id: text`), each in a block naming who set
+/// its items (the plan, or the person who asked), and the rule for a person's request; or
+/// a line saying there is none.
 fn checklist(c: &ContractFile) -> String {
     if c.checklist.is_empty() {
         return "(no contract items: the plan set none)".to_string();
     }
-    let lines: String = c
-        .checklist
+    let mut groups: Vec<(&str, String)> = Vec::new();
+    let mut asked: Vec<&str> = Vec::new();
+    for (n, item) in c.checklist.iter().enumerate() {
+        let by = c
+            .checklist_by
+            .get(n)
+            .map_or(crate::store::PLANNER, String::as_str);
+        if by != crate::store::PLANNER {
+            asked.push(item.id.trim());
+        }
+        let line = format!("- {}: {}\n", item.id.trim(), item.text.trim());
+        match groups.last_mut() {
+            Some((last, lines)) if *last == by => lines.push_str(&line),
+            _ => groups.push((by, line)),
+        }
+    }
+    let mut out: Vec<String> = groups
         .iter()
-        .map(|item| format!("- {}: {}\n", item.id.trim(), item.text.trim()))
+        .map(|(by, lines)| quote::block("checklist", by, &format!("\n{lines}")))
         .collect();
-    quote::block("checklist", Actor::Harang.as_str(), &format!("\n{lines}"))
+    if let Some(last) = asked.last() {
+        let reported = match c.role {
+            Actor::Darang => "report that earlier item as passed, its note naming the request",
+            _ => "the reviewer reports that earlier item as passed, its note naming the request",
+        };
+        out.push(format!(
+            "The item{} {} {} what a person asked after the plan, part of the contract like the rest. The person's latest word wins: where a request conflicts with an earlier item, the request holds; {reported} (e.g. \"superseded by {last}\").",
+            if asked.len() == 1 { "" } else { "s" },
+            asked.join(", "),
+            if asked.len() == 1 { "is" } else { "are" },
+        ));
+    }
+    out.join("\n")
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
-//! The sprint's contract as its runs recorded it: the checklist of the plan that was
-//! handed on, and what the latest review round said of each item.
+//! The sprint's contract as its runs and its log recorded it: the checklist of the plan
+//! that was handed on, amended by each request a person made of a round since, and what
+//! the latest review round said of each item.
 
-use super::Run;
+use super::{Run, TransitionRecord};
 use crate::domain::{Actor, RunOutcome};
 use crate::handoff::message::{
     ChecklistItem, DarangVerdict, HandoffMessage, HarangVerdict, ReviewPayload,
@@ -17,9 +18,69 @@ pub struct ContractItem {
     pub reviewers: Vec<(String, bool)>,
 }
 
-/// The checklist of the last plan that was handed on (the PLAN_READY that moved the
-/// sprint to implementing); empty when the plan had none.
-pub fn contract(runs: &[Run]) -> Vec<ChecklistItem> {
+/// Who set a contract item: the planner, or the person whose request it is.
+pub const PLANNER: &str = "harang";
+
+/// The sprint's contract: the checklist of the last plan that was handed on (the
+/// PLAN_READY that moved the sprint to implementing), then one item per round a person
+/// asked something of (`request-r2`: a request for changes, or the note of a resume or
+/// handoff into implementing), quoting the last thing they asked of it. The person's latest
+/// word wins: where a request conflicts with an earlier item, the earlier one is reported
+/// as superseded (the prompts say so).
+pub fn contract(runs: &[Run], log: &[TransitionRecord]) -> Vec<ChecklistItem> {
+    sourced(runs, log, None)
+        .into_iter()
+        .map(|(item, _)| item)
+        .collect()
+}
+
+/// `contract`, each item with who set it (`PLANNER`, or the person who asked). `now`:
+/// the request `(round, by, text)` of the round a run is composed for, when the
+/// transition that makes it is not yet in `log`.
+pub fn sourced(
+    runs: &[Run],
+    log: &[TransitionRecord],
+    now: Option<(u32, &str, &str)>,
+) -> Vec<(ChecklistItem, String)> {
+    let mut items: Vec<(ChecklistItem, String)> = planned(runs)
+        .into_iter()
+        .map(|item| (item, PLANNER.to_string()))
+        .collect();
+    let mut asked: Vec<(u32, &str, &str)> = Vec::new();
+    for t in log {
+        if let Some((by, text)) = t.request() {
+            asked.retain(|(round, _, _)| *round != t.round);
+            asked.push((t.round, by, text));
+        }
+    }
+    if let Some((round, by, text)) = now {
+        asked.retain(|(r, _, _)| *r != round);
+        asked.push((round, by, text));
+    }
+    for (round, by, text) in asked {
+        let mut id = request_id(round);
+        // A plan's own item of that name keeps it; the request's is told apart.
+        while items.iter().any(|(item, _)| item.id == id) {
+            id.push_str("-person");
+        }
+        items.push((
+            ChecklistItem {
+                id,
+                text: text.trim().to_string(),
+            },
+            by.to_string(),
+        ));
+    }
+    items
+}
+
+/// The contract item a person's request of `round` becomes.
+fn request_id(round: u32) -> String {
+    format!("request-r{round}")
+}
+
+/// The checklist of the last plan that was handed on; empty when the plan had none.
+fn planned(runs: &[Run]) -> Vec<ChecklistItem> {
     handed_on(runs, Actor::Harang)
         .find_map(|m| match m {
             HandoffMessage::Harang(m) if m.verdict == HarangVerdict::PlanReady => {
@@ -31,7 +92,7 @@ pub fn contract(runs: &[Run]) -> Vec<ChecklistItem> {
 }
 
 /// The contract with the verdict of the latest review round on each item.
-pub fn contract_results(runs: &[Run]) -> Vec<ContractItem> {
+pub fn contract_results(runs: &[Run], log: &[TransitionRecord]) -> Vec<ContractItem> {
     let last_round = runs
         .iter()
         .filter(|r| r.actor == Actor::Darang && r.outcome == Some(RunOutcome::Handoff))
@@ -48,7 +109,7 @@ pub fn contract_results(runs: &[Run]) -> Vec<ContractItem> {
             _ => None,
         })
         .collect();
-    contract(runs)
+    contract(runs, log)
         .into_iter()
         .map(|item| {
             let said: Vec<(Option<&str>, bool)> = reviews

@@ -40,7 +40,7 @@ use std::time::Duration;
 pub use check::CheckRecord;
 pub use command::{Command, CommandKind, CommandStatus, NewCommand};
 pub use commit::{Commit, NewRun, RunEnd};
-pub use contract::{ContractItem, contract, contract_results};
+pub use contract::{ContractItem, PLANNER, contract, contract_results, sourced};
 pub use database::Database;
 pub use handle::{HostScope, Store};
 pub use live::RunLive;

@@ -78,12 +78,14 @@ async fn a_handoff_restarts_the_sister_with_what_the_stopped_session_did() {
         stopped.run_id
     );
     assert!(stdin.contains(&source), "{stdin}");
+    // The focus is the person's word on the round: said once, where the job begins.
     assert!(
-        stdin.ends_with(
-            "Additional focus: <focus from=\"cli\">finish the form, skip the password rules</focus>\n"
+        stdin.contains(
+            "is for what a person asked: <request from=\"cli\">finish the form, skip the password rules</request>\n"
         ),
         "{stdin}"
     );
+    assert!(!stdin.contains("Additional focus"), "{stdin}");
     // The document the stopped session had is carried over.
     assert!(
         stdin.contains("harang") && stdin.contains("wrote the plan"),

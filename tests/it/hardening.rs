@@ -573,7 +573,7 @@ async fn a_persons_request_leads_the_implementers_job_and_the_reviewer_judges_it
     let reviewer = p.files.stdin_of(&of(Actor::Darang).run_id);
     assert!(
         reviewer.contains(&format!(
-            "Before this round (2), a person asked for this: {asked}\nJudge whether the branch now does what they asked"
+            "Before this round (2), a person asked for this: {asked}\nIt is the contract item request-r2: judge whether the branch now does what they asked"
         )),
         "{reviewer}"
     );

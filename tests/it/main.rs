@@ -8,6 +8,7 @@
 
 mod support;
 
+mod amended_contract;
 mod approved_commit;
 mod authors;
 mod back_door;

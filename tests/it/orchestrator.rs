@@ -169,13 +169,14 @@ async fn three_failures_escalate_and_resume_with_focus_reaches_the_sister(engine
         .nth(3)
         .unwrap();
     assert_eq!(resumed.attempt, 1, "resume resets the attempts");
+    let stdin = p.files.stdin_of(&resumed.run_id);
     assert!(
-        p.files
-            .stdin_of(&resumed.run_id)
-            .ends_with("Additional focus: <focus from=\"cli\">try the simpler fix</focus>\n"),
-        "{}",
-        p.files.stdin_of(&resumed.run_id)
+        stdin.contains(
+            "is for what a person asked: <request from=\"cli\">try the simpler fix</request>\n"
+        ),
+        "{stdin}"
     );
+    assert!(!stdin.contains("Additional focus"), "{stdin}");
     p.stop().await;
 }
 }

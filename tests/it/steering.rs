@@ -110,10 +110,12 @@ async fn a_handoff_from_discord_restarts_the_sister_and_the_thread_says_so() {
         runs[2].parent_run_id.as_deref(),
         Some(runs[1].run_id.as_str())
     );
+    let stdin = p.files.stdin_of(&runs[2].run_id);
     assert!(
-        p.files
-            .stdin_of(&runs[2].run_id)
-            .ends_with("Additional focus: <focus from=\"discord:500\">keep it small</focus>\n")
+        stdin.contains(
+            "is for what a person asked: <request from=\"discord:500\">keep it small</request>\n"
+        ),
+        "{stdin}"
     );
     let _ = stop.send(());
     p.stop().await;

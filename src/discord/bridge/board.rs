@@ -212,8 +212,9 @@ impl Bridge {
             text.push('\n');
             text.push_str(&reviewers);
         }
+        let log = self.store.transitions(&sprint.id).await?;
         if let Some(contract) =
-            crate::discord::render::contract_line(&runs, self.config.pipeline.locale)
+            crate::discord::render::contract_line(&runs, &log, self.config.pipeline.locale)
         {
             text.push('\n');
             text.push_str(&contract);

@@ -155,14 +155,39 @@ impl Bridge {
             post.done_message_id = None;
             self.store.save_forum_post(&post).await?;
         }
+        let escalated = matches!(&record.note, Some(Note::Escalated { .. }));
         let extras = if entering_done {
             self.summary_parts(&sprint, record).await?
-        } else if let Some(Note::Escalated { .. }) = &record.note {
+        } else if escalated {
             self.digest_parts(&sprint, record).await?
         } else {
             Vec::new()
         };
         self.post_parts(thread, record, extras).await?;
+        if escalated {
+            // What the person can do about it, under what it says of its cause.
+            let offer = CreateMessage::new()
+                .content(match self.config.pipeline.locale {
+                    crate::config::Locale::Ko => {
+                        "👆 위 내용을 보고 정해주세요: 메모와 함께 재개하면 그 메모가 다음 실행에 전달되고 계약에 추가됩니다"
+                    }
+                    crate::config::Locale::En => {
+                        "👆 Decide on the above: a note you resume with is told to the next run and added to the contract"
+                    }
+                })
+                .allowed_mentions(CreateAllowedMentions::new())
+                .components(escalation_buttons(
+                    &sprint.id,
+                    record.seq,
+                    self.config.pipeline.locale,
+                ))
+                .nonce(Nonce::String(format!(
+                    "hanarang-{}-p-settle",
+                    record.global_seq
+                )))
+                .enforce_nonce(true);
+            self.post_in(thread, &offer, &[]).await?;
+        }
         if entering_done {
             // The decision comes after the evidence it is made on: on a phone, one reads
             // the summary down to its buttons.

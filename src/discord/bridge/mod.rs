@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::buttons::done_buttons;
+use super::buttons::{done_buttons, escalation_buttons};
 use super::render::{MAX_CONTENT, board, cut, thread_title};
 use crate::config::{Config, DiscordConfig};
 use crate::notify::messages::{one_line, render};

@@ -218,6 +218,7 @@ fn no_mentions() -> Value {
     json!({"parse": [], "users": [], "roles": []})
 }
 
+mod escalation;
 mod evidence;
 mod fallback;
 mod forge;

@@ -172,6 +172,7 @@ pub fn contract(actor: Actor, workdir: &Path) -> ContractFile {
         head: None,
         artifact_dir: std::env::temp_dir().display().to_string(),
         checklist: Vec::new(),
+        checklist_by: Vec::new(),
         check: Vec::new(),
         instructions: None,
         deploy: None,
