@@ -64,6 +64,15 @@ impl<'a> StatusRow<'a> {
 }
 
 pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
+    if id.is_none() && as_json {
+        return match store.status_json().await {
+            Ok(json) => {
+                outln!("{json}");
+                Exit::Success
+            }
+            Err(e) => failed(&e),
+        };
+    }
     let now = match store.live_steps().await {
         Ok(now) => now,
         Err(e) => return failed(&e),
@@ -73,15 +82,6 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
             Ok(all) => all,
             Err(e) => return failed(&e),
         };
-        if as_json {
-            return match SprintStatus::list_json(&all, &now) {
-                Ok(json) => {
-                    outln!("{json}");
-                    Exit::Success
-                }
-                Err(e) => failed(&e),
-            };
-        }
         let rows: Vec<StatusRow> = all
             .iter()
             .map(|(s, spend)| StatusRow::of(s, spend, &now))

@@ -12,6 +12,14 @@ use super::{
 };
 
 /// Judges whether a lease's holder is gone (a dead pid on this machine, say).
+/// What a test may ask of an engine beyond `Database`: to be reached as itself.
+#[cfg(feature = "testing")]
+pub trait Reach: std::any::Any {}
+/// What a test may ask of an engine beyond `Database`: nothing, outside the tests.
+#[cfg(not(feature = "testing"))]
+pub trait Reach {}
+impl<T: 'static> Reach for T {}
+
 pub type IsGone<'a> = &'a (dyn Fn(&Lease) -> bool + Send + Sync);
 
 /// One database, as the store sees it. A write waits out a lock another process holds
@@ -20,9 +28,10 @@ pub type IsGone<'a> = &'a (dyn Fn(&Lease) -> bool + Send + Sync);
 /// (PostgreSQL with a `HostScope`) answers for its host: the sprints, runs and commands
 /// it owns.
 ///
-/// `Any`: so that `store::testing` can reach the engine itself.
+/// `Reach`: with the `testing` feature only, `Any`, so that `store::testing` can reach the
+/// engine itself; hanarang never does.
 #[async_trait]
-pub trait Database: std::any::Any + Send + Sync + std::fmt::Debug {
+pub trait Database: Reach + Send + Sync + std::fmt::Debug {
     // --- the connection -----------------------------------------------------------------
 
     /// Whether the database is still the one opened: a SQLite file removed (or replaced)

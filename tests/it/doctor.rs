@@ -289,6 +289,7 @@ fn doctor_says_when_openclaw_would_meet_a_node_too_old_for_it() {
 /// and changes nothing; an unreachable server is a failed check that names the fix, and
 /// a password in the URL is never printed.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: scripts/test runs it (cargo test -- --include-ignored)"]
 async fn a_postgres_database_is_checked_without_being_set_up() {
     let files = Files::new(&Setup {
         engine: support::db::Engine::Postgres,

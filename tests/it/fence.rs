@@ -114,6 +114,7 @@ fn without_landlock_run_warns_once_and_the_sprint_goes_on() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL: scripts/test runs it (cargo test -- --include-ignored)"]
 fn on_postgres_a_sister_gets_neither_the_url_nor_the_password_nor_the_server() {
     if hanarang::sister::fence::available().is_err() {
         eprintln!("no Landlock on this kernel: nothing to test");

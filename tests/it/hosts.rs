@@ -190,6 +190,7 @@ fn assert_one_at_a_time(sprint: &str, runs: &mut [(String, u128, Option<u128>)])
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: scripts/test runs it (cargo test -- --include-ignored)"]
 async fn three_hosts_survive_a_killed_and_a_frozen_host_and_deliver_every_sprint() {
     let db = TestDb::new(Engine::Postgres, "hosts").await;
     let dir = TempDir::new("hosts");

@@ -115,10 +115,11 @@ impl Db {
                     {DB_NOW} - h.heartbeat_at AS heartbeat_age_ms,
                     h.heartbeat_at + h.lease_ttl_ms < {DB_NOW} AS expired,
                     COALESCE((SELECT string_agg(s.id, ',' ORDER BY s.number) FROM sprints s
-                              WHERE s.owner = h.name AND s.state NOT IN ('deployed', 'aborted')), '') AS sprints
+                              WHERE s.owner = h.name AND s.state = ANY($1)), '') AS sprints
              FROM hosts h ORDER BY h.name"
         );
         let rows: Vec<HostRaw> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(super::states(|s| !s.is_terminal()))
             .fetch_all(&self.pool)
             .await?;
         rows.into_iter().map(HostRaw::parse).collect()
@@ -261,7 +262,7 @@ impl Db {
              WHERE id IN (
                  SELECT id FROM sprints
                  WHERE owner IS NOT NULL AND owner != $1 AND project = ANY($2)
-                   AND state NOT IN ('deployed', 'aborted')
+                   AND state = ANY($4)
                    AND owner NOT IN (SELECT name FROM hosts WHERE heartbeat_at + lease_ttl_ms >= {DB_NOW})
                  ORDER BY number LIMIT $3
                  FOR UPDATE SKIP LOCKED)
@@ -271,6 +272,7 @@ impl Db {
             .bind(&scope.name)
             .bind(&scope.projects)
             .bind(room)
+            .bind(super::states(|s| !s.is_terminal()))
             .fetch_all(&self.pool)
             .await?;
         let mut taken: Vec<Sprint> = raws

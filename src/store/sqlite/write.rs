@@ -18,11 +18,26 @@ const INSERT_RUN: &str = "INSERT INTO runs (id, sprint_id, number, actor, round,
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// How a run ended; bound by `bind_run_end`. A run already ended (recorded `interrupted`
-/// at a restart) keeps its end.
-const END_RUN: &str = "UPDATE runs SET outcome = ?, detail = ?, rejection = ?, exit_code = ?, signal = ?, duration_ms = ?,
+/// at a restart) keeps its end. (A macro, so `COMMIT_BATCH` holds the same text.)
+macro_rules! end_run {
+    () => {
+        "UPDATE runs SET outcome = ?, detail = ?, rejection = ?, exit_code = ?, signal = ?, duration_ms = ?,
         stdout_tail = ?, stderr_tail = ?, message_json = ?, input_tokens = ?, output_tokens = ?,
         cost_usd = ?, ended_at = ?, session_id = ?, paused_until = ?
-     WHERE id = ? AND outcome IS NULL";
+     WHERE id = ? AND outcome IS NULL"
+    };
+}
+const END_RUN: &str = end_run!();
+
+/// The notes a new run is given (`NewRun::notes_upto`), marked as given to it: those given
+/// to no run, or to a run that ended without an answer.
+macro_rules! deliver_notes {
+    () => {
+        "UPDATE commands SET delivered_run = ?
+     WHERE sprint_id = ? AND kind = 'note' AND status <> 'refused' AND (delivered_run IS NULL OR delivered_run IN (SELECT id FROM runs WHERE runs.sprint_id = commands.sprint_id AND outcome IS NOT NULL AND outcome <> 'handoff')) AND id <= ?"
+    };
+}
+const DELIVER_NOTES: &str = deliver_notes!();
 
 /// A transition's commit, in one round trip to SQLite's thread: the sprint (the run's
 /// spend is rolled up here), the log entry, the run's end and its check (only where the
@@ -32,7 +47,8 @@ const END_RUN: &str = "UPDATE runs SET outcome = ?, detail = ?, rejection = ?, e
 ///
 /// One text whatever goes with the transition (what does not is bound as NULL and touches
 /// no row), so SQLite prepares it once per connection.
-const COMMIT_BATCH: &str = "BEGIN IMMEDIATE;
+const COMMIT_BATCH: &str = concat!(
+    "BEGIN IMMEDIATE;
      UPDATE sprints SET state = ?, round = ?, attempt = ?, resume_stage = ?, resume_round = ?,
          contract_id = ?, branch = ?, next_run_at = ?, focus = ?, focus_by = ?, budget_usd = ?, last_seq = ?, updated_at = ?,
          input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, cost_usd = cost_usd + ?
@@ -41,22 +57,19 @@ const COMMIT_BATCH: &str = "BEGIN IMMEDIATE;
      INSERT INTO transitions (sprint_id, seq, from_state, to_state, event, event_json, note_json, round, attempt, run_id, branch, at)
      VALUES (?, (SELECT last_seq FROM sprints WHERE id = ? AND last_seq = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
      RETURNING 'transition' AS written, global_seq AS n;
-     UPDATE runs SET outcome = ?, detail = ?, rejection = ?, exit_code = ?, signal = ?, duration_ms = ?,
-         stdout_tail = ?, stderr_tail = ?, message_json = ?, input_tokens = ?, output_tokens = ?,
-         cost_usd = ?, ended_at = ?, session_id = ?, paused_until = ?
-     WHERE id = ? AND outcome IS NULL;
+     ",
+    end_run!(),
+    ";
      INSERT INTO checks (sprint_id, run_id, command, head, exit_code, duration_ms, output_tail, at)
      SELECT sprint_id, id, ?, ?, ?, ?, ?, ? FROM runs WHERE id = ? AND changes() = 1;
      UPDATE commands SET status = ?, result = ?, applied_at = ? WHERE id = ? AND status = 'pending';
      INSERT INTO runs (id, sprint_id, number, actor, round, attempt, parent_run_id, handoff_json, synthesized, focus, git_head, started_at, reviewer, resumes, agent)
      SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE ?;
-     UPDATE commands SET delivered_run = ?
-     WHERE sprint_id = ? AND kind = 'note' AND status <> 'refused' AND (delivered_run IS NULL OR delivered_run IN (SELECT id FROM runs WHERE runs.sprint_id = commands.sprint_id AND outcome IS NOT NULL AND outcome <> 'handoff')) AND id <= ?;
-     COMMIT;";
-
-/// The notes a new run is given (`NewRun::notes_upto`), marked as given to it.
-const DELIVER_NOTES: &str = "UPDATE commands SET delivered_run = ?
-     WHERE sprint_id = ? AND kind = 'note' AND status <> 'refused' AND (delivered_run IS NULL OR delivered_run IN (SELECT id FROM runs WHERE runs.sprint_id = commands.sprint_id AND outcome IS NOT NULL AND outcome <> 'handoff')) AND id <= ?";
+     ",
+    deliver_notes!(),
+    ";
+     COMMIT;"
+);
 
 /// How many parameters the run's end, the command's answer and the next run take.
 const END_RUN_PARAMETERS: usize = 16;

@@ -204,6 +204,7 @@ async fn a_failed_check_posts_its_last_line_and_pings_no_one() {
 /// Sharing a PostgreSQL database, a sister may run on another host, which tells this bot
 /// nothing: the bot reads the running sisters' steps from the database within the interval.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: scripts/test runs it (cargo test -- --include-ignored)"]
 async fn a_step_recorded_by_another_host_reaches_the_board() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
     let p = pipeline(

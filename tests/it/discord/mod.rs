@@ -1200,6 +1200,7 @@ async fn a_429_is_retried_only_after_its_retry_after_through_the_proxy() {
 /// bot takes over when the host running it dies, and the forum post goes on from the
 /// shared cursor, with no line lost or posted twice.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: scripts/test runs it (cargo test -- --include-ignored)"]
 async fn with_several_hosts_one_bot_runs_and_a_standby_takes_it_over() {
     let fake = FakeDiscord::start(FakeConfig::default()).await;
     let files = Files::new(&Setup {

@@ -79,6 +79,7 @@ fn of_run(line: &str, run: &str) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: scripts/test runs it (cargo test -- --include-ignored)"]
 async fn a_host_frozen_between_recording_a_run_and_its_spawn_never_starts_that_sister() {
     let db = TestDb::new(Engine::Postgres, "frozen-spawn").await;
     let dir = TempDir::new("frozen-spawn");

@@ -44,6 +44,7 @@ async fn retry_after_a_rejected_answer(fresh: bool) -> (Vec<Value>, usize) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the agent CLIs from npm: scripts/test runs it (cargo test -- --include-ignored)"]
 async fn a_resumed_retry_pays_for_fewer_turns_than_a_fresh_one() {
     let (resumed, resumed_turns) = retry_after_a_rejected_answer(false).await;
     let (fresh, fresh_turns) = retry_after_a_rejected_answer(true).await;

@@ -304,6 +304,7 @@ async fn a_sprint_and_its_log_are_read_in_one_snapshot(engine) {
 /// out, another host took the sprint over) can write nothing more for it, though nothing
 /// else changed since it read the sprint.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: scripts/test runs it (cargo test -- --include-ignored)"]
 async fn a_host_that_lost_a_sprint_can_write_nothing_for_it() {
     use hanarang::store::HostScope;
     let db = TestDb::new(Engine::Postgres, "store").await;
@@ -403,6 +404,7 @@ async fn a_sprint_keeps_the_first_forum_post_recorded(engine) {
 /// A line numbered first but committed last would be passed by the reader's cursor and
 /// never posted.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: scripts/test runs it (cargo test -- --include-ignored)"]
 async fn the_log_is_read_in_the_order_its_lines_were_numbered() {
     use hanarang::store::Commit;
     let db = TestDb::new(Engine::Postgres, "store").await;
@@ -475,6 +477,7 @@ async fn the_log_is_read_in_the_order_its_lines_were_numbered() {
 /// A host with `[host] max_sisters` claims no more sprints than it can run: another host
 /// takes the rest.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: scripts/test runs it (cargo test -- --include-ignored)"]
 async fn a_host_at_its_cap_leaves_the_queue_to_the_others() {
     use hanarang::store::HostScope;
     let db = TestDb::new(Engine::Postgres, "store").await;
@@ -690,6 +693,7 @@ async fn each_free_project_offers_the_head_of_its_queue(engine) {
 /// several hosts, which only share a PostgreSQL database): a column added to one and
 /// forgotten in the other fails here, not in an operator's upgrade.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: scripts/test runs it (cargo test -- --include-ignored)"]
 async fn both_engines_have_the_same_tables_and_columns() {
     const POSTGRES_ONLY: [&str; 2] = ["hosts", "leaders"];
     let mut schemas = Vec::new();

@@ -135,6 +135,7 @@ async fn a_sqlite_database_from_9ae7f17_is_backed_up_migrated_and_read_back() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: scripts/test runs it (cargo test -- --include-ignored)"]
 async fn a_postgres_database_from_9ae7f17_is_migrated_and_read_back() {
     let db = TestDb::new(Engine::Postgres, "upgrade").await;
     testing::restore_postgres(&db.url, &fixture_text("9ae7f17.postgres.sql"))
@@ -206,10 +207,15 @@ async fn goes_on_from_bce22ca(engine: Engine) {
             "postgres"
         }
     };
-    assert!(matches!(
-        Store::migration_status(url.as_str()).await.unwrap(),
-        MigrationStatus::Current { .. }
-    ));
+    // Since bce22ca, PostgreSQL's one migration drops a trigger (no data changes);
+    // SQLite has none.
+    match (engine, Store::migration_status(url.as_str()).await.unwrap()) {
+        (Engine::Sqlite, MigrationStatus::Current { .. }) => {}
+        (Engine::Postgres, MigrationStatus::Pending(pending)) => {
+            assert_eq!(pending, since(Engine::Postgres, 13));
+        }
+        (_, other) => panic!("{other:?}"),
+    }
     prints_as_bce22ca(&files, name);
     assert_eq!(
         backups(files.dir.path()),
@@ -253,6 +259,7 @@ async fn a_sqlite_database_from_bce22ca_reads_back_and_its_sprints_go_on() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: scripts/test runs it (cargo test -- --include-ignored)"]
 async fn a_postgres_database_from_bce22ca_reads_back_and_its_sprints_go_on() {
     goes_on_from_bce22ca(Engine::Postgres).await;
 }

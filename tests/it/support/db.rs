@@ -120,6 +120,7 @@ macro_rules! on_each_engine {
             }
 
             #[tokio::test(flavor = "multi_thread")]
+            #[ignore = "needs PostgreSQL: scripts/test runs it (cargo test -- --include-ignored)"]
             async fn postgres() {
                 let $engine = $crate::support::db::Engine::Postgres;
                 $body
