@@ -9,9 +9,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::back_door::wait_for_state;
 use crate::branch::{ON_THE_BRANCH, a_repository_on_main};
 use crate::crash::{Serve, cli};
+use crate::planted_git_programs::wait_for_state;
 use crate::support::db::on_each_engine;
 use crate::support::git;
 use crate::support::pipeline::{Files, PATIENCE, Setup};

@@ -8,10 +8,10 @@
 
 use std::path::Path;
 
-use crate::back_door::{runs_folder, wait_for_state};
 use crate::branch::{ON_THE_BRANCH, a_repository_on_main};
 use crate::crash::{Serve, cli};
 use crate::fence::require_confinement;
+use crate::planted_git_programs::{runs_folder, wait_for_state};
 use crate::support::db::on_each_engine;
 use crate::support::pipeline::{Files, Setup};
 use crate::support::{alive, git};

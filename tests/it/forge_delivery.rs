@@ -6,10 +6,10 @@
 
 use std::path::Path;
 
-use crate::back_door::wait_for_state;
 use crate::branch::{ON_THE_BRANCH, a_repository_on_main};
 use crate::crash::{Serve, cli};
 use crate::fake_forge::TOKEN;
+use crate::planted_git_programs::wait_for_state;
 use crate::support::db::{Engine, on_each_engine};
 use crate::support::fake_forge::{Forge as Fake, Kind};
 use crate::support::git;
@@ -415,7 +415,7 @@ on_each_engine! {
     fake.down(Outage::BadGateway);
     fake.set_check(&head, "test", "completed", Some("success"), None);
     std::thread::sleep(std::time::Duration::from_millis(500));
-    assert_eq!(crate::back_door::state(&files, &id), "verifying");
+    assert_eq!(crate::planted_git_programs::state(&files, &id), "verifying");
     fake.up();
     wait_for_state(&files, &id, "done");
 }

@@ -3,6 +3,7 @@
 //! (`payload_json` and `files[N]` parts): the summary at `done`, the patch and the
 //! picture; long findings attached whole; archived posts; a restart mid-upload.
 
+use super::delivery::{thread_of, wait_for_thread_lines};
 use super::*;
 use crate::support::fake_discord::FakeFile;
 use crate::support::git;

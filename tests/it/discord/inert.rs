@@ -198,7 +198,7 @@ async fn the_card_board_and_lines_show_what_the_sisters_wrote_as_text() {
         hanarang::orchestrator::client::Answer::Applied(_)
     ));
     p.wait_for(&s.id, State::Done).await;
-    decisions(&fake, 2).await;
+    standing_card(&p, &fake, &s.id, 2).await;
     let stale = click_approve(&fake, APPROVER, &done, 2).await;
     let said = stale[1].content().unwrap_or_default();
     assert!(
