@@ -124,7 +124,7 @@ fn request(dir: &TempDir, sister: &Sister) -> RunRequest {
         spec,
         contract: support::contract(Actor::Harang, &workdir),
         contract_path: dir.path().join("runs/R1.contract.json"),
-        repo: hanarang::sister::git::Repo::new(&workdir, &Default::default()),
+        repo: hanarang::git::Repo::new(&workdir, &Default::default()),
         workdir,
         token_env: "DISCORD_TOKEN".into(),
         role_text: None,

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::errln;
+use crate::fence::Confinement;
 use crate::orchestrator::Orchestrator;
 use crate::output::Exit;
 use crate::sister::container::Containment;
-use crate::sister::fence::Confinement;
 use crate::store::Store;
 
 pub async fn open_store(config: &Config) -> Result<Store, Exit> {
@@ -22,7 +22,7 @@ pub async fn open_store(config: &Config) -> Result<Store, Exit> {
 pub async fn start_orchestrator(config: Arc<Config>, store: Store) -> Result<Orchestrator, Exit> {
     // Said once, before any sister starts.
     let required = config.agent.confine == crate::config::Confine::Required;
-    match crate::sister::fence::confinement(required) {
+    match crate::fence::confinement(required) {
         Confinement::Fenced(_) => {}
         Confinement::Unconfined(warning) => {
             tracing::warn!("{warning}; `hanarang doctor` says more");

@@ -251,7 +251,7 @@ fn reference_costs(
     let workdir = setup.dir.path().join(PROJECT);
 
     // git: what one call costs. The pipeline above makes none: its workdir is not in a
-    // repository (`sister::facts::in_git_repository`), so HEAD is not read before a spawn
+    // repository (`git::facts::in_git_repository`), so HEAD is not read before a spawn
     // and IMPL_DONE claims are not checked.
     let mut git = Vec::new();
     for _ in 0..REFERENCE_SAMPLES {
@@ -286,7 +286,7 @@ fn reference_costs(
             contract: contract.clone(),
             contract_path: runs_dir.join(format!("X{i}.contract.json")),
             workdir: workdir.clone(),
-            repo: hanarang::sister::git::Repo::new(&workdir, &Default::default()),
+            repo: hanarang::git::Repo::new(&workdir, &Default::default()),
             token_env: "DISCORD_TOKEN".into(),
             role_text: None,
             check: None,

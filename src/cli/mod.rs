@@ -334,9 +334,7 @@ fn load_config(path: Option<&Path>) -> Result<(PathBuf, Config), ConfigError> {
     crate::discord::take_from_environment(loaded.1.token_env());
     // The database's password and URL stay where hanarang (its PostgreSQL driver) reads
     // them, but out of what /proc shows.
-    for name in
-        crate::sister::fence::Own::of(&loaded.1, Path::new("")).hidden_env(&Default::default())
-    {
+    for name in crate::fence::Own::of(&loaded.1, Path::new("")).hidden_env(&Default::default()) {
         if crate::environ::hide(&name, true).is_err() {
             tracing::warn!(variable = %name, "stays readable in hanarang's /proc environ: other threads run already");
         }

@@ -69,7 +69,7 @@ async fn show_recipe(config: &Config) {
                     &project.workdir,
                     &plan,
                     "plan",
-                    &crate::sister::fence::Own::of(config, store.runs_dir()).files,
+                    &crate::fence::Own::of(config, store.runs_dir()).files,
                     crate::config::MAX_RECIPE_BYTES,
                 )
                 .map_or(0, |t| t.lines().count());

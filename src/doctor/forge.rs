@@ -136,16 +136,13 @@ async fn push_url(
     };
     let runs = std::env::temp_dir().join(format!("hanarang-doctor-{}", std::process::id()));
     // The credential file goes in a folder of its own, removed after.
-    let repo = crate::sister::git::Repo::new(
-        &project.workdir,
-        &crate::sister::fence::Own::of(config, &runs),
-    );
-    let remote = crate::sister::remote::Remote {
+    let repo = crate::git::Repo::new(&project.workdir, &crate::fence::Own::of(config, &runs));
+    let remote = crate::git::remote::Remote {
         url: &url,
         user: &user,
         token: token.expose(),
     };
-    let reached = crate::sister::remote::reachable(&repo, &remote).await;
+    let reached = crate::git::remote::reachable(&repo, &remote).await;
     let _ = std::fs::remove_dir_all(&runs);
     match reached {
         Ok(()) => Check::pass(label, format!("git reaches {url} with the token")),

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{self, Config};
 use crate::domain::Actor;
-use crate::sister::fence::Confinement;
+use crate::fence::Confinement;
 use crate::store::{MigrationStatus, Store};
 
 /// One check's result.
@@ -229,7 +229,7 @@ fn containment(config: &Config) -> Check {
 fn confinement(config: &Config) -> Check {
     const NAME: &str = "confinement";
     let required = config.agent.confine == config::Confine::Required;
-    let abi = match crate::sister::fence::confinement(required) {
+    let abi = match crate::fence::confinement(required) {
         Confinement::Fenced(abi) => abi,
         Confinement::Refused(why) => {
             return Check::fail(
@@ -580,7 +580,7 @@ mod tests {
 
     #[test]
     fn the_confinement_line_names_what_the_fence_cannot_close() {
-        if crate::sister::fence::available().is_err() {
+        if crate::fence::available().is_err() {
             return;
         }
         let in_temp = confinement_at("sqlite:///tmp/hanarang-doctor/hanarang.db");

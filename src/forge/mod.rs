@@ -4,7 +4,7 @@
 //! comments) and for its writes (open, update, merge); one implementation per kind of
 //! forge over HTTP (`github.rs`, `forgejo.rs`), both over one client (`http.rs`) that
 //! makes conditional requests and honours the forge's rate limits. The branch itself is
-//! pushed by hanarang's own git (`sister::git`), never by an agent.
+//! pushed by hanarang's own git (`crate::git`), never by an agent.
 
 use std::fmt;
 

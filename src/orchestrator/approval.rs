@@ -35,7 +35,7 @@ impl Orchestrator {
             return Ok(None);
         };
         let repo = self.repo(&project.workdir);
-        let moved = crate::sister::approved::moved(&repo, &sprint.branch, &base, &approved).await;
+        let moved = crate::git::approved::moved(&repo, &sprint.branch, &base, &approved).await;
         if let Some(why) = &moved {
             tracing::warn!(sprint = %sprint.id, %approved, %why, "the approved commit is not what would deploy");
         }

@@ -5,8 +5,8 @@
 use super::Orchestrator;
 use crate::config::ProjectConfig;
 use crate::domain::{Actor, RunOutcome};
+use crate::git::branch::Checkout;
 use crate::pipeline::Stage;
-use crate::sister::branch::Checkout;
 use crate::sister::check::Check;
 use crate::sister::contract::CheckResult;
 use crate::sister::{CheckReport, RunReport};

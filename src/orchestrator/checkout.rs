@@ -4,8 +4,8 @@
 use super::Orchestrator;
 use crate::config::ProjectConfig;
 use crate::domain::RunOutcome;
-use crate::sister::branch::{self, Checkout};
-use crate::sister::git::Repo;
+use crate::git::Repo;
+use crate::git::branch::{self, Checkout};
 use crate::store::{Run, Sprint};
 
 impl Orchestrator {
@@ -70,7 +70,7 @@ impl Orchestrator {
     pub(super) fn repo(&self, workdir: &std::path::Path) -> Repo {
         Repo::new(
             workdir,
-            &crate::sister::fence::Own::of(&self.config, self.store.runs_dir()),
+            &crate::fence::Own::of(&self.config, self.store.runs_dir()),
         )
     }
 }

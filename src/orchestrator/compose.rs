@@ -210,14 +210,14 @@ impl Orchestrator {
             .await;
         let git_head = match &checkout {
             Some(c) => Some(c.head.clone()),
-            None => sister::facts::head(&self.repo(&workdir)).await,
+            None => crate::git::facts::head(&self.repo(&workdir)).await,
         };
 
         // The next number: this loop is the only one that adds runs to its sprints.
         let number = runs.iter().map(|r| r.number).max().unwrap_or(0) + 1;
         let recipe = match project {
             Some(p) => {
-                let own = sister::fence::Own::of(&self.config, self.store.runs_dir());
+                let own = crate::fence::Own::of(&self.config, self.store.runs_dir());
                 recipe(
                     p,
                     &sprint.project,
@@ -473,8 +473,8 @@ impl Orchestrator {
         workdir: &std::path::Path,
         writable: &[String],
         env: &std::collections::BTreeMap<String, String>,
-    ) -> sister::fence::Fence {
-        let own = sister::fence::Own::of(&self.config, self.store.runs_dir());
+    ) -> crate::fence::Fence {
+        let own = crate::fence::Own::of(&self.config, self.store.runs_dir());
         let hidden_env = own.hidden_env(env);
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
         let base = self
@@ -511,15 +511,15 @@ impl Orchestrator {
         .into_iter()
         .chain(own_writable)
         .collect();
-        sister::fence::Fence {
-            plan: sister::fence::Plan {
+        crate::fence::Fence {
+            plan: crate::fence::Plan {
                 protected: own.files,
                 readable: Vec::new(),
                 writable,
                 exec: None,
                 tcp: own
                     .db_port
-                    .map_or(sister::fence::Tcp::Open, sister::fence::Tcp::ClosedPort),
+                    .map_or(crate::fence::Tcp::Open, crate::fence::Tcp::ClosedPort),
             },
             required: own.required,
             hidden_env,
@@ -565,9 +565,9 @@ fn recipe(
 
 /// What can be seen of a run a user handed off: how long it ran, the end of its log, and
 /// in a git workdir what it changed and committed.
-async fn observe(stopped: &Run, repo: &sister::git::Repo) -> Observed {
+async fn observe(stopped: &Run, repo: &crate::git::Repo) -> Observed {
     let (files_changed, commits) = match &stopped.git_head {
-        Some(head) => sister::facts::changes_since(repo, head).await,
+        Some(head) => crate::git::facts::changes_since(repo, head).await,
         None => (Vec::new(), Vec::new()),
     };
     Observed {

@@ -17,9 +17,9 @@ use crate::config::{CiPolicy, ForgeConfig, ForgeKind};
 use crate::forge::{
     CheckState, Forge, ForgeError, ForgeToken, PrState, PullRequest, ReviewState, connect,
 };
+use crate::git::Repo;
 use crate::pipeline::fsm::FailedCheck;
 use crate::pipeline::{Event, State};
-use crate::sister::git::Repo;
 use crate::store::{CommandKind, Sprint, Store, TransitionRecord};
 
 /// How much of a failed check's log is read, and how many of its last lines are kept.
@@ -169,12 +169,12 @@ impl ProjectForge {
             ForgeKind::Github => "x-access-token".to_string(),
             ForgeKind::Forgejo => self.api.login().await.map_err(|e| e.to_string())?,
         };
-        let remote = crate::sister::remote::Remote {
+        let remote = crate::git::remote::Remote {
             url: &url,
             user: &user,
             token: self.token.expose(),
         };
-        crate::sister::remote::fetch(repo, &remote, branch).await
+        crate::git::remote::fetch(repo, &remote, branch).await
     }
 }
 
@@ -204,7 +204,7 @@ impl Orchestrator {
                 "the forge's {base} is at {fetched}, not at the merge {commit}: something else was merged since; resume to deploy what the base holds now, or abort"
             ));
         }
-        crate::sister::branch::detach(&request.repo, commit).await?;
+        crate::git::branch::detach(&request.repo, commit).await?;
         request.contract.head = Some(commit.to_string());
         request.contract.merged = Some(commit.to_string());
         Ok(())
@@ -458,7 +458,7 @@ async fn publish(
     sprint: &Sprint,
     log: &[TransitionRecord],
 ) -> Found {
-    let head = crate::sister::facts::branch_head(repo, &sprint.branch)
+    let head = crate::git::facts::branch_head(repo, &sprint.branch)
         .await
         .ok_or_else(|| ForgeError::Invalid(format!("the branch {} is gone", sprint.branch)))?;
     let before = published(log).map(|(_, _, head, _)| head);
@@ -470,13 +470,13 @@ async fn publish(
         ForgeKind::Github => "x-access-token".to_string(),
         ForgeKind::Forgejo => forge.api.login().await?,
     };
-    let remote = crate::sister::remote::Remote {
+    let remote = crate::git::remote::Remote {
         url: &url,
         user: &user,
         token: forge.token.expose(),
     };
     if before.as_deref() != Some(head.as_str()) {
-        crate::sister::remote::push(repo, &remote, &sprint.branch, &head, before.as_deref())
+        crate::git::remote::push(repo, &remote, &sprint.branch, &head, before.as_deref())
             .await
             .map_err(|why| match unreachable(&why) {
                 true => ForgeError::Unavailable(why),
@@ -668,7 +668,7 @@ async fn moved(
     pull: &PullRequest,
 ) -> Event {
     let taken = match forge.fetch(repo, &sprint.branch).await {
-        Ok(fetched) => crate::sister::branch::take(repo, &sprint.branch, &fetched).await,
+        Ok(fetched) => crate::git::branch::take(repo, &sprint.branch, &fetched).await,
         Err(e) => Err(e),
     };
     let short = |id: &str| id.get(..7).unwrap_or(id).to_string();

@@ -291,8 +291,7 @@ impl Orchestrator {
                 .filter_map(|r| r.git_head.clone())
                 .next_back()
             && let Some(now) =
-                crate::sister::facts::branch_head(&self.repo(&project.workdir), &sprint.branch)
-                    .await
+                crate::git::facts::branch_head(&self.repo(&project.workdir), &sprint.branch).await
             && now == before
         {
             unchanged = Some(now);

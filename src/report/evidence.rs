@@ -8,10 +8,11 @@ use std::collections::BTreeMap;
 
 use crate::config::Config;
 use crate::domain::Actor;
+use crate::fence::Own;
+use crate::git::Repo;
+use crate::git::facts;
 use crate::notify::messages::one_line;
-use crate::sister::fence::Own;
-use crate::sister::git::Repo;
-use crate::sister::{RunOutcome, facts};
+use crate::sister::RunOutcome;
 use crate::store::{
     CheckRecord, ContractItem, Run, Sprint, Store, StoreError, TransitionRecord, Usage,
 };
@@ -247,7 +248,7 @@ async fn work(
     let found = async {
         Ok(Work {
             commits: facts::commits_between(&repo, base, &head).await?,
-            diffstat: crate::sister::patch::diffstat(&repo, base, &head).await?,
+            diffstat: crate::git::patch::diffstat(&repo, base, &head).await?,
             head: head.clone(),
         })
     };
@@ -289,7 +290,7 @@ pub async fn patch(
             project.workdir.display()
         ));
     };
-    crate::sister::patch::patch(&repo, base, &head)
+    crate::git::patch::patch(&repo, base, &head)
         .await
         .map_err(|e| format!("{}: {e}", sprint.id))
 }

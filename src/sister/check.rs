@@ -15,7 +15,8 @@ use super::Stopper;
 use super::container::Container;
 use super::contract::CheckResult;
 use super::process::{self, Activity, SharedCapture};
-use super::{RunOutcome, RunReport, RunRequest, Stop, facts, tail_text};
+use super::{RunOutcome, RunReport, RunRequest, Stop, tail_text};
+use crate::git::facts;
 
 /// How many lines of the check's output its failure quotes.
 pub const TAIL_LINES: usize = 40;

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use super::process::{self, SharedCapture};
-use super::{RunOutcome, RunReport, RunRequest, Stop, facts, tail_text};
+use super::{RunOutcome, RunReport, RunRequest, Stop, tail_text};
+use crate::git::facts;
 use crate::handoff::message::{ChecklistItem, DarangVerdict, HandoffMessage, Usage};
 use crate::handoff::validate::{
     Problem, envelope_status, extract_message, parse_output, validate_value,
@@ -232,7 +233,7 @@ async fn classify_output(req: &RunRequest, stdout: &[u8], report: &mut RunReport
             }
             if let (HandoffMessage::Darang(_), Some(head)) = (&valid.message, &req.contract.head)
                 && let Err(reason) =
-                    super::branch::unmoved(&req.repo, &req.contract.branch, head).await
+                    crate::git::branch::unmoved(&req.repo, &req.contract.branch, head).await
             {
                 report.outcome = RunOutcome::BadOutput;
                 report.detail = reason;

@@ -7,19 +7,12 @@
 //! or a stop kills its whole process group, and its output is validated before anything
 //! believes it.
 
-pub mod approved;
-pub mod branch;
 pub mod check;
 pub mod container;
 pub mod contract;
 pub mod events;
-pub mod facts;
-pub mod fence;
-pub mod git;
-pub mod patch;
 pub mod process;
 mod prompt;
-pub mod remote;
 
 mod classify;
 mod pause;
@@ -94,14 +87,14 @@ pub struct RunRequest {
     /// result put in the contract (the sprint's first run, when nothing recorded it yet).
     pub base_check: Option<Check>,
     /// What the sister (and the check) may touch; `None`: unconfined.
-    pub fence: Option<fence::Fence>,
+    pub fence: Option<crate::fence::Fence>,
     /// Where the run's container is made; `None`: the host gives none, and only the
     /// process group is stopped at the run's end.
     pub containers: Option<container::Containers>,
     /// Who the sister's commits are by (`[agent] git_author`): name and e-mail.
     pub git_identity: Option<(String, String)>,
     /// git on the workdir, for the facts checked after the sister (fenced the same way).
-    pub repo: git::Repo,
+    pub repo: crate::git::Repo,
 }
 
 /// How a run ended, with what the user needs to know.

@@ -109,7 +109,7 @@ async fn close(req: &RunRequest, container: Option<Container>, report: RunReport
         container.close(req.spec.kill_grace).await;
     }
     if req.fence.is_some() {
-        let _ = std::fs::remove_dir_all(super::fence::private_tmp(&req.contract.run_id));
+        let _ = std::fs::remove_dir_all(crate::fence::private_tmp(&req.contract.run_id));
     }
     report
 }

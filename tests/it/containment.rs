@@ -42,7 +42,7 @@ fn pid(file: &Path) -> u32 {
 }
 
 fn contained_here() -> bool {
-    hanarang::sister::fence::available().is_ok() && hanarang::sister::container::available().is_ok()
+    hanarang::fence::available().is_ok() && hanarang::sister::container::available().is_ok()
 }
 
 on_each_engine! {

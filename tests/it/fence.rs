@@ -116,7 +116,7 @@ fn without_landlock_run_warns_once_and_the_sprint_goes_on() {
 #[test]
 #[ignore = "needs PostgreSQL: scripts/test runs it (cargo test -- --include-ignored)"]
 fn on_postgres_a_sister_gets_neither_the_url_nor_the_password_nor_the_server() {
-    if hanarang::sister::fence::available().is_err() {
+    if hanarang::fence::available().is_err() {
         eprintln!("no Landlock on this kernel: nothing to test");
         return;
     }
@@ -201,7 +201,7 @@ fn on_postgres_a_sister_gets_neither_the_url_nor_the_password_nor_the_server() {
 
 #[test]
 fn a_sister_reads_neither_the_token_file_nor_systemds_credentials() {
-    if hanarang::sister::fence::available().is_err() {
+    if hanarang::fence::available().is_err() {
         eprintln!("no Landlock on this kernel: nothing to test");
         return;
     }
@@ -248,7 +248,7 @@ fn a_sister_reads_neither_the_token_file_nor_systemds_credentials() {
 /// linked folder.
 #[test]
 fn a_linked_config_or_database_folder_is_still_out_of_reach() {
-    if hanarang::sister::fence::available().is_err() {
+    if hanarang::fence::available().is_err() {
         eprintln!("no Landlock on this kernel: nothing to test");
         return;
     }

@@ -305,9 +305,9 @@ async fn a_wrong_token_a_missing_repository_a_rate_limit_and_an_outage_are_told_
 /// arguments), only onto what it pushed before, and fetches it back.
 #[tokio::test(flavor = "multi_thread")]
 async fn hanarangs_git_pushes_with_the_token_only_onto_its_own_push_and_fetches() {
-    use hanarang::sister::fence::Own;
-    use hanarang::sister::git::Repo;
-    use hanarang::sister::remote::{Remote, fetch, push};
+    use hanarang::fence::Own;
+    use hanarang::git::Repo;
+    use hanarang::git::remote::{Remote, fetch, push};
 
     let seed = seed();
     let fake = Fake::start(Kind::GitHub, "acme", "app", TOKEN, Some(seed.path()));

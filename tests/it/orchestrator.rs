@@ -893,7 +893,7 @@ async fn wait_for_command(store: &hanarang::store::Store, id: i64) -> hanarang::
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_confined_sister_cannot_reach_the_database_the_config_other_runs_or_hanarang() {
-    if hanarang::sister::fence::available().is_err() {
+    if hanarang::fence::available().is_err() {
         eprintln!("no Landlock on this kernel: nothing to test");
         return;
     }

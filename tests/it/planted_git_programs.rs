@@ -65,7 +65,7 @@ pub(crate) fn runs_folder(files: &Files) -> std::path::PathBuf {
 
 on_each_engine! {
     async fn an_agents_planted_programs_never_run_and_the_patch_is_what_was_committed(engine) {
-        if hanarang::sister::fence::available().is_err() {
+        if hanarang::fence::available().is_err() {
             eprintln!("no Landlock on this kernel: nothing to test");
             return;
         }

@@ -116,7 +116,7 @@ impl Fixture {
             spec: spec(actor, &sister_script(script), &[]),
             contract: contract(actor, &workdir),
             contract_path: dir.path().join("runs/R1.contract.json"),
-            repo: hanarang::sister::git::Repo::new(&workdir, &Default::default()),
+            repo: hanarang::git::Repo::new(&workdir, &Default::default()),
             workdir,
             token_env: "DISCORD_TOKEN".into(),
             role_text: None,

@@ -1,8 +1,8 @@
 //! The sprint's branch is a fact, not a guess: created from its base before the
 //! planner's first run, checked out before every run, on a tree that holds no changes a
-//! run of the sprint did not make. Every git call is bounded (`git.rs`).
+//! run of the sprint did not make. Every git call is bounded (`git/mod.rs`).
 
-use super::git::{Repo, commit_of, dirty_paths, failed, is_branch_name, some_names};
+use super::{Repo, commit_of, dirty_paths, failed, is_branch_name, some_names};
 
 /// Where a run starts: the sprint's base and the commit its branch is at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,7 +178,7 @@ pub async fn take(repo: &Repo, branch: &str, commit: &str) -> Result<(), String>
             .git(&["update-ref", &format!("refs/heads/{branch}"), commit])
             .await
             .map(|_| ())
-            .map_err(|e| super::git::failed(&format!("cannot move {branch} to {commit}"), e));
+            .map_err(|e| super::failed(&format!("cannot move {branch} to {commit}"), e));
     }
     let dirty = dirty_paths(repo).await?;
     if !dirty.is_empty() {
@@ -190,7 +190,7 @@ pub async fn take(repo: &Repo, branch: &str, commit: &str) -> Result<(), String>
     repo.git(&["reset", "--quiet", "--hard", commit])
         .await
         .map(|_| ())
-        .map_err(|e| super::git::failed(&format!("cannot check out {commit}"), e))
+        .map_err(|e| super::failed(&format!("cannot check out {commit}"), e))
 }
 
 /// Checks `commit` out detached, on a workdir holding no change (the merged base a deployer
@@ -206,5 +206,5 @@ pub async fn detach(repo: &Repo, commit: &str) -> Result<(), String> {
     repo.git(&["checkout", "--quiet", "--detach", commit])
         .await
         .map(|_| ())
-        .map_err(|e| super::git::failed(&format!("cannot check out {commit}"), e))
+        .map_err(|e| super::failed(&format!("cannot check out {commit}"), e))
 }

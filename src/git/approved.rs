@@ -5,7 +5,7 @@
 //! git show other bytes for them (a replacement ref, a graft file).
 
 use super::facts::branch_head;
-use super::git::{Repo, failed};
+use super::{Repo, failed};
 use crate::domain::short_commit as short;
 
 /// Why the branch no longer holds exactly the `reviewed` commit (with its objects since
@@ -33,12 +33,12 @@ pub async fn moved(repo: &Repo, branch: &str, base: &str, reviewed: &str) -> Opt
         Some(_) => {}
     }
     // What a deployer would take from the working tree beside the commit.
-    match super::git::dirty_paths(repo).await {
+    match super::dirty_paths(repo).await {
         Ok(paths) if paths.is_empty() => {}
         Ok(paths) => {
             return Some(format!(
                 "the workdir holds changes that are in no commit ({}), which would deploy with it",
-                super::git::some_names(&paths)
+                super::some_names(&paths)
             ));
         }
         Err(e) => return Some(e),

@@ -1,4 +1,4 @@
-//! The sprint's branch on the forge, pushed and fetched by hanarang's own git (`git.rs`:
+//! The sprint's branch on the forge, pushed and fetched by hanarang's own git (`git/mod.rs`:
 //! no hook, no helper of the repository's). The token reaches git in a credential file of
 //! the runs folder (out of the sisters' reach), readable by this call's git alone, removed
 //! as soon as git is done: never in an argument, an environment a sister inherits, or the
@@ -8,7 +8,7 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
-use super::git::{Repo, failed};
+use super::{Repo, failed};
 
 /// Where and as whom git talks to the forge.
 pub struct Remote<'a> {
@@ -84,7 +84,7 @@ pub async fn reachable(repo: &Repo, remote: &Remote<'_>) -> Result<(), String> {
 /// now, removed after) and the protocols of the remote's URL allowed.
 async fn with_credentials<F, Fut, T>(repo: &Repo, remote: &Remote<'_>, call: F) -> Result<T, String>
 where
-    F: FnOnce(super::git::View, Vec<(&'static str, String)>, Vec<PathBuf>) -> Fut,
+    F: FnOnce(super::View, Vec<(&'static str, String)>, Vec<PathBuf>) -> Fut,
     Fut: std::future::Future<Output = Result<T, String>>,
 {
     let url = url::Url::parse(remote.url).map_err(|e| format!("{}: {e}", remote.url))?;

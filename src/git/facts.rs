@@ -2,7 +2,7 @@
 //! checked against it — the branch exists, and every listed commit resolves and is
 //! reachable from that branch.
 
-use super::git::{GitError, Repo, is_branch_name};
+use super::{GitError, Repo, is_branch_name};
 use crate::handoff::message::ImplPayload;
 
 /// `Ok` when the claim holds or there is nothing to check it against (the workdir holds
@@ -24,7 +24,7 @@ pub async fn check_impl_claim(repo: &Repo, payload: &ImplPayload) -> Result<(), 
             ));
         }
         Err(e) => {
-            return Err(super::git::failed(
+            return Err(super::failed(
                 &format!(
                     "cannot check the claims in {}: git cannot read the repository",
                     workdir.display()
@@ -88,11 +88,11 @@ pub async fn check_impl_claim(repo: &Repo, payload: &ImplPayload) -> Result<(), 
             ));
         }
     }
-    let dirty = super::git::dirty_paths(repo).await?;
+    let dirty = super::dirty_paths(repo).await?;
     if !dirty.is_empty() {
         return Err(format!(
             "the work tree has uncommitted changes: {}; commit them on {branch:?} or remove them before answering",
-            super::git::some_names(&dirty)
+            super::some_names(&dirty)
         ));
     }
     Ok(())
@@ -155,7 +155,7 @@ pub async fn commits_between(
             "--",
         ])
         .await
-        .map_err(|e| super::git::failed(&format!("cannot list the commits {base}..{head}"), e))?;
+        .map_err(|e| super::failed(&format!("cannot list the commits {base}..{head}"), e))?;
     Ok(out
         .lines()
         .filter_map(|l| {
@@ -167,5 +167,5 @@ pub async fn commits_between(
 
 /// The commit `branch` points at now.
 pub async fn branch_head(repo: &Repo, branch: &str) -> Option<String> {
-    super::git::commit_of(repo, &format!("refs/heads/{branch}")).await
+    super::commit_of(repo, &format!("refs/heads/{branch}")).await
 }

@@ -5,7 +5,7 @@
 //! byte in its first 8000 bytes, git's own rule, on the committed bytes) is named with
 //! both sides' size and SHA-256.
 
-use super::git::{ANSWER_CAP, GitError, Repo, View, failed};
+use super::{ANSWER_CAP, GitError, Repo, View, failed};
 
 /// How `git diff` is asked: the committed bytes, git's own prefixes, three lines of
 /// context, no renames (each path on its own), full object ids (for the binary files'

@@ -4,6 +4,12 @@
 //! helpers — and each runs inside the fence a sister runs in, with none of hanarang's
 //! environment, so that whatever might still run is no more than a sister.
 
+pub mod approved;
+pub mod branch;
+pub mod facts;
+pub mod patch;
+pub mod remote;
+
 use std::io::Read as _;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -13,7 +19,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-use super::fence::{Fence, Own, Plan, Tcp};
+use crate::fence::{Fence, Own, Plan, Tcp};
 
 /// Every git call is bounded: a wedged repository must not hang the run.
 const GIT_TIMEOUT: Duration = Duration::from_secs(30);

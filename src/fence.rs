@@ -422,7 +422,7 @@ mod tests {
             return;
         }
         let bash = std::fs::canonicalize("/bin/bash").unwrap();
-        let loader = super::super::git::elf_interpreter(&bash)
+        let loader = crate::git::elf_interpreter(&bash)
             .and_then(|l| std::fs::canonicalize(l).ok())
             .unwrap();
         let plan = Plan {
