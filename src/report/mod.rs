@@ -8,13 +8,16 @@ use crate::output::escape_controls;
 use crate::output::{Exit, print_json};
 use std::collections::HashMap;
 
-use crate::store::{RunLive, Spend, Sprint, SprintStatus, Store};
+use crate::store::{RunLive, Spend, Sprint, Store};
 use crate::{errln, out, outln};
+use status::SprintStatus;
+pub use status::status_json;
 
 pub mod evidence;
 mod log;
 pub mod picture;
 mod show;
+mod status;
 pub use log::{
     Capture, check_ended, checklist_json, contract_mark, failed_tests, log, run_capture,
 };
@@ -65,7 +68,7 @@ impl<'a> StatusRow<'a> {
 
 pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
     if id.is_none() && as_json {
-        return match store.status_json().await {
+        return match status_json(store).await {
             Ok(json) => {
                 outln!("{json}");
                 Exit::Success

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use super::database::Database;
 use super::signing::CommandKey;
 use super::{
-    Command, CommandKind, MigrationStatus, NewCommand, Result, RunLive, SprintStatus, StoreError,
-    Writes, database_path, postgres, sqlite,
+    Command, CommandKind, MigrationStatus, NewCommand, Result, RunLive, StoreError, Writes,
+    database_path, postgres, sqlite,
 };
 
 /// A handle on the database; cheap to clone. It is a `Database`: `store.sprint(id)`,
@@ -162,12 +162,6 @@ impl Store {
     }
 
     // --- what `sprint status` shows ----------------------------------------------------
-
-    /// Every sprint with its total spend as one compact JSON array, oldest first: what
-    /// `sprint status --json` prints.
-    pub async fn status_json(&self) -> Result<String> {
-        SprintStatus::list_json(&self.sprints_with_spend().await?, &self.live_steps().await?)
-    }
 
     /// The running sisters' latest steps, by sprint (the runs not ended that told one).
     pub async fn live_steps(&self) -> Result<std::collections::HashMap<String, RunLive>> {

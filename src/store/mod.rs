@@ -48,7 +48,6 @@ pub use rows::{
     ForumPost, HostRecord, Lease, Run, Spend, Sprint, TransitionRecord, Usage, approved_head,
     review_round, round_request,
 };
-pub use status::SprintStatus;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

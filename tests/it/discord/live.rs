@@ -90,8 +90,12 @@ async fn the_board_shows_the_running_sisters_latest_step_and_a_burst_collapses()
     let live = running.live.clone().expect("a step recorded on the run");
     assert_eq!(live.step.as_deref(), Some("▶️ pytest -q test.py"));
     assert_eq!((live.input_tokens, live.output_tokens), (410, 41));
-    let status: serde_json::Value =
-        serde_json::from_str(&p.store.status_json().await.expect("status")).expect("JSON");
+    let status: serde_json::Value = serde_json::from_str(
+        &hanarang::report::status_json(&p.store)
+            .await
+            .expect("status"),
+    )
+    .expect("JSON");
     assert_eq!(
         status[0]["now"]["step"], "▶️ pytest -q test.py",
         "{status:#}"

@@ -36,7 +36,7 @@ async fn a_runs_latest_step_is_kept_while_it_runs_and_after_it_ends(engine) {
     assert_eq!(store.runs(&sprint.id).await.unwrap()[0].live.as_ref(), Some(&latest));
     assert_eq!(store.live_steps().await.unwrap().get(&sprint.id), Some(&latest));
     let status: serde_json::Value =
-        serde_json::from_str(&store.status_json().await.unwrap()).unwrap();
+        serde_json::from_str(&hanarang::report::status_json(&store).await.unwrap()).unwrap();
     assert_eq!(status[0]["now"]["step"], "▶️ pytest -q test.py");
     assert_eq!(status[0]["now"]["input_tokens"], 250);
 

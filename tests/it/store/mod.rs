@@ -208,7 +208,7 @@ async fn the_runs_the_loop_keeps_are_the_runs_the_database_holds(engine) {
     assert_eq!(store.runs(&planning.id).await.unwrap(), kept, "as ended");
     let usage = store.usage(&planning.id).await.unwrap();
     assert_eq!(usage.total.cost_usd, 0.5);
-    let rolled_up = store.status_json().await.unwrap();
+    let rolled_up = hanarang::report::status_json(&store).await.unwrap();
     assert!(rolled_up.contains("\"cost_usd\":0.5"), "{rolled_up}");
     // The sprint's spend as `sprint status` reads it follows every commit too.
     let listed = store.sprints_with_spend().await.unwrap();

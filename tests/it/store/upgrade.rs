@@ -53,7 +53,7 @@ fn alike(a: &serde_json::Value, b: &serde_json::Value) -> bool {
 
 /// What a database made by 9ae7f17 holds, read through every kind of record.
 async fn reads_back(store: &Store, printed_by_9ae7f17: &str, engine: Engine) {
-    let printed = store.status_json().await.unwrap();
+    let printed = hanarang::report::status_json(store).await.unwrap();
     if engine == Engine::Sqlite {
         assert_eq!(
             printed,
