@@ -166,7 +166,7 @@ impl Config {
         }
         for (name, profile) in &a.profiles {
             let key = format!("agent.profiles.{name}");
-            if !check::is_reviewer_name(name) {
+            if !problems::is_reviewer_name(name) {
                 problems.push(problem(
                     &key,
                     format!("{name:?} is not a profile name: 1 to 32 lower-case letters, digits, '-' or '_'"),

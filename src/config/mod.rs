@@ -17,23 +17,23 @@ use crate::pipeline::{Backoff, Policy};
 use crate::placeholder;
 
 mod agent;
-mod check;
 mod fallback;
 mod forge;
 mod inside;
 mod paths;
 pub mod preset;
+mod problems;
 mod project;
 mod roles;
 mod sections;
 
 pub use agent::*;
-use check::*;
 pub use fallback::{AgentChoice, title};
 pub use forge::*;
 use inside::read_operators;
 pub use inside::{MAX_RECIPE_BYTES, Refused, read_inside};
 pub use paths::*;
+use problems::*;
 pub use project::*;
 pub use roles::{may_approve, may_note, may_start, may_steer};
 pub use sections::*;

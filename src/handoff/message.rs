@@ -132,9 +132,9 @@ pub enum DarangVerdict {
     Abort,
 }
 
-impl From<DarangVerdict> for crate::pipeline::review::ReviewVerdict {
+impl From<DarangVerdict> for crate::pipeline::review_round::ReviewVerdict {
     fn from(v: DarangVerdict) -> Self {
-        use crate::pipeline::review::ReviewVerdict;
+        use crate::pipeline::review_round::ReviewVerdict;
         match v {
             DarangVerdict::Approve => ReviewVerdict::Approve,
             DarangVerdict::RequestChanges => ReviewVerdict::RequestChanges,
@@ -246,7 +246,7 @@ impl HandoffMessage {
                 NarangVerdict::Error => Verdict::Error,
             },
             HandoffMessage::Darang(m) => {
-                crate::pipeline::review::ReviewVerdict::from(m.verdict).verdict()
+                crate::pipeline::review_round::ReviewVerdict::from(m.verdict).verdict()
             }
             HandoffMessage::Erang(m) => match m.verdict {
                 ErangVerdict::DeployDone => Verdict::DeployDone,

@@ -311,7 +311,9 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
         (Event::ReviewMerged { verdicts }, State::Reviewing, State::Implementing) => {
             let asked: Vec<&str> = verdicts
                 .iter()
-                .filter(|(_, v)| **v == crate::pipeline::review::ReviewVerdict::RequestChanges)
+                .filter(|(_, v)| {
+                    **v == crate::pipeline::review_round::ReviewVerdict::RequestChanges
+                })
                 .map(|(name, _)| name.as_str())
                 .collect();
             let narang = sister(Actor::Narang, l);
@@ -461,7 +463,7 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
                 Event::ReviewMerged { verdicts } => {
                     let by: Vec<&str> = verdicts
                         .iter()
-                        .filter(|(_, v)| **v == crate::pipeline::review::ReviewVerdict::Abort)
+                        .filter(|(_, v)| **v == crate::pipeline::review_round::ReviewVerdict::Abort)
                         .map(|(name, _)| name.as_str())
                         .collect();
                     let who = reviewer_name(&by.join(", "), l);

@@ -5,9 +5,9 @@
 use super::findings::{review_issues, round_findings};
 use super::{Orchestrator, now_ms};
 use crate::domain::run_id;
-use crate::handoff::compose::{Known, Observed, after_handoff, synthesize};
 use crate::handoff::message::HandoffMessage;
 use crate::handoff::schema::{self, Dialect};
+use crate::handoff::synthesize::{Known, Observed, after_handoff, synthesize};
 use crate::sister::{self, ContractFile, RunOutcome, RunRequest};
 use crate::store::{NewRun, Run, Sprint};
 
@@ -147,7 +147,7 @@ impl Orchestrator {
         let (handoff, synthesized, handoff_by) = match parent {
             Some(stopped) if stopped.outcome == Some(RunOutcome::HandedOff) => {
                 let observed = observe(stopped, &self.repo(&workdir)).await;
-                let sister = crate::handoff::compose::sister_name(actor);
+                let sister = crate::handoff::synthesize::sister_name(actor);
                 let by = format!("{SYNTHESIZED} from {}", run_label(stopped));
                 (
                     after_handoff(&stopped.handoff, &sister, &observed),

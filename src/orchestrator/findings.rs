@@ -7,7 +7,7 @@ use crate::handoff::HandoffDocument;
 use crate::handoff::message::{
     ChecklistResult, DarangMessage, HandoffMessage, ReviewIssue, Severity,
 };
-use crate::pipeline::review::{Merged, Review, merge};
+use crate::pipeline::review_round::{Merged, Review, merge};
 use crate::sister::RunOutcome;
 use crate::store::{Run, review_round};
 

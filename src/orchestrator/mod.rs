@@ -15,12 +15,12 @@ mod finish;
 mod forge;
 pub use forge::Describe;
 mod lease;
-pub mod live;
 mod memory;
 mod recovery;
-mod review;
+mod reviewers;
 mod session;
 mod spawn;
+pub mod steps;
 mod transition;
 
 use std::sync::Arc;
@@ -31,7 +31,7 @@ use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 use memory::Memory;
 
 pub use lease::{LeaseError, LeaseGuard};
-pub use live::LiveStep;
+pub use steps::LiveStep;
 
 use crate::config::Config;
 use crate::pipeline::{self, Budget, Due, Event, Policy};

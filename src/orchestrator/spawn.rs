@@ -101,7 +101,7 @@ impl Orchestrator {
         let (stop_tx, stop) = oneshot::channel();
         // Its steps are recorded while it runs; the recorder ends with the run.
         let (progress, steps) = watch::channel(Progress::default());
-        let recorder = tokio::spawn(super::live::record(
+        let recorder = tokio::spawn(super::steps::record(
             self.store.clone(),
             self.handle.live.clone(),
             sprint.id.clone(),
@@ -143,7 +143,7 @@ impl Orchestrator {
                 };
                 // The run's last step is on record before its end is (unless the database
                 // keeps it waiting).
-                let _ = tokio::time::timeout(super::live::LAST_STEP_WAIT, recorder).await;
+                let _ = tokio::time::timeout(super::steps::LAST_STEP_WAIT, recorder).await;
                 let _ = finished.send(Finished {
                     sprint_id,
                     run_id,

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::Stage;
-use super::review::ReviewVerdict;
-use super::review::{Review, merge};
+use super::review_round::ReviewVerdict;
+use super::review_round::{Review, merge};
 use crate::domain::FailureKind;
 use crate::domain::{Actor, Verdict};
 
@@ -335,7 +335,7 @@ pub enum Note {
 /// The round's verdict from its reviewers' (the merge rule, on verdicts alone).
 pub fn merged_verdict(
     verdicts: &std::collections::BTreeMap<String, ReviewVerdict>,
-) -> super::review::Merged<(), ()> {
+) -> super::review_round::Merged<(), ()> {
     let reviews: Vec<Review<(), ()>> = verdicts
         .iter()
         .map(|(reviewer, verdict)| Review {

@@ -6,7 +6,7 @@ mod event;
 pub mod fsm;
 pub mod policy;
 mod position;
-pub mod review;
+pub mod review_round;
 pub mod rules;
 
 pub use crate::domain::FailureKind;

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::fsm::{Event, Failure, Note, Transition};
-use super::review::ReviewVerdict;
+use super::review_round::ReviewVerdict;
 use crate::domain::{Actor, FailureKind, RunOutcome, Verdict};
 
 /// What a sister's valid message said, as the rules need it.

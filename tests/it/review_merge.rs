@@ -3,7 +3,7 @@
 //! implementer, and the rule holds for every round (any ABORT aborts; else any
 //! REQUEST_CHANGES asks, with every reviewer's findings; else approved).
 
-use hanarang::pipeline::review::{Merged, Review, ReviewVerdict, merge};
+use hanarang::pipeline::review_round::{Merged, Review, ReviewVerdict, merge};
 use proptest::prelude::*;
 
 type Round = Vec<Review<String, String>>;

@@ -5,11 +5,11 @@
 //! aborted, the verdicts are merged (`review::merge`) into darang's (`ReviewMerged`).
 //!
 //! What a round stands at is read from its runs, never kept apart, and judged by the pure
-//! rule `pipeline::review::round`.
+//! rule `pipeline::review_round::round`.
 
 use super::{Orchestrator, OrchestratorError};
 use crate::handoff::message::HandoffMessage;
-use crate::pipeline::review::{ReviewerRun, Round, round};
+use crate::pipeline::review_round::{ReviewerRun, Round, round};
 use crate::pipeline::{Event, State};
 use crate::sister::RunOutcome;
 use crate::store::{Sprint, review_round};
