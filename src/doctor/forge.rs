@@ -3,7 +3,7 @@
 //! requests, merge), the base branch is on the forge, and git can reach the push URL.
 
 use super::Check;
-use crate::config::{Config, ForgeConfig, ForgeKind, ProjectConfig};
+use crate::config::{Config, ForgeConfig, ProjectConfig};
 use crate::forge::{Forge, ForgeError};
 
 /// One line per thing to check, per project with a forge.
@@ -130,10 +130,7 @@ async fn push_url(
     let Some(url) = forge.push_url() else {
         return Check::fail(label, "no push URL", "set remote");
     };
-    let user = match forge.kind {
-        ForgeKind::Github => "x-access-token".to_string(),
-        ForgeKind::Forgejo => api.login().await.unwrap_or_default(),
-    };
+    let user = api.git_user().await.unwrap_or_default();
     let runs = std::env::temp_dir().join(format!("hanarang-doctor-{}", std::process::id()));
     // The credential file goes in a folder of its own, removed after.
     let repo = crate::git::Repo::new(&project.workdir, &crate::fence::Own::of(config, &runs));

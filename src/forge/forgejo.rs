@@ -167,6 +167,11 @@ impl Forge for Forgejo {
         Ok(self.client.get::<User>("/user").await?.login)
     }
 
+    /// Forgejo and Gitea want the token's own login.
+    async fn git_user(&self) -> Result<String> {
+        self.login().await
+    }
+
     async fn repository(&self) -> Result<Repository> {
         let r: Repo = self.client.get(&self.path("")).await?;
         let p = r.permissions;

@@ -201,6 +201,11 @@ impl Forge for GitHub {
         Ok(self.client.get::<User>("/user").await?.login)
     }
 
+    /// GitHub takes any user with an app or personal token; this is the documented one.
+    async fn git_user(&self) -> Result<String> {
+        Ok("x-access-token".to_string())
+    }
+
     async fn repository(&self) -> Result<Repository> {
         let r: Repo = self.client.get(&self.path("")).await?;
         let p = r.permissions;

@@ -162,6 +162,8 @@ pub type Result<T> = std::result::Result<T, ForgeError>;
 pub trait Forge: Send + Sync + fmt::Debug {
     /// The login the token is.
     async fn login(&self) -> Result<String>;
+    /// The user name hanarang's git gives with the token over HTTPS.
+    async fn git_user(&self) -> Result<String>;
     async fn repository(&self) -> Result<Repository>;
     /// The commit `branch` points at on the forge; `None` when it has no such branch.
     async fn branch(&self, branch: &str) -> Result<Option<String>>;

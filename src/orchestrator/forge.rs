@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::{Orchestrator, OrchestratorError};
 use crate::clock::now_ms;
-use crate::config::{CiPolicy, ForgeConfig, ForgeKind};
+use crate::config::{CiPolicy, ForgeConfig};
 use crate::forge::{
     CheckState, Forge, ForgeError, ForgeToken, PrState, PullRequest, ReviewState, connect,
 };
@@ -165,10 +165,7 @@ impl ProjectForge {
     /// Fetches `branch` from the forge with hanarang's git: the commit it points at there.
     pub(super) async fn fetch(&self, repo: &Repo, branch: &str) -> Result<String, String> {
         let url = self.config.push_url().ok_or("no push URL")?;
-        let user = match self.config.kind {
-            ForgeKind::Github => "x-access-token".to_string(),
-            ForgeKind::Forgejo => self.api.login().await.map_err(|e| e.to_string())?,
-        };
+        let user = self.api.git_user().await.map_err(|e| e.to_string())?;
         let remote = crate::git::remote::Remote {
             url: &url,
             user: &user,
@@ -466,10 +463,7 @@ async fn publish(
         .config
         .push_url()
         .ok_or_else(|| ForgeError::Invalid("no push URL".into()))?;
-    let user = match forge.config.kind {
-        ForgeKind::Github => "x-access-token".to_string(),
-        ForgeKind::Forgejo => forge.api.login().await?,
-    };
+    let user = forge.api.git_user().await?;
     let remote = crate::git::remote::Remote {
         url: &url,
         user: &user,

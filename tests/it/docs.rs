@@ -267,6 +267,49 @@ fn the_readme_is_short_enough_to_read_first() {
     );
 }
 
+/// ARCHITECTURE.md is a map one reads whole: at most this many lines.
+const ARCHITECTURE_MAX_LINES: usize = 150;
+
+/// Every file the map names exists: a path (`src/git/mod.rs`, `tests/it/fsm/`) where it
+/// says, a bare file name (`decide.rs`) somewhere under `src/`.
+#[test]
+fn the_architecture_map_is_short_and_names_only_files_that_exist() {
+    let text = read(&root().join("ARCHITECTURE.md"));
+    let lines = text.lines().count();
+    assert!(
+        lines <= ARCHITECTURE_MAX_LINES,
+        "ARCHITECTURE.md has {lines} lines, more than {ARCHITECTURE_MAX_LINES}"
+    );
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    let mut walk = vec![root().join("src")];
+    while let Some(dir) = walk.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk.push(path);
+            } else {
+                names.insert(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    for span in text.split('`').skip(1).step_by(2) {
+        let named = span.trim_end_matches('/');
+        let is_path = named.contains('/') && !named.contains([' ', '{']) && !named.contains("NAME");
+        if is_path && (named.starts_with("src/") || named.starts_with("tests/")) {
+            if !root().join(named).exists() {
+                missing.push(span.to_string());
+            }
+        } else if named.ends_with(".rs") && !named.contains(['/', ' ']) && !names.contains(named) {
+            missing.push(span.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names files that do not exist: {missing:?}"
+    );
+}
+
 #[test]
 fn the_book_summary_lists_every_page() {
     let summary_path = root().join("docs/SUMMARY.md");
