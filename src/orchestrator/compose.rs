@@ -440,10 +440,13 @@ impl Orchestrator {
         for c in commands.iter().filter(|c| {
             c.kind == CommandKind::Note
                 && c.status != CommandStatus::Refused
-                && c.delivered_run.as_deref().is_none_or(|given| {
-                    runs.iter().any(|r| {
-                        r.run_id == given && r.outcome.is_some_and(|o| o != RunOutcome::Handoff)
-                    })
+                && crate::pipeline::note_due(match c.delivered_run.as_deref() {
+                    None => crate::pipeline::NoteGiven::ToNone,
+                    Some(given) => crate::pipeline::NoteGiven::To(
+                        runs.iter()
+                            .find(|r| r.run_id == given)
+                            .and_then(|r| r.outcome),
+                    ),
                 })
         }) {
             if !self.store.written_by_hanarang(c).await.unwrap_or(false) {

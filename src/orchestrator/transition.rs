@@ -252,32 +252,15 @@ impl Orchestrator {
         event: &Event,
         runs: Option<Vec<Run>>,
     ) -> Result<((Option<String>, bool), Option<Vec<Run>>), OrchestratorError> {
-        use crate::domain::{Actor, RunOutcome, Verdict};
-        let asks_changes = |v: Verdict| v == Verdict::RequestChanges;
-        let (implemented, reviewed) = match event {
-            Event::Reported {
-                actor: Actor::Narang,
-                verdict: Verdict::ImplDone,
-                ..
-            } => (true, false),
-            Event::Reported {
-                actor: Actor::Darang,
-                verdict,
-                ..
-            } => (false, asks_changes(*verdict)),
-            Event::ReviewMerged { verdicts } => (
-                false,
-                asks_changes(
-                    crate::pipeline::merged_verdict(verdicts)
-                        .verdict()
-                        .verdict(),
-                ),
-            ),
-            _ => (false, false),
-        };
-        if sprint.round < 2 || !(implemented || reviewed) {
+        use crate::domain::{Actor, RunOutcome};
+        use crate::pipeline::ProgressCheck;
+        let Some(check) = crate::pipeline::progress_check(sprint.round, event) else {
             return Ok(((None, false), runs));
-        }
+        };
+        let (implemented, reviewed) = (
+            check == ProgressCheck::BranchMoved,
+            check == ProgressCheck::FindingsRepeated,
+        );
         let runs = self.runs_of(sprint, runs).await?;
         let reviews = |round: u32| {
             runs.iter()

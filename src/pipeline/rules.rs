@@ -248,6 +248,61 @@ impl Budget {
     }
 }
 
+/// What must be found out before an event is decided so that a round which changes
+/// nothing is stopped (`Escalation::NoProgress`, `SameFindings`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressCheck {
+    /// Narang's `IMPL_DONE`: is the branch's head where the round before's review saw it?
+    BranchMoved,
+    /// A review asking for changes (darang's, or the reviewers' merged): are its findings
+    /// the round before's?
+    FindingsRepeated,
+}
+
+/// The check `event` at `round` calls for, if any. From round 2 only: a first round has
+/// no round before it to compare with.
+pub fn progress_check(round: u32, event: &Event) -> Option<ProgressCheck> {
+    if round < 2 {
+        return None;
+    }
+    match event {
+        Event::Reported {
+            actor: Actor::Narang,
+            verdict: Verdict::ImplDone,
+            ..
+        } => Some(ProgressCheck::BranchMoved),
+        Event::Reported {
+            actor: Actor::Darang,
+            verdict: Verdict::RequestChanges,
+            ..
+        } => Some(ProgressCheck::FindingsRepeated),
+        Event::ReviewMerged { verdicts }
+            if super::merged_verdict(verdicts).verdict().verdict() == Verdict::RequestChanges =>
+        {
+            Some(ProgressCheck::FindingsRepeated)
+        }
+        _ => None,
+    }
+}
+
+/// Where a person's note stands toward the runs: given to none yet, or to a run, with its
+/// outcome once it ended (`None` while it works, or when it cannot be found).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoteGiven {
+    ToNone,
+    To(Option<RunOutcome>),
+}
+
+/// Whether a note goes to the next run: one given to no run yet, or to a run that ended
+/// without an answer (failed, paused, interrupted, handed off), which the next run is given
+/// again; never again once a run answered, nor while the run it was given to works.
+pub fn note_due(given: NoteGiven) -> bool {
+    match given {
+        NoteGiven::ToNone => true,
+        NoteGiven::To(outcome) => outcome.is_some_and(|o| o != RunOutcome::Handoff),
+    }
+}
+
 /// A review round's findings as `same_findings` compares them: each issue's file and
 /// message (white space collapsed), from the round's valid darang messages.
 pub fn findings<'a>(
@@ -279,6 +334,75 @@ pub fn same_findings(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn reported(actor: Actor, verdict: Verdict) -> Event {
+        Event::Reported {
+            actor,
+            verdict,
+            sprint_id: None,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn a_round_is_checked_for_progress_from_round_2_at_impl_done_and_a_request_for_changes() {
+        let implemented = reported(Actor::Narang, Verdict::ImplDone);
+        let asked = reported(Actor::Darang, Verdict::RequestChanges);
+        assert_eq!(
+            progress_check(1, &implemented),
+            None,
+            "round 1 has nothing before it"
+        );
+        assert_eq!(progress_check(1, &asked), None);
+        assert_eq!(
+            progress_check(2, &implemented),
+            Some(ProgressCheck::BranchMoved)
+        );
+        assert_eq!(
+            progress_check(3, &asked),
+            Some(ProgressCheck::FindingsRepeated)
+        );
+        assert_eq!(
+            progress_check(2, &reported(Actor::Darang, Verdict::Approve)),
+            None
+        );
+        assert_eq!(
+            progress_check(2, &reported(Actor::Narang, Verdict::Error)),
+            None
+        );
+        let merged = |pairs: &[(&str, ReviewVerdict)]| Event::ReviewMerged {
+            verdicts: pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+        };
+        let one_asks = merged(&[
+            ("a", ReviewVerdict::Approve),
+            ("b", ReviewVerdict::RequestChanges),
+        ]);
+        assert_eq!(
+            progress_check(2, &one_asks),
+            Some(ProgressCheck::FindingsRepeated)
+        );
+        let all_approve = merged(&[("a", ReviewVerdict::Approve), ("b", ReviewVerdict::Approve)]);
+        assert_eq!(progress_check(2, &all_approve), None);
+    }
+
+    #[test]
+    fn a_note_goes_to_the_next_run_until_a_run_answers() {
+        assert!(note_due(NoteGiven::ToNone));
+        assert!(!note_due(NoteGiven::To(None)), "its run still works");
+        assert!(
+            !note_due(NoteGiven::To(Some(RunOutcome::Handoff))),
+            "a run answered"
+        );
+        for ended in [
+            RunOutcome::ExitNonzero,
+            RunOutcome::Paused,
+            RunOutcome::Interrupted,
+            RunOutcome::HandedOff,
+            RunOutcome::BadOutput,
+        ] {
+            assert!(note_due(NoteGiven::To(Some(ended))), "{ended:?}");
+        }
+    }
 
     #[test]
     fn a_budget_is_exceeded_past_its_limit_or_the_raised_one() {
