@@ -5,7 +5,7 @@ use tracing::Instrument;
 
 use super::{Orchestrator, OrchestratorError, now_ms};
 use crate::pipeline::rules::{ended_for_notes, stale_command};
-use crate::pipeline::{Event, Facts, apply};
+use crate::pipeline::{Facts, Interrupt, interrupts};
 use crate::sister::Stop;
 use crate::store::{Command, CommandStatus};
 
@@ -69,18 +69,12 @@ impl Orchestrator {
                     // Another command is being carried out; this one waits its turn.
                     return Ok(());
                 }
-                let stop = match &event {
-                    Event::Abort { .. } => Some(Stop::Abort),
-                    Event::Handoff { .. } => Some(Stop::Handoff),
-                    _ => None,
+                let facts = Facts {
+                    several_reviewers,
+                    ..Facts::of(&sprint.id, true)
                 };
-                if let Some(stop) = stop {
-                    // The rules must accept it before the sister is stopped.
-                    let facts = Facts {
-                        several_reviewers,
-                        ..Facts::of(&sprint.id, true)
-                    };
-                    if let Err(refusal) = apply(sprint.position(), &event, facts, &self.policy) {
+                match interrupts(sprint.position(), &event, facts, &self.policy) {
+                    Err(refusal) => {
                         self.store
                             .resolve_command(
                                 command.id,
@@ -91,11 +85,18 @@ impl Orchestrator {
                             .await?;
                         return Ok(());
                     }
-                    // Every sister of the sprint stops (several reviewers: all of them); the
-                    // command is applied when the first has.
-                    running.waiting = Some(command);
-                    self.memory.stop_sprint(&sprint.id, stop);
-                    return Ok(());
+                    Ok(Some(interrupt)) => {
+                        // Every sister of the sprint stops (several reviewers: all of them);
+                        // the command is applied when the first has.
+                        running.waiting = Some(command);
+                        let stop = match interrupt {
+                            Interrupt::Abort => Stop::Abort,
+                            Interrupt::Handoff => Stop::Handoff,
+                        };
+                        self.memory.stop_sprint(&sprint.id, stop);
+                        return Ok(());
+                    }
+                    Ok(None) => {}
                 }
             }
             self.transition(&sprint, event, None, Some(&command), runs)

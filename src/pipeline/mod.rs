@@ -15,6 +15,6 @@ pub use event::merged_verdict;
 pub use fsm::{Event, Facts, Failure, Position, Refusal, Stage, State, Transition, apply, asks};
 pub use policy::{Backoff, Policy};
 pub use rules::{
-    Answer, Budget, NoteGiven, Pick, ProgressCheck, RunResult, after_pause, event_of, next_run_at,
-    note_due, paused_agents, pick_agent, progress_check,
+    Answer, Budget, Interrupt, NoteGiven, Pick, ProgressCheck, RunResult, after_pause, event_of,
+    interrupts, next_run_at, note_due, paused_agents, pick_agent, progress_check,
 };

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::fsm::{Event, Failure, Note, Transition};
+use super::fsm::{Event, Failure, Note, Position, Transition};
 use super::review_round::ReviewVerdict;
 use crate::domain::{Actor, FailureKind, RunOutcome, Verdict};
 
@@ -248,6 +248,32 @@ impl Budget {
     }
 }
 
+/// How a person's command stops the sister that runs when it arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interrupt {
+    /// The sprint is aborted: the run ends `cancelled`.
+    Abort,
+    /// A fresh session takes over: the run ends `handed_off`.
+    Handoff,
+}
+
+/// What a command does while a sister of its sprint runs: `Some` for one that must stop
+/// the sister first (an abort, a handoff) — once the rules accept it, so a refused one
+/// stops nothing — and `None` for one applied as it is (its transition decides).
+pub fn interrupts(
+    at: Position,
+    event: &Event,
+    facts: super::Facts<'_>,
+    policy: &super::Policy,
+) -> Result<Option<Interrupt>, super::Refusal> {
+    let interrupt = match event {
+        Event::Abort { .. } => Interrupt::Abort,
+        Event::Handoff { .. } => Interrupt::Handoff,
+        _ => return Ok(None),
+    };
+    super::apply(at, event, facts, policy).map(|_| Some(interrupt))
+}
+
 /// What must be found out before an event is decided so that a round which changes
 /// nothing is stopped (`Escalation::NoProgress`, `SameFindings`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -383,6 +409,55 @@ mod tests {
         );
         let all_approve = merged(&[("a", ReviewVerdict::Approve), ("b", ReviewVerdict::Approve)]);
         assert_eq!(progress_check(2, &all_approve), None);
+    }
+
+    #[test]
+    fn an_abort_or_a_handoff_stops_the_running_sister_once_the_rules_accept_it() {
+        use crate::pipeline::{Backoff, Facts, Policy, State};
+        let policy = Policy {
+            max_attempts: 3,
+            max_review_rounds: 3,
+            backoff: Backoff {
+                initial: Duration::from_secs(5),
+                factor: 2.0,
+                max: Duration::from_secs(300),
+            },
+        };
+        let at = |state| Position {
+            state,
+            round: 1,
+            attempt: 1,
+            resume: None,
+        };
+        let running = Facts::of("SPRINT-001", true);
+        let abort = Event::Abort {
+            by: "cli".into(),
+            reason: None,
+        };
+        let handoff = Event::Handoff {
+            by: "cli".into(),
+            focus: None,
+        };
+        assert_eq!(
+            interrupts(at(State::Implementing), &abort, running, &policy),
+            Ok(Some(Interrupt::Abort))
+        );
+        assert_eq!(
+            interrupts(at(State::Implementing), &handoff, running, &policy),
+            Ok(Some(Interrupt::Handoff))
+        );
+        // Several reviewers at once: a handoff is refused, and stops none of them.
+        let reviewers = Facts {
+            several_reviewers: true,
+            ..running
+        };
+        assert!(interrupts(at(State::Reviewing), &handoff, reviewers, &policy).is_err());
+        // Any other command is applied as it is: its transition decides.
+        let approve = Event::Approve { by: "cli".into() };
+        assert_eq!(
+            interrupts(at(State::Implementing), &approve, running, &policy),
+            Ok(None)
+        );
     }
 
     #[test]
