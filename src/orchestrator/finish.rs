@@ -5,8 +5,9 @@
 use tracing::Instrument;
 
 use super::{Finished, Orchestrator, OrchestratorError, now_ms};
-use crate::pipeline::fsm::Note;
-use crate::pipeline::{Answer, Event, Facts, RunResult, apply, event_of};
+use crate::pipeline::{
+    Answer, Event, Facts, Interrupt, RunEndIs, RunResult, event_of, protocol_violation, run_end_is,
+};
 use crate::sister::{RunOutcome, RunReport, Stop};
 use crate::store::{CommandKind, CommandStatus, Run, RunEnd};
 
@@ -24,26 +25,30 @@ impl Orchestrator {
             let mut end = run_end(&done.run_id, &report);
             tracing::info!(outcome = %report.outcome, detail = %report.detail, "run ended");
 
-            match waiting {
-                // A handoff that came too late: the sister finished first, and its result
-                // stands.
-                Some(command)
-                    if command.kind == CommandKind::Handoff
-                        && report.outcome != RunOutcome::HandedOff =>
-                {
-                    let reason = format!(
-                        "{}'s run ended ({}) before it could be handed off",
-                        sprint.id, report.outcome
-                    );
-                    self.store
-                        .resolve_command(command.id, CommandStatus::Refused, &reason, now_ms())
-                        .await?;
-                }
-                // The user's abort (or handoff) is what happened, whatever the sister
-                // managed to print on its way out. The rules still see the sister as
-                // running: that is when the command was accepted.
-                // (Only an abort or a handoff waits for its sister: both are events.)
-                Some(command) => {
+            let reviewer = runs
+                .iter()
+                .find(|r| r.run_id == done.run_id)
+                .and_then(|r| r.reviewer.clone().map(|name| (name, r.attempt)));
+            // Only an abort or a handoff waits for its sister.
+            let interrupt = waiting.as_ref().map(|c| match c.kind {
+                CommandKind::Handoff => Interrupt::Handoff,
+                _ => Interrupt::Abort,
+            });
+            let mut is = run_end_is(interrupt, report.outcome, reviewer.is_some());
+            if let (RunEndIs::ALateHandoffThenItsOwn, Some(command)) = (is, &waiting) {
+                let reason = format!(
+                    "{}'s run ended ({}) before it could be handed off",
+                    sprint.id, report.outcome
+                );
+                self.store
+                    .resolve_command(command.id, CommandStatus::Refused, &reason, now_ms())
+                    .await?;
+                is = run_end_is(None, report.outcome, reviewer.is_some());
+            }
+            match (is, waiting) {
+                // The rules still see the sister as running: that is when the command was
+                // accepted.
+                (RunEndIs::TheCommand, Some(command)) => {
                     if let Some(event) = command.event() {
                         self.transition(&sprint, event, Some(&end), Some(&command), None)
                             .await?;
@@ -58,19 +63,14 @@ impl Orchestrator {
                         return Ok(());
                     }
                 }
-                None => {}
+                (RunEndIs::OnlyRecorded, _) => {
+                    self.memory.end(&done.run_id);
+                    self.store.end_run(&end).await?;
+                    return Ok(());
+                }
+                _ => {}
             }
             self.memory.end(&done.run_id);
-            let reviewer = runs
-                .iter()
-                .find(|r| r.run_id == done.run_id)
-                .and_then(|r| r.reviewer.clone().map(|name| (name, r.attempt)));
-            // A reviewer this loop stopped (a user's abort, another reviewer's ABORT, the
-            // stage escalated): its end is recorded, and it is no failure of its own.
-            if reviewer.is_some() && report.outcome == RunOutcome::Cancelled {
-                self.store.end_run(&end).await?;
-                return Ok(());
-            }
             let answer = report
                 .message
                 .as_ref()
@@ -94,12 +94,11 @@ impl Orchestrator {
             );
             let event = self.after_pause(event, &mut end, &runs, &done.run_id).await;
             let facts = Facts::of(&sprint.id, false);
-            if let Ok(t) = apply(sprint.position(), &event, facts, &self.policy)
-                && let Some(Note::ProtocolViolation { reason }) = &t.note
+            if let Some(reason) = protocol_violation(sprint.position(), &event, facts, &self.policy)
             {
                 tracing::warn!(%reason, raw = %report.stdout_tail, "protocol violation");
                 end.outcome = RunOutcome::ProtocolViolation;
-                end.detail = reason.clone();
+                end.detail = reason;
             }
             let runs = with_end(runs, &end);
             self.memory.keep_check(end.check.clone());

@@ -248,6 +248,51 @@ impl Budget {
     }
 }
 
+/// What a run's end is, read before its own answer: the person's command that waited for
+/// the sister, a handoff that came too late, a reviewer this loop stopped, or the run's
+/// own result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEndIs {
+    /// The abort or handoff that stopped it is what happened, whatever the sister printed
+    /// on its way out.
+    TheCommand,
+    /// The handoff came too late (the sister finished first): it is refused, and the run's
+    /// own result stands.
+    ALateHandoffThenItsOwn,
+    /// A reviewer stopped by the loop (an abort, another reviewer's ABORT, an escalation):
+    /// its end is recorded, and it is no failure of its own.
+    OnlyRecorded,
+    /// Its own result: the event its answer (or failure) makes.
+    ItsOwn,
+}
+
+/// What a run's end is (`RunEndIs`): `waiting`, the interrupt of a command that waited
+/// for it; `reviewer`, whether it is one of several reviewers.
+pub fn run_end_is(waiting: Option<Interrupt>, outcome: RunOutcome, reviewer: bool) -> RunEndIs {
+    match waiting {
+        Some(Interrupt::Handoff) if outcome != RunOutcome::HandedOff => {
+            RunEndIs::ALateHandoffThenItsOwn
+        }
+        Some(_) => RunEndIs::TheCommand,
+        None if reviewer && outcome == RunOutcome::Cancelled => RunEndIs::OnlyRecorded,
+        None => RunEndIs::ItsOwn,
+    }
+}
+
+/// The reason a run's event breaks the protocol at `at` (a verdict its stage has no rule
+/// for, a plan for another sprint): its run is then recorded `protocol_violation`.
+pub fn protocol_violation(
+    at: Position,
+    event: &Event,
+    facts: super::Facts<'_>,
+    policy: &super::Policy,
+) -> Option<String> {
+    match super::apply(at, event, facts, policy).ok()?.note {
+        Some(Note::ProtocolViolation { reason }) => Some(reason),
+        _ => None,
+    }
+}
+
 /// How a person's command stops the sister that runs when it arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Interrupt {
@@ -458,6 +503,38 @@ mod tests {
             interrupts(at(State::Implementing), &approve, running, &policy),
             Ok(None)
         );
+    }
+
+    #[test]
+    fn a_runs_end_is_the_command_that_waited_for_it_unless_a_handoff_came_too_late() {
+        use RunEndIs::*;
+        let abort = Some(Interrupt::Abort);
+        let handoff = Some(Interrupt::Handoff);
+        assert_eq!(run_end_is(abort, RunOutcome::Cancelled, false), TheCommand);
+        assert_eq!(
+            run_end_is(abort, RunOutcome::Handoff, false),
+            TheCommand,
+            "an abort wins over what it printed"
+        );
+        assert_eq!(
+            run_end_is(handoff, RunOutcome::HandedOff, false),
+            TheCommand
+        );
+        assert_eq!(
+            run_end_is(handoff, RunOutcome::Handoff, false),
+            ALateHandoffThenItsOwn
+        );
+        assert_eq!(
+            run_end_is(handoff, RunOutcome::ExitNonzero, true),
+            ALateHandoffThenItsOwn
+        );
+        assert_eq!(run_end_is(None, RunOutcome::Cancelled, true), OnlyRecorded);
+        assert_eq!(
+            run_end_is(None, RunOutcome::Cancelled, false),
+            ItsOwn,
+            "not a reviewer: its own result decides"
+        );
+        assert_eq!(run_end_is(None, RunOutcome::Handoff, true), ItsOwn);
     }
 
     #[test]
