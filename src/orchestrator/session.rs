@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::Orchestrator;
 use crate::config::{Config, SisterSpec};
-use crate::domain::{Actor, RunOutcome};
+use crate::domain::Actor;
 use crate::store::Run;
 
 /// The agent that runs the next run of `actor` (or of one of darang's reviewers), and how:
@@ -63,24 +63,20 @@ pub(super) fn resumable(
         .iter()
         .rev()
         .find(|r| r.actor == actor && r.reviewer.as_deref() == reviewer)?;
-    let unfinished = matches!(
-        last.outcome,
-        Some(
-            RunOutcome::Paused
-                | RunOutcome::Interrupted
-                | RunOutcome::Timeout
-                | RunOutcome::BadOutput
-        )
-    );
-    let same_agent = last.agent.as_deref().is_none_or(|a| a == agent);
-    (last.round == round && unfinished && same_agent)
-        .then(|| Some((last.run_id.clone(), last.session_id.clone()?)))
-        .flatten()
+    let read = crate::pipeline::LastRun {
+        round: last.round,
+        outcome: last.outcome,
+        agent: last.agent.as_deref(),
+        session: last.session_id.as_deref(),
+    };
+    let session = crate::pipeline::resumed_session(read, round, agent)?;
+    Some((last.run_id.clone(), session.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::RunOutcome;
 
     fn run(number: i64, round: u32, outcome: RunOutcome, session: Option<&str>) -> Run {
         let mut run = Run::sample(Actor::Narang, None, number, round, number);

@@ -15,7 +15,7 @@ pub use event::merged_verdict;
 pub use fsm::{Event, Facts, Failure, Position, Refusal, Stage, State, Transition, apply, asks};
 pub use policy::{Backoff, Policy};
 pub use rules::{
-    Answer, Budget, Interrupt, NoteGiven, Pick, ProgressCheck, RunEndIs, RunResult, after_pause,
-    event_of, interrupts, next_run_at, note_due, paused_agents, pick_agent, progress_check,
-    protocol_violation, run_end_is,
+    Answer, Budget, Interrupt, LastRun, NoteGiven, Pick, ProgressCheck, RunEndIs, RunResult,
+    after_pause, event_of, interrupts, next_run_at, note_due, paused_agents, pick_agent,
+    progress_check, protocol_violation, resumed_session, run_end_is,
 };

@@ -248,6 +248,38 @@ impl Budget {
     }
 }
 
+/// The stage's last run, as the rule for resuming its session reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct LastRun<'a> {
+    pub round: u32,
+    pub outcome: Option<RunOutcome>,
+    /// The agent of its chain that ran it (`None` for a run recorded before it was kept).
+    pub agent: Option<&'a str>,
+    /// The session its CLI named.
+    pub session: Option<&'a str>,
+}
+
+/// The session the stage's next run of `agent` in `round` continues: the last run's, when
+/// it stopped without finishing its work (paused at a usage limit, interrupted, timed out,
+/// or its answer rejected), in the same round, by the same agent, and its CLI named one.
+/// A new round, a handoff to a fresh session, a failed start and another agent all begin
+/// afresh.
+pub fn resumed_session<'a>(last: LastRun<'a>, round: u32, agent: &str) -> Option<&'a str> {
+    let unfinished = matches!(
+        last.outcome,
+        Some(
+            RunOutcome::Paused
+                | RunOutcome::Interrupted
+                | RunOutcome::Timeout
+                | RunOutcome::BadOutput
+        )
+    );
+    let same_agent = last.agent.is_none_or(|a| a == agent);
+    (last.round == round && unfinished && same_agent)
+        .then_some(last.session)
+        .flatten()
+}
+
 /// What a run's end is, read before its own answer: the person's command that waited for
 /// the sister, a handoff that came too late, a reviewer this loop stopped, or the run's
 /// own result.
