@@ -474,12 +474,9 @@ impl Orchestrator {
             if self.at_cap() {
                 break;
             }
-            match sprint.next_run_at {
-                Some(at) if at > now => {
-                    let wait = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
-                    next_due = next_due.min(wait);
-                }
-                _ => {
+            match pipeline::waits(sprint.next_run_at, now) {
+                Some(wait) => next_due = next_due.min(wait),
+                None => {
                     let runs = self.runs_of(&sprint, runs).await?;
                     let spent = spent_usd(&runs);
                     match pipeline::due(

@@ -248,6 +248,15 @@ impl Budget {
     }
 }
 
+/// How long a sprint's stage still waits before its sister may run (a retry's backoff, a
+/// pause until a usage limit resets); `None` when it is due now.
+pub fn waits(next_run_at: Option<i64>, now_ms: i64) -> Option<Duration> {
+    let at = next_run_at.filter(|at| *at > now_ms)?;
+    Some(Duration::from_millis(
+        u64::try_from(at - now_ms).unwrap_or(0),
+    ))
+}
+
 /// The stage's last run, as the rule for resuming its session reads it.
 #[derive(Debug, Clone, Copy)]
 pub struct LastRun<'a> {
@@ -567,6 +576,14 @@ mod tests {
             "not a reviewer: its own result decides"
         );
         assert_eq!(run_end_is(None, RunOutcome::Handoff, true), ItsOwn);
+    }
+
+    #[test]
+    fn a_stage_is_due_once_its_time_has_come() {
+        assert_eq!(waits(None, 1_000), None);
+        assert_eq!(waits(Some(1_000), 1_000), None, "at its time it is due");
+        assert_eq!(waits(Some(900), 1_000), None);
+        assert_eq!(waits(Some(1_250), 1_000), Some(Duration::from_millis(250)));
     }
 
     #[test]
