@@ -165,14 +165,24 @@ impl Bridge {
         };
         self.post_parts(thread, record, extras).await?;
         if escalated {
-            // What the person can do about it, under what it says of its cause.
+            // What the person can do about it, under what it says of its cause. A note
+            // joins the contract only where the resume goes back to the implementer.
+            let joins = sprint
+                .resume
+                .is_some_and(|r| r.stage == crate::pipeline::State::Implementing);
             let offer = CreateMessage::new()
-                .content(match self.config.pipeline.locale {
-                    crate::config::Locale::Ko => {
+                .content(match (self.config.pipeline.locale, joins) {
+                    (crate::config::Locale::Ko, true) => {
                         "👆 위 내용을 보고 정해주세요: 메모와 함께 재개하면 그 메모가 다음 실행에 전달되고 계약에 추가됩니다"
                     }
-                    crate::config::Locale::En => {
+                    (crate::config::Locale::Ko, false) => {
+                        "👆 위 내용을 보고 정해주세요: 메모와 함께 재개하면 그 메모가 다음 실행에 전달됩니다"
+                    }
+                    (crate::config::Locale::En, true) => {
                         "👆 Decide on the above: a note you resume with is told to the next run and added to the contract"
+                    }
+                    (crate::config::Locale::En, false) => {
+                        "👆 Decide on the above: a note you resume with is told to the next run"
                     }
                 })
                 .allowed_mentions(CreateAllowedMentions::new())

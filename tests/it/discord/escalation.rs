@@ -65,7 +65,12 @@ async fn an_escalation_offers_to_resume_with_a_note_that_settles_it_in_one_tap()
     let digest = at(&|m| m.content.contains("attempt 3")).expect("the digest");
     let buttons = at(&|m| m.id == card.id).expect("the card");
     assert!(escalated < digest && digest < buttons, "{lines:#?}");
-    assert!(card.content.starts_with("👆"), "{}", card.content);
+    // The resume goes back to the implementer: the note would join the contract.
+    assert!(
+        card.content.starts_with("👆") && card.content.ends_with("계약에 추가됩니다"),
+        "{}",
+        card.content
+    );
 
     // One tap opens the form; its note resumes the sprint and reaches the implementer.
     let click = fake.button(USER, &[], &card.custom_ids()[0], card.id, card.channel_id);
