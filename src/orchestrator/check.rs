@@ -122,31 +122,19 @@ impl Orchestrator {
             .iter()
             .find_map(|r| self.memory.check_of(&r.run_id))
             .filter(|c| c.at_base);
-        let own = match kept {
-            Some(kept) => Ok(Some(kept)),
+        // Else the store's: this sprint's or an earlier one's from the same base commit.
+        let recorded = match kept {
+            Some(kept) => Some(kept),
             None => self
                 .store
-                .checks(&sprint.id)
+                .base_check(&sprint.project, base)
                 .await
-                .map(|checks| checks.into_iter().rev().find(|c| c.at_base)),
-        };
-        let own = match own {
-            Ok(own) => own,
-            Err(e) => {
-                tracing::warn!(sprint = %sprint.id, error = %e, "cannot read the sprint's checks");
-                None
-            }
-        };
-        let recorded = match own {
-            Some(own) => Some(own),
-            None => match self.store.base_check(&sprint.project, base).await {
-                Ok(found) => found.filter(|c| c.command == project.check),
-                Err(e) => {
+                .unwrap_or_else(|e| {
                     tracing::warn!(sprint = %sprint.id, error = %e, "cannot read the checks at the base");
                     None
-                }
-            },
-        };
+                }),
+        }
+        .filter(|c| c.command == project.check);
         match recorded {
             Some(c) => AtBase {
                 told: Some(result_of(c, None)),

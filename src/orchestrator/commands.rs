@@ -5,7 +5,7 @@ use tracing::Instrument;
 
 use super::{Orchestrator, OrchestratorError, now_ms};
 use crate::pipeline::rules::{ended_for_notes, stale_command};
-use crate::pipeline::{Facts, Interrupt, interrupts};
+use crate::pipeline::{Facts, interrupts};
 use crate::sister::Stop;
 use crate::store::{Command, CommandStatus};
 
@@ -89,11 +89,7 @@ impl Orchestrator {
                         // Every sister of the sprint stops (several reviewers: all of them);
                         // the command is applied when the first has.
                         running.waiting = Some(command);
-                        let stop = match interrupt {
-                            Interrupt::Abort => Stop::Abort,
-                            Interrupt::Handoff => Stop::Handoff,
-                        };
-                        self.memory.stop_sprint(&sprint.id, stop);
+                        self.memory.stop_sprint(&sprint.id, Stop::from(interrupt));
                         return Ok(());
                     }
                     Ok(None) => {}

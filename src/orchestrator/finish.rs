@@ -6,10 +6,11 @@ use tracing::Instrument;
 
 use super::{Finished, Orchestrator, OrchestratorError, now_ms};
 use crate::pipeline::{
-    Answer, Event, Facts, Interrupt, RunEndIs, RunResult, event_of, protocol_violation, run_end_is,
+    Answer, Event, Facts, RunEndIs, RunResult, event_of, interrupt_of, protocol_violation,
+    run_end_is,
 };
 use crate::sister::{RunOutcome, RunReport, Stop};
-use crate::store::{CommandKind, CommandStatus, Run, RunEnd};
+use crate::store::{CommandStatus, Run, RunEnd};
 
 impl Orchestrator {
     /// A run ended: record it and apply what it means, in one transaction.
@@ -29,11 +30,10 @@ impl Orchestrator {
                 .iter()
                 .find(|r| r.run_id == done.run_id)
                 .and_then(|r| r.reviewer.clone().map(|name| (name, r.attempt)));
-            // Only an abort or a handoff waits for its sister.
-            let interrupt = waiting.as_ref().map(|c| match c.kind {
-                CommandKind::Handoff => Interrupt::Handoff,
-                _ => Interrupt::Abort,
-            });
+            let interrupt = waiting
+                .as_ref()
+                .and_then(|c| c.event())
+                .and_then(|e| interrupt_of(&e));
             let mut is = run_end_is(interrupt, report.outcome, reviewer.is_some());
             if let (RunEndIs::ALateHandoffThenItsOwn, Some(command)) = (is, &waiting) {
                 let reason = format!(

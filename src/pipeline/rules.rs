@@ -352,12 +352,20 @@ pub fn interrupts(
     facts: super::Facts<'_>,
     policy: &super::Policy,
 ) -> Result<Option<Interrupt>, super::Refusal> {
-    let interrupt = match event {
-        Event::Abort { .. } => Interrupt::Abort,
-        Event::Handoff { .. } => Interrupt::Handoff,
-        _ => return Ok(None),
+    let Some(interrupt) = interrupt_of(event) else {
+        return Ok(None);
     };
     super::apply(at, event, facts, policy).map(|_| Some(interrupt))
+}
+
+/// How `event`, given while a sister runs, stops it: an abort or a handoff; `None` for
+/// any other.
+pub fn interrupt_of(event: &Event) -> Option<Interrupt> {
+    match event {
+        Event::Abort { .. } => Some(Interrupt::Abort),
+        Event::Handoff { .. } => Some(Interrupt::Handoff),
+        _ => None,
+    }
 }
 
 /// What must be found out before an event is decided so that a round which changes

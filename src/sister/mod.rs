@@ -51,6 +51,15 @@ pub enum Stop {
     Shutdown,
 }
 
+impl From<crate::pipeline::Interrupt> for Stop {
+    fn from(interrupt: crate::pipeline::Interrupt) -> Stop {
+        match interrupt {
+            crate::pipeline::Interrupt::Abort => Stop::Abort,
+            crate::pipeline::Interrupt::Handoff => Stop::Handoff,
+        }
+    }
+}
+
 /// A run's stop, listened to by the sister's wait and then the check's.
 pub(super) struct Stopper(Option<oneshot::Receiver<Stop>>);
 

@@ -170,54 +170,35 @@ impl Bridge {
             let joins = sprint
                 .resume
                 .is_some_and(|r| r.stage == crate::pipeline::State::Implementing);
-            let offer = CreateMessage::new()
-                .content(match (self.config.pipeline.locale, joins) {
-                    (crate::config::Locale::Ko, true) => {
-                        "👆 위 내용을 보고 정해주세요: 메모와 함께 재개하면 그 메모가 다음 실행에 전달되고 계약에 추가됩니다"
-                    }
-                    (crate::config::Locale::Ko, false) => {
-                        "👆 위 내용을 보고 정해주세요: 메모와 함께 재개하면 그 메모가 다음 실행에 전달됩니다"
-                    }
-                    (crate::config::Locale::En, true) => {
-                        "👆 Decide on the above: a note you resume with is told to the next run and added to the contract"
-                    }
-                    (crate::config::Locale::En, false) => {
-                        "👆 Decide on the above: a note you resume with is told to the next run"
-                    }
-                })
-                .allowed_mentions(CreateAllowedMentions::new())
-                .components(escalation_buttons(
-                    &sprint.id,
-                    record.seq,
-                    self.config.pipeline.locale,
-                ))
-                .nonce(Nonce::String(format!(
-                    "hanarang-{}-p-settle",
-                    record.global_seq
-                )))
-                .enforce_nonce(true);
-            self.post_in(thread, &offer, &[]).await?;
+            let text = match (self.config.pipeline.locale, joins) {
+                (crate::config::Locale::Ko, true) => {
+                    "👆 위 내용을 보고 정해주세요: 메모와 함께 재개하면 그 메모가 다음 실행에 전달되고 계약에 추가됩니다"
+                }
+                (crate::config::Locale::Ko, false) => {
+                    "👆 위 내용을 보고 정해주세요: 메모와 함께 재개하면 그 메모가 다음 실행에 전달됩니다"
+                }
+                (crate::config::Locale::En, true) => {
+                    "👆 Decide on the above: a note you resume with is told to the next run and added to the contract"
+                }
+                (crate::config::Locale::En, false) => {
+                    "👆 Decide on the above: a note you resume with is told to the next run"
+                }
+            };
+            let rows = escalation_buttons(&sprint.id, record.seq, self.config.pipeline.locale);
+            self.post_in(thread, &offer(text, rows, record, "settle"), &[])
+                .await?;
         }
         if entering_done {
             // The decision comes after the evidence it is made on: on a phone, one reads
             // the summary down to its buttons.
-            let decide = CreateMessage::new()
-                .content(match self.config.pipeline.locale {
-                    crate::config::Locale::Ko => "👆 위 요약을 보고 결정해주세요",
-                    crate::config::Locale::En => "👆 Decide on the summary above",
-                })
-                .allowed_mentions(CreateAllowedMentions::new())
-                .components(done_buttons(
-                    &sprint.id,
-                    record.seq,
-                    self.config.pipeline.locale,
-                ))
-                .nonce(Nonce::String(format!(
-                    "hanarang-{}-p-decide",
-                    record.global_seq
-                )))
-                .enforce_nonce(true);
-            let sent = self.post_in(thread, &decide, &[]).await?;
+            let text = match self.config.pipeline.locale {
+                crate::config::Locale::Ko => "👆 위 요약을 보고 결정해주세요",
+                crate::config::Locale::En => "👆 Decide on the summary above",
+            };
+            let rows = done_buttons(&sprint.id, record.seq, self.config.pipeline.locale);
+            let sent = self
+                .post_in(thread, &offer(text, rows, record, "decide"), &[])
+                .await?;
             post.done_message_id = i64::try_from(sent.id.get()).ok();
             self.store.save_forum_post(&post).await?;
         }
@@ -535,4 +516,23 @@ fn capped(text: String, sprint_id: &str) -> Vec<u8> {
 /// The database's count of the parts posted after one line.
 fn parts_cursor(sprint_id: &str, global_seq: i64) -> String {
     format!("{CURSOR}:{sprint_id}:parts:{global_seq}")
+}
+
+/// The bot's buttons under what a line posted (its summary, its digest), pinging no one,
+/// posted once: `part` names it in the nonce Discord deduplicates on.
+fn offer(
+    text: &str,
+    rows: Vec<serenity::all::CreateActionRow>,
+    record: &TransitionRecord,
+    part: &str,
+) -> CreateMessage {
+    CreateMessage::new()
+        .content(text)
+        .allowed_mentions(CreateAllowedMentions::new())
+        .components(rows)
+        .nonce(Nonce::String(format!(
+            "hanarang-{}-p-{part}",
+            record.global_seq
+        )))
+        .enforce_nonce(true)
 }
