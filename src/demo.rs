@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::config::{Config, Dur, ProjectConfig};
-use crate::domain::Actor;
+use crate::domain::{Actor, Stage};
 
 pub const PROJECT: &str = "demo";
 
@@ -44,10 +44,7 @@ pub fn config(dir: &Path) -> std::io::Result<Config> {
     config.projects.insert(PROJECT.into(), project);
     // The design's parallel reviewers.
     for reviewer in ["static", "runtime"] {
-        config
-            .agent
-            .darang
-            .reviewers
+        (config.agent.sister_mut(Stage::Reviewing.actor()).reviewers)
             .insert(reviewer.into(), crate::config::SisterConfig::default());
     }
     Ok(config)
@@ -93,14 +90,14 @@ pub fn simulate_sister() -> i32 {
             "nextSteps": [next],
         })
     };
-    let message = match role.parse::<Actor>() {
-        Ok(Actor::Harang) => {
+    let message = match role.parse::<Actor>().map(Actor::stage) {
+        Ok(Stage::Planning) => {
             if let Err(e) = write_plan(Path::new(&plan_dir)) {
-                errln!("simulated harang: cannot write the plan in {plan_dir}: {e}");
+                errln!("simulated {role}: cannot write the plan in {plan_dir}: {e}");
                 return 1;
             }
             json!({
-            "actor": "harang",
+            "actor": role,
             "verdict": "PLAN_READY",
             "payload": {
                 "planDir": plan_dir,
@@ -116,20 +113,20 @@ pub fn simulate_sister() -> i32 {
             "usage": {"inputTokens": 1200, "outputTokens": 300, "costUsd": 0.01},
             })
         }
-        Ok(Actor::Narang) => json!({
-            "actor": "narang",
+        Ok(Stage::Implementing) => json!({
+            "actor": role,
             "verdict": "IMPL_DONE",
             "payload": {"branch": format!("feature/{}", sprint.to_lowercase()), "commits": [], "workdir": ".", "selfTestReport": {"passed": 3}},
             "handoff": handoff(&format!("round {round} implemented"), "review the change"),
             "usage": {"inputTokens": 5000, "outputTokens": 2000, "costUsd": 0.05},
         }),
-        Ok(Actor::Darang) if reviewer == "runtime" => json!({
-            "actor": "darang",
+        Ok(Stage::Reviewing) if reviewer == "runtime" => json!({
+            "actor": role,
             "verdict": "APPROVE",
             "payload": {"checklistResults": with_own(results(None), json!({"id": "healthcheck", "passed": true})), "issues": [], "artifactPath": format!("runtime-review-{round}.md")},
         }),
-        Ok(Actor::Darang) if round < 2 => json!({
-            "actor": "darang",
+        Ok(Stage::Reviewing) if round < 2 => json!({
+            "actor": role,
             "verdict": "REQUEST_CHANGES",
             "payload": {
                 "checklistResults": results(Some(("docs", "README not updated"))),
@@ -137,13 +134,13 @@ pub fn simulate_sister() -> i32 {
                 "artifactPath": "review-1.md"
             },
         }),
-        Ok(Actor::Darang) => json!({
-            "actor": "darang",
+        Ok(Stage::Reviewing) => json!({
+            "actor": role,
             "verdict": "APPROVE",
             "payload": {"checklistResults": results(None), "issues": [], "artifactPath": "review-2.md"},
         }),
-        Ok(Actor::Erang) => json!({
-            "actor": "erang",
+        Ok(Stage::Deploying) => json!({
+            "actor": role,
             "verdict": "DEPLOY_DONE",
             "payload": {"deployArtifactPath": "dist/demo", "projectType": "demo", "verificationResults": {"healthcheck": "ok"}},
         }),

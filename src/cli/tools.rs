@@ -80,7 +80,7 @@ pub(super) fn config_check(path: Option<&std::path::Path>) -> Exit {
                     .map(|actor| (actor.to_string(), config.agent.spec(actor), None))
                     .chain(reviewers.iter().filter_map(|name| {
                         let spec = config.agent.reviewer_spec(name)?;
-                        Some((format!("darang reviewer {name}"), spec, Some(*name)))
+                        Some((crate::config::reviewer_label(name), spec, Some(*name)))
                     }));
                 for (who, spec, reviewer) in specs {
                     let preset = config
@@ -110,7 +110,8 @@ pub(super) fn config_check(path: Option<&std::path::Path>) -> Exit {
                 }
                 if !reviewers.is_empty() {
                     outln!(
-                        "# darang reviews with {} reviewers in parallel: {}",
+                        "# {} reviews with {} reviewers in parallel: {}",
+                        crate::domain::Stage::Reviewing.actor(),
                         reviewers.len(),
                         reviewers.join(", ")
                     );

@@ -2,6 +2,7 @@
 //! one `SisterSpec` per sister (its table over `[agent]` over the defaults).
 
 use super::*;
+use crate::domain::Stage;
 
 /// `[agent]`: how every sister is spawned, unless its own table overrides it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -322,8 +323,18 @@ pub struct SisterSpec {
     pub reviewer: Option<String>,
 }
 
+/// A parallel reviewer's config table: `agent.darang.reviewers.NAME`.
+pub fn reviewer_table(name: &str) -> String {
+    format!("agent.{}.reviewers.{name}", Stage::Reviewing.actor())
+}
+
+/// A parallel reviewer as people read it: `darang reviewer NAME`.
+pub fn reviewer_label(name: &str) -> String {
+    format!("{} reviewer {name}", Stage::Reviewing.actor())
+}
+
 impl AgentConfig {
-    pub(super) fn sister_mut(&mut self, actor: Actor) -> &mut SisterConfig {
+    pub fn sister_mut(&mut self, actor: Actor) -> &mut SisterConfig {
         match actor {
             Actor::Harang => &mut self.harang,
             Actor::Narang => &mut self.narang,
@@ -346,16 +357,25 @@ impl AgentConfig {
         self.spec_of(actor, self.sister(actor), None)
     }
 
-    /// darang's reviewers by name, in name order (none: darang reviews alone).
-    pub fn reviewers(&self) -> Vec<&str> {
-        self.darang.reviewers.keys().map(String::as_str).collect()
+    /// The reviewer's own table, where its parallel reviewers are.
+    pub fn reviewing(&self) -> &SisterConfig {
+        self.sister(Stage::Reviewing.actor())
     }
 
-    /// One reviewer's spawn settings: its table over `[agent.darang]` over `[agent]`.
-    /// `None` when darang has no reviewer of that name.
+    /// The reviewer's parallel reviewers by name, in name order (none: it reviews alone).
+    pub fn reviewers(&self) -> Vec<&str> {
+        self.reviewing()
+            .reviewers
+            .keys()
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// One reviewer's spawn settings: its table over the reviewer's over `[agent]`.
+    /// `None` when there is no reviewer of that name.
     pub fn reviewer_spec(&self, name: &str) -> Option<SisterSpec> {
-        let own = self.darang.reviewers.get(name)?.over(&self.darang);
-        Some(self.spec_of(Actor::Darang, &own, Some(name)))
+        let own = self.reviewing().reviewers.get(name)?.over(self.reviewing());
+        Some(self.spec_of(Stage::Reviewing.actor(), &own, Some(name)))
     }
 
     /// `own` over `[agent]` over the defaults.

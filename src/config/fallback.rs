@@ -3,6 +3,7 @@
 //! the checks that keep a chain finite and every name known.
 
 use super::*;
+use crate::domain::Stage;
 
 /// One agent of a sister's chain: its name (a preset or a profile), and how that sister
 /// runs with it.
@@ -78,9 +79,9 @@ impl Config {
     pub fn chain(&self, actor: Actor, reviewer: Option<&str>) -> Vec<AgentChoice> {
         let a = &self.agent;
         let (own, spec) = match reviewer {
-            Some(name) => match (a.darang.reviewers.get(name), a.reviewer_spec(name)) {
-                (Some(r), Some(spec)) => (r.over(&a.darang), spec),
-                _ => (a.darang.clone(), a.spec(actor)),
+            Some(name) => match (a.reviewing().reviewers.get(name), a.reviewer_spec(name)) {
+                (Some(r), Some(spec)) => (r.over(a.reviewing()), spec),
+                _ => (a.reviewing().clone(), a.spec(actor)),
             },
             None => (a.sister(actor).clone(), a.spec(actor)),
         };
@@ -112,7 +113,7 @@ impl Config {
     /// file name.
     fn own_agent(&self, actor: Actor, reviewer: Option<&str>, spec: &SisterSpec) -> String {
         let key = match reviewer {
-            Some(name) => format!("darang reviewer {name}"),
+            Some(name) => super::reviewer_label(name),
             None => actor.to_string(),
         };
         match self.presets.by_sister.get(&key) {
@@ -157,10 +158,10 @@ impl Config {
                 lists.push((format!("agent.{actor}.fallback"), list, Some(own)));
             }
         }
-        for (name, r) in &a.darang.reviewers {
+        for (name, r) in &a.reviewing().reviewers {
             if let (Some(list), Some(spec)) = (&r.fallback, a.reviewer_spec(name)) {
-                let own = self.own_agent(Actor::Darang, Some(name), &spec);
-                let key = format!("agent.darang.reviewers.{name}.fallback");
+                let own = self.own_agent(Stage::Reviewing.actor(), Some(name), &spec);
+                let key = format!("{}.fallback", super::reviewer_table(name));
                 lists.push((key, list, Some(own)));
             }
         }
@@ -189,8 +190,10 @@ impl Config {
             if !profile.reviewers.is_empty() {
                 problems.push(problem(
                     &format!("{key}.reviewers"),
-                    "a profile has no reviewers: they are darang's ([agent.darang.reviewers.NAME])"
-                        .into(),
+                    format!(
+                        "a profile has no reviewers: they are the reviewer's ([{}])",
+                        super::reviewer_table("NAME")
+                    ),
                 ));
             }
             if let Some(list) = &profile.fallback {
@@ -328,14 +331,14 @@ mod tests {
              [agent.erang]\nfallback = []\n",
         )
         .expect("valid");
-        let chain = config.chain(Actor::Narang, None);
+        let chain = config.chain(Stage::Implementing.actor(), None);
         let names: Vec<&str> = chain.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["claude-code", "codex", "mine", "openclaw"]);
         assert_eq!(chain[1].spec.program, "codex");
         assert_eq!(chain[1].spec.session_pointer, None, "nothing of Claude's");
         assert_eq!(chain[1].spec.timeout, chain[0].spec.timeout);
         assert!(chain[2].spec.program.ends_with("/mine"));
-        assert_eq!(config.chain(Actor::Erang, None).len(), 1);
+        assert_eq!(config.chain(Stage::Deploying.actor(), None).len(), 1);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::ConfigProblem;
-use crate::domain::Actor;
+use crate::domain::{Actor, Stage};
 
 /// The presets, by name.
 pub const NAMES: [&str; 3] = ["claude-code", "codex", "openclaw"];
@@ -215,7 +215,7 @@ pub(super) fn expand(table: &mut toml::Table) -> (Presets, Vec<ConfigProblem>) {
         if let Some(p) = sister_preset {
             presets.by_sister.insert(actor.to_string(), p.name);
         }
-        if actor != Actor::Darang {
+        if actor.stage() != Stage::Reviewing {
             continue;
         }
         let Some(toml::Value::Table(reviewers)) = own.get_mut("reviewers") else {
@@ -239,7 +239,7 @@ pub(super) fn expand(table: &mut toml::Table) -> (Presets, Vec<ConfigProblem>) {
             if let Some(p) = mine.as_ref().or(sister_preset) {
                 presets
                     .by_sister
-                    .insert(format!("darang reviewer {name}"), p.name);
+                    .insert(super::reviewer_label(name), p.name);
             }
         }
     }
@@ -323,7 +323,7 @@ impl super::Config {
         };
         let own = set(self.agent.sister(actor));
         let mine = reviewer
-            .and_then(|name| self.agent.darang.reviewers.get(name))
+            .and_then(|name| self.agent.reviewing().reviewers.get(name))
             .map(set);
         let top = toml::Table::try_from(&self.agent).unwrap_or_default();
         let defaults = toml::Table::try_from(super::AgentConfig::default()).unwrap_or_default();
@@ -331,7 +331,7 @@ impl super::Config {
         SHOWN
             .into_iter()
             .map(|key| {
-                let rpath = reviewer.map(|n| format!("agent.darang.reviewers.{n}"));
+                let rpath = reviewer.map(super::reviewer_table);
                 let origin = match (&mine, &rpath) {
                     (Some(t), Some(path)) if t.contains_key(key) => {
                         filled(&format!("{path}.{key}")).unwrap_or(format!("[{path}]"))

@@ -3,6 +3,7 @@
 //! the shape (placeholders, pointers, env names, reviewers, projects).
 
 use super::*;
+use crate::domain::Stage;
 
 impl Config {
     /// The checks serde cannot state, each naming its key.
@@ -104,19 +105,22 @@ impl Config {
         );
         for actor in Actor::ALL {
             let s = a.sister(actor);
-            if actor != Actor::Darang && !s.reviewers.is_empty() {
+            if actor.stage() != Stage::Reviewing && !s.reviewers.is_empty() {
                 problem(
                     &format!("agent.{actor}.reviewers"),
-                    "only darang (the reviewer) has reviewers".into(),
+                    format!(
+                        "only {} (the reviewer) has reviewers",
+                        Stage::Reviewing.actor()
+                    ),
                 );
             }
-            let reviewers = if actor == Actor::Darang {
+            let reviewers = if actor.stage() == Stage::Reviewing {
                 s.reviewers.iter().collect()
             } else {
                 Vec::new()
             };
             for (name, r) in reviewers {
-                let table = format!("agent.darang.reviewers.{name}");
+                let table = reviewer_table(name);
                 if !is_reviewer_name(name) {
                     problem(
                         &table,
@@ -146,7 +150,7 @@ impl Config {
             check_agent_fields(&table, &AgentFields::of(profile), token_env, &mut problem);
         }
 
-        if git_identity(&a.git_author, Actor::Narang, &self.host.name).is_none() {
+        if git_identity(&a.git_author, Stage::Implementing.actor(), &self.host.name).is_none() {
             problem(
                 "agent.git_author",
                 format!(

@@ -219,6 +219,20 @@ pub enum Locale {
     En,
 }
 
+/// One message in every language the lines are written in, side by side:
+/// `say!(locale, ko: "{who}가 시작", en: "{who} starts")`. Names in braces are taken from
+/// the scope as `format!` takes them, so both texts share what they show; a new message
+/// or language is one edit here and where the message is.
+#[macro_export]
+macro_rules! say {
+    ($locale:expr, ko: $ko:literal, en: $en:literal $(,)?) => {
+        match $locale {
+            $crate::config::Locale::Ko => format!($ko),
+            $crate::config::Locale::En => format!($en),
+        }
+    };
+}
+
 impl Locale {
     /// `words` in this language.
     pub fn pick(self, words: crate::domain::Words) -> &'static str {

@@ -383,9 +383,9 @@ mod tests {
 
     #[test]
     fn the_now_line_shows_the_running_runs_step_elapsed_tokens_and_cost() {
-        use crate::domain::Actor;
+        use crate::domain::Stage;
         use crate::store::{Run, RunLive};
-        let mut done = Run::sample(Actor::Narang, None, 1, 1, 0);
+        let mut done = Run::sample(Stage::Implementing.actor(), None, 1, 1, 0);
         done.ended_at = Some(5_000);
         done.live = Some(RunLive {
             step: Some("✏️ Edit old.rs".into()),
@@ -395,7 +395,7 @@ mod tests {
             now_line(std::slice::from_ref(&done), Locale::En, 9_000),
             None
         );
-        let mut running = Run::sample(Actor::Narang, None, 2, 1, 10_000);
+        let mut running = Run::sample(Stage::Implementing.actor(), None, 2, 1, 10_000);
         assert_eq!(
             now_line(&[done.clone(), running.clone()], Locale::En, 75_000),
             None
@@ -418,9 +418,9 @@ mod tests {
     /// keeps its formatting.
     #[test]
     fn agent_text_on_the_board_is_inert() {
-        use crate::domain::Actor;
+        use crate::domain::Stage;
         use crate::store::{Run, RunLive};
-        let mut plan = Run::sample(Actor::Harang, None, 1, 1, 0);
+        let mut plan = Run::sample(Stage::Planning.actor(), None, 1, 1, 0);
         plan.ended_at = Some(1_000);
         plan.outcome = Some(crate::sister::RunOutcome::Handoff);
         plan.message = Some(serde_json::json!({
@@ -429,7 +429,7 @@ mod tests {
                 "checklist": [{"id": "[Approve](https://evil.example)", "text": "x"},
                               {"id": "||C2", "text": "y"}]}
         }));
-        let mut running = Run::sample(Actor::Narang, None, 2, 1, 1_000);
+        let mut running = Run::sample(Stage::Implementing.actor(), None, 2, 1, 1_000);
         running.live = Some(RunLive {
             step: Some("▶️ echo [Approve](https://evil.example) **LGTM** ||x \u{202E}".into()),
             ..RunLive::default()

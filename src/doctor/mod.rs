@@ -5,6 +5,7 @@
 mod discord;
 mod forge;
 
+use crate::domain::Stage;
 use std::path::{Path, PathBuf};
 
 use crate::config::{self, Config};
@@ -302,7 +303,7 @@ fn writable(dir: &Path) -> std::io::Result<()> {
 }
 
 fn programs(config: &Config) -> Vec<Check> {
-    // Each of darang's reviewers is checked as a sister of its own.
+    // Each of the reviewer's parallel reviewers is checked as a sister of its own.
     let reviewers = config.agent.reviewers();
     let specs = Actor::ALL
         .iter()
@@ -312,12 +313,15 @@ fn programs(config: &Config) -> Vec<Check> {
         })
         .chain(reviewers.iter().filter_map(|name| {
             let spec = config.agent.reviewer_spec(name)?;
-            let table = format!("agent.darang.reviewers.{name}");
-            Some((format!("darang reviewer {name}"), table, spec))
+            Some((
+                config::reviewer_label(name),
+                config::reviewer_table(name),
+                spec,
+            ))
         }))
         // The agents a usage limit hands a stage to must be there too.
         .chain(config.agent.profiles.keys().filter_map(|name| {
-            let spec = config.profile_spec(name, Actor::Narang)?;
+            let spec = config.profile_spec(name, Stage::Implementing.actor())?;
             let table = format!("agent.profiles.{name}");
             Some((format!("profile {name}"), table, spec))
         }));

@@ -39,6 +39,9 @@ pub struct ActorInfo {
     pub emoji: &'static str,
     /// Its role in one English word.
     pub role: &'static str,
+    /// The stage it runs in: what it does in the pipeline. Code that treats one sister
+    /// differently asks this (or another property here), never its name.
+    pub stage: Stage,
     /// Its stage, as the lines name it (`기획`, `planning`).
     pub work: Words,
     /// The verdicts it may return.
@@ -54,7 +57,7 @@ impl Actor {
     pub const ALL: [Actor; 4] = [Actor::Harang, Actor::Narang, Actor::Darang, Actor::Erang];
 
     /// This sister's row.
-    pub fn info(self) -> &'static ActorInfo {
+    pub const fn info(self) -> &'static ActorInfo {
         match self {
             Actor::Harang => &HARANG,
             Actor::Narang => &NARANG,
@@ -64,7 +67,7 @@ impl Actor {
     }
 
     /// The name used in JSON, the CLI and config tables.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         self.info().name
     }
 
@@ -82,6 +85,11 @@ impl Actor {
         self.info().role
     }
 
+    /// The stage it runs in.
+    pub const fn stage(self) -> Stage {
+        self.info().stage
+    }
+
     /// The verdicts this sister may return.
     pub fn verdicts(self) -> &'static [Verdict] {
         self.info().verdicts
@@ -96,6 +104,7 @@ const HARANG: ActorInfo = ActorInfo {
     },
     emoji: "🦊",
     role: "planner",
+    stage: Stage::Planning,
     work: Words {
         ko: "기획",
         en: "planning",
@@ -113,6 +122,7 @@ const NARANG: ActorInfo = ActorInfo {
     },
     emoji: "⚙️",
     role: "implementer",
+    stage: Stage::Implementing,
     work: Words {
         ko: "구현",
         en: "implementing",
@@ -130,6 +140,7 @@ const DARANG: ActorInfo = ActorInfo {
     },
     emoji: "🔍",
     role: "reviewer",
+    stage: Stage::Reviewing,
     work: Words {
         ko: "리뷰",
         en: "reviewing",
@@ -147,6 +158,7 @@ const ERANG: ActorInfo = ActorInfo {
     },
     emoji: "🚀",
     role: "deployer",
+    stage: Stage::Deploying,
     work: Words {
         ko: "배포",
         en: "deploying",
@@ -155,6 +167,35 @@ const ERANG: ActorInfo = ActorInfo {
     timeout: Duration::from_secs(30 * 60),
     prompt: include_str!("../sister/prompts/erang.md"),
 };
+
+/// A state in which one sister runs: what that sister does in the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Planning,
+    Implementing,
+    Reviewing,
+    Deploying,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 4] = [
+        Stage::Planning,
+        Stage::Implementing,
+        Stage::Reviewing,
+        Stage::Deploying,
+    ];
+
+    /// The sister that runs in this stage.
+    pub const fn actor(self) -> Actor {
+        match self {
+            Stage::Planning => Actor::Harang,
+            Stage::Implementing => Actor::Narang,
+            Stage::Reviewing => Actor::Darang,
+            Stage::Deploying => Actor::Erang,
+        }
+    }
+}
 
 impl fmt::Display for Actor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -221,6 +262,16 @@ impl fmt::Display for Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_stage_has_the_sister_whose_row_names_it() {
+        for stage in Stage::ALL {
+            assert_eq!(stage.actor().stage(), stage);
+        }
+        for actor in Actor::ALL {
+            assert_eq!(actor.stage().actor(), actor);
+        }
+    }
 
     #[test]
     fn a_sisters_name_is_its_serde_name_and_parses_back() {

@@ -264,6 +264,38 @@ impl HandoffMessage {
         }
     }
 
+    /// The plan, when this is the planner's message and it carries one.
+    pub fn plan(&self) -> Option<&PlanPayload> {
+        match self {
+            HandoffMessage::Harang(m) => m.payload.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The work done, when this is the implementer's message and it carries it.
+    pub fn implementation(&self) -> Option<&ImplPayload> {
+        match self {
+            HandoffMessage::Narang(m) => m.payload.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The review, when this is a reviewer's message.
+    pub fn review(&self) -> Option<&ReviewPayload> {
+        match self {
+            HandoffMessage::Darang(m) => Some(&m.payload),
+            _ => None,
+        }
+    }
+
+    /// The deploy, when this is the deployer's message.
+    pub fn deployment(&self) -> Option<&DeployPayload> {
+        match self {
+            HandoffMessage::Erang(m) => Some(&m.payload),
+            _ => None,
+        }
+    }
+
     /// The sprint id the planner claims to have planned, if it says.
     pub fn claimed_sprint_id(&self) -> Option<&str> {
         match self {

@@ -3,13 +3,14 @@
 //! these lines; only the Discord bridge turns `mention` into a ping, and it makes the
 //! sisters' words in them inert (`Context::agent_text`).
 
-use crate::domain::short_commit;
 use std::time::Duration;
 
 use crate::config::{Config, Locale};
-use crate::domain::Actor;
+use crate::domain::{Actor, short_commit};
 use crate::pipeline::fsm::{Escalation, Note};
+use crate::pipeline::review_round::ReviewVerdict;
 use crate::pipeline::{Event, Stage, State};
+use crate::say;
 use crate::store::{Sprint, TransitionRecord};
 
 /// One line for one transition.
@@ -102,10 +103,9 @@ pub fn short_duration(d: Duration) -> String {
     humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
 }
 
-/// Renders the line for one transition.
+/// Renders the line for one transition: a note on it speaks first (a usage limit, a retry,
+/// an escalation, an approval that no longer holds, a protocol violation), else its move.
 pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
-    let l = cx.locale;
-    let id = cx.sprint_id;
     let plain = |text: String| Line {
         text,
         mention: false,
@@ -117,266 +117,217 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
         ..
     } = &t.detail
     {
-        let stage = t.to.stage().unwrap_or(Stage::Planning);
-        let who = sister(stage.actor(), l);
-        let (agent, next) = (crate::config::title(agent), crate::config::title(next));
-        let when = clock_time(*until_ms);
-        return plain(match l {
-            Locale::Ko => format!("⏭️ {who}: {agent} 사용량 한도 ({when}까지), {next}(으)로 계속"),
-            Locale::En => format!(
-                "⏭️ {who}: {agent} is at its usage limit until {when}; continuing with {next}"
-            ),
-        });
+        return plain(fell_back(t, agent, *until_ms, next, cx.locale));
     }
-    if let Some(Note::Paused { resume_at_ms, .. }) = &t.note {
-        let stage = t.to.stage().unwrap_or(Stage::Planning);
-        let who = sister(stage.actor(), l);
-        let when = clock_time(*resume_at_ms);
-        return plain(match l {
-            Locale::Ko => format!("⏸️ {who} 사용량 한도: {when}에 다시 시작"),
-            Locale::En => format!("⏸️ {who} hit its usage limit: resumes at {when}"),
-        });
+    match &t.note {
+        Some(Note::Paused { resume_at_ms, .. }) => {
+            let who = stage_sister(t.to, cx.locale);
+            let when = clock_time(*resume_at_ms);
+            return plain(say!(cx.locale,
+                ko: "⏸️ {who} 사용량 한도: {when}에 다시 시작",
+                en: "⏸️ {who} hit its usage limit: resumes at {when}"));
+        }
+        Some(Note::Retry { failure, delay_ms }) => return plain(retry(t, failure, *delay_ms, cx)),
+        Some(Note::Escalated { escalation }) => {
+            let (id, nickname, what) = (cx.sprint_id, cx.nickname, escalated(escalation, cx));
+            return Line {
+                text: say!(cx.locale,
+                    ko: "🚨 {id} {what}. {nickname} 확인 필요",
+                    en: "🚨 {id}: {what}. {nickname}, please take a look"),
+                mention: true,
+            };
+        }
+        Some(Note::Moved { reviewed, why }) => {
+            let (id, why) = (cx.sprint_id, cx.agent(why));
+            let reviewer = sister(Stage::Reviewing.actor(), cx.locale);
+            let reviewed = short_commit(reviewed);
+            return plain(say!(cx.locale,
+                ko: "⚠️ {id} 배포 안 함: 승인된 커밋 {reviewed}가 아님 — {why}. {reviewer}가 다시 리뷰 (`hanarang sprint show {id}`)",
+                en: "⚠️ {id} not deployed: what would deploy is not the approved commit {reviewed} — {why}. Back to {reviewer}'s review (`hanarang sprint show {id}`)"));
+        }
+        Some(Note::ProtocolViolation { reason }) => {
+            let (id, reason) = (cx.sprint_id, cx.agent(reason));
+            return plain(say!(cx.locale,
+                ko: "🛑 {id} 중단: 규약 위반 — {reason}",
+                en: "🛑 {id} aborted: protocol violation — {reason}"));
+        }
+        _ => {}
     }
-    if let Some(Note::Retry { failure, delay_ms }) = &t.note {
-        let stage = t.to.stage().unwrap_or(Stage::Planning);
-        // One of several reviewers retries alone, on its own count.
-        let (who, previous) = match &t.detail {
-            Event::ReviewerFailed {
-                reviewer, attempt, ..
-            } => (reviewer_name(reviewer, l), *attempt),
-            _ => (
-                sister(stage.actor(), l).to_string(),
-                t.attempt.saturating_sub(1),
-            ),
-        };
-        let wait = short_duration(Duration::from_millis(*delay_ms));
-        let reason = cx.agent(&failure.detail);
-        return plain(match l {
-            Locale::Ko => format!(
-                "⚠️ {who} 실패 (시도 {previous}/{}): {} — {reason}. {wait} 후 다시 시도",
-                cx.max_attempts,
-                failure.kind.as_str()
-            ),
-            Locale::En => format!(
-                "⚠️ {who} failed (attempt {previous}/{}): {} — {reason}. Retrying in {wait}",
-                cx.max_attempts,
-                failure.kind.as_str()
-            ),
-        });
-    }
-    if let Some(Note::Escalated { escalation }) = &t.note {
-        let (narang, darang) = (sister(Actor::Narang, l), sister(Actor::Darang, l));
-        let what = match (escalation, l) {
-            (
-                Escalation::AttemptsExhausted {
-                    stage,
-                    attempts,
-                    last,
-                },
-                Locale::Ko,
-            ) => format!(
-                "{} 단계 {attempts}회 실패 (마지막: {} — {})",
-                stage_name(*stage, l),
-                last.kind.as_str(),
-                cx.agent(&last.detail)
-            ),
-            (
-                Escalation::AttemptsExhausted {
-                    stage,
-                    attempts,
-                    last,
-                },
-                Locale::En,
-            ) => format!(
-                "{} failed {} (last: {} — {})",
-                stage_name(*stage, l),
-                times(*attempts),
-                last.kind.as_str(),
-                cx.agent(&last.detail)
-            ),
-            (Escalation::ReviewRoundsExhausted { rounds }, Locale::Ko) => {
-                format!("리뷰 라운드 {rounds}회 소진 ({darang}가 또 변경 요청)")
-            }
-            (Escalation::ReviewRoundsExhausted { rounds }, Locale::En) => {
-                format!(
-                    "review rounds exhausted after {rounds} round{} ({darang} asked for changes again)",
-                    if *rounds == 1 { "" } else { "s" }
-                )
-            }
-            (Escalation::DeployInterrupted { detail }, Locale::Ko) => {
-                format!("배포 중 중단되어 결과를 알 수 없음 ({})", cx.agent(detail))
-            }
-            (Escalation::DeployInterrupted { detail }, Locale::En) => {
-                format!(
-                    "the deploy was interrupted and its outcome is unknown ({})",
-                    cx.agent(detail)
-                )
-            }
-            (
-                Escalation::BudgetExceeded {
-                    spent_usd,
-                    limit_usd,
-                },
-                Locale::Ko,
-            ) => {
-                format!("예산 초과 (${spent_usd:.2} / 한도 ${limit_usd:.2})")
-            }
-            (
-                Escalation::BudgetExceeded {
-                    spent_usd,
-                    limit_usd,
-                },
-                Locale::En,
-            ) => {
-                format!("over budget (${spent_usd:.2} of ${limit_usd:.2})")
-            }
-            (Escalation::NoProgress { round, head }, Locale::Ko) => format!(
-                "라운드 {round}에서 바뀐 것 없음: head {}가 라운드 {}와 같음 ({narang}가 커밋 없이 IMPL_DONE)",
-                short_commit(head),
-                round.saturating_sub(1)
-            ),
-            (Escalation::NoProgress { round, head }, Locale::En) => format!(
-                "round {round} changed nothing: head {} as in round {} ({narang} answered IMPL_DONE with no new commit)",
-                short_commit(head),
-                round.saturating_sub(1)
-            ),
-            (Escalation::SameFindings { round }, Locale::Ko) => format!(
-                "라운드 {round} 리뷰 지적이 라운드 {}와 같음 ({darang}가 같은 변경 요청 반복)",
-                round.saturating_sub(1)
-            ),
-            (Escalation::SameFindings { round }, Locale::En) => format!(
-                "round {round}'s review findings are round {}'s again ({darang} repeated its request)",
-                round.saturating_sub(1)
-            ),
-            (Escalation::ChecksTimedOut { pending }, Locale::Ko) => format!(
-                "CI 검사가 ci_timeout 안에 끝나지 않음 (대기 중: {})",
-                cx.agent(&pending.join(", "))
-            ),
-            (Escalation::ChecksTimedOut { pending }, Locale::En) => format!(
-                "the forge's checks were still pending past ci_timeout ({})",
-                cx.agent(&pending.join(", "))
-            ),
-            (Escalation::ForgeFailed { reason }, Locale::Ko) => {
-                format!("포지가 거부함 — {}", cx.agent(reason))
-            }
-            (Escalation::ForgeFailed { reason }, Locale::En) => {
-                format!("the forge refused — {}", cx.agent(reason))
-            }
-            (Escalation::MergeRefused { reason }, Locale::Ko) => {
-                format!("포지가 병합을 거부함 — {}", cx.agent(reason))
-            }
-            (Escalation::MergeRefused { reason }, Locale::En) => {
-                format!("the forge refused the merge — {}", cx.agent(reason))
-            }
-        };
-        return Line {
-            text: match l {
-                Locale::Ko => format!("🚨 {id} {what}. {} 확인 필요", cx.nickname),
-                Locale::En => format!("🚨 {id}: {what}. {}, please take a look", cx.nickname),
-            },
-            mention: true,
-        };
-    }
-    if let Some(Note::Moved { reviewed, why }) = &t.note {
-        let darang = sister(Actor::Darang, l);
-        let reviewed = short_commit(reviewed);
-        return plain(match l {
-            Locale::Ko => format!(
-                "⚠️ {id} 배포 안 함: 승인된 커밋 {reviewed}가 아님 — {}. {darang}가 다시 리뷰 (`hanarang sprint show {id}`)",
-                cx.agent(why)
-            ),
-            Locale::En => format!(
-                "⚠️ {id} not deployed: what would deploy is not the approved commit {reviewed} — {}. Back to {darang}'s review (`hanarang sprint show {id}`)",
-                cx.agent(why)
-            ),
-        });
-    }
-    if let Some(Note::ProtocolViolation { reason }) = &t.note {
-        return plain(match l {
-            Locale::Ko => format!("🛑 {id} 중단: 규약 위반 — {}", cx.agent(reason)),
-            Locale::En => format!("🛑 {id} aborted: protocol violation — {}", cx.agent(reason)),
-        });
-    }
+    moved(t, cx)
+}
 
+/// The sister of the stage a transition goes to (the planner's when it goes to none).
+fn stage_sister(to: State, l: Locale) -> &'static str {
+    sister(to.stage().unwrap_or(Stage::Planning).actor(), l)
+}
+
+/// `⏭️ 나랑이: Claude Code 사용량 한도 (15:00 UTC까지), Codex(으)로 계속`.
+fn fell_back(t: &TransitionRecord, agent: &str, until_ms: i64, next: &str, l: Locale) -> String {
+    let who = stage_sister(t.to, l);
+    let (agent, next) = (crate::config::title(agent), crate::config::title(next));
+    let when = clock_time(until_ms);
+    say!(l,
+        ko: "⏭️ {who}: {agent} 사용량 한도 ({when}까지), {next}(으)로 계속",
+        en: "⏭️ {who}: {agent} is at its usage limit until {when}; continuing with {next}")
+}
+
+/// A failed try that is tried again after `delay_ms`.
+fn retry(
+    t: &TransitionRecord,
+    failure: &crate::pipeline::Failure,
+    delay_ms: u64,
+    cx: &Context<'_>,
+) -> String {
+    let l = cx.locale;
+    // One of several reviewers retries alone, on its own count.
+    let (who, previous) = match &t.detail {
+        Event::ReviewerFailed {
+            reviewer, attempt, ..
+        } => (reviewer_name(reviewer, l), *attempt),
+        _ => (
+            stage_sister(t.to, l).to_string(),
+            t.attempt.saturating_sub(1),
+        ),
+    };
+    let wait = short_duration(Duration::from_millis(delay_ms));
+    let (max, kind, reason) = (
+        cx.max_attempts,
+        failure.kind.as_str(),
+        cx.agent(&failure.detail),
+    );
+    say!(l,
+        ko: "⚠️ {who} 실패 (시도 {previous}/{max}): {kind} — {reason}. {wait} 후 다시 시도",
+        en: "⚠️ {who} failed (attempt {previous}/{max}): {kind} — {reason}. Retrying in {wait}")
+}
+
+/// Why a sprint waits for a person, as its escalation line says it.
+fn escalated(escalation: &Escalation, cx: &Context<'_>) -> String {
+    let l = cx.locale;
+    let implementer = sister(Stage::Implementing.actor(), l);
+    let reviewer = sister(Stage::Reviewing.actor(), l);
+    match escalation {
+        Escalation::AttemptsExhausted {
+            stage,
+            attempts,
+            last,
+        } => {
+            let (stage, times) = (stage_name(*stage, l), times(*attempts));
+            let (kind, detail) = (last.kind.as_str(), cx.agent(&last.detail));
+            say!(l,
+                ko: "{stage} 단계 {attempts}회 실패 (마지막: {kind} — {detail})",
+                en: "{stage} failed {times} (last: {kind} — {detail})")
+        }
+        Escalation::ReviewRoundsExhausted { rounds } => {
+            let s = if *rounds == 1 { "" } else { "s" };
+            say!(l,
+                ko: "리뷰 라운드 {rounds}회 소진 ({reviewer}가 또 변경 요청)",
+                en: "review rounds exhausted after {rounds} round{s} ({reviewer} asked for changes again)")
+        }
+        Escalation::DeployInterrupted { detail } => {
+            let detail = cx.agent(detail);
+            say!(l,
+                ko: "배포 중 중단되어 결과를 알 수 없음 ({detail})",
+                en: "the deploy was interrupted and its outcome is unknown ({detail})")
+        }
+        Escalation::BudgetExceeded {
+            spent_usd,
+            limit_usd,
+        } => say!(l,
+            ko: "예산 초과 (${spent_usd:.2} / 한도 ${limit_usd:.2})",
+            en: "over budget (${spent_usd:.2} of ${limit_usd:.2})"),
+        Escalation::NoProgress { round, head } => {
+            let (head, before) = (short_commit(head), round.saturating_sub(1));
+            say!(l,
+                ko: "라운드 {round}에서 바뀐 것 없음: head {head}가 라운드 {before}와 같음 ({implementer}가 커밋 없이 IMPL_DONE)",
+                en: "round {round} changed nothing: head {head} as in round {before} ({implementer} answered IMPL_DONE with no new commit)")
+        }
+        Escalation::SameFindings { round } => {
+            let before = round.saturating_sub(1);
+            say!(l,
+                ko: "라운드 {round} 리뷰 지적이 라운드 {before}와 같음 ({reviewer}가 같은 변경 요청 반복)",
+                en: "round {round}'s review findings are round {before}'s again ({reviewer} repeated its request)")
+        }
+        Escalation::ChecksTimedOut { pending } => {
+            let pending = cx.agent(&pending.join(", "));
+            say!(l,
+                ko: "CI 검사가 ci_timeout 안에 끝나지 않음 (대기 중: {pending})",
+                en: "the forge's checks were still pending past ci_timeout ({pending})")
+        }
+        Escalation::ForgeFailed { reason } => {
+            let reason = cx.agent(reason);
+            say!(l, ko: "포지가 거부함 — {reason}", en: "the forge refused — {reason}")
+        }
+        Escalation::MergeRefused { reason } => {
+            let reason = cx.agent(reason);
+            say!(l,
+                ko: "포지가 병합을 거부함 — {reason}",
+                en: "the forge refused the merge — {reason}")
+        }
+    }
+}
+
+/// The line of a transition with no note of its own: what moved, and who starts next.
+fn moved(t: &TransitionRecord, cx: &Context<'_>) -> Line {
+    let (l, id, round) = (cx.locale, cx.sprint_id, t.round);
+    let plain = |text: String| Line {
+        text,
+        mention: false,
+    };
     let detail = named(&t.detail, cx.person);
     match (&detail, t.from, t.to) {
         (Event::Reviewed { reviewer, verdict }, _, _) => {
-            let (emoji, who) = (Actor::Darang.emoji(), reviewer_name(reviewer, l));
+            let (emoji, who) = (Stage::Reviewing.actor().emoji(), reviewer_name(reviewer, l));
             let verdict = verdict.verdict();
-            plain(match l {
-                Locale::Ko => format!("{emoji} {who} 판정: {verdict} (라운드 {})", t.round),
-                Locale::En => format!("{emoji} {who}'s verdict: {verdict} (round {})", t.round),
-            })
+            plain(say!(l,
+                ko: "{emoji} {who} 판정: {verdict} (라운드 {round})",
+                en: "{emoji} {who}'s verdict: {verdict} (round {round})"))
         }
         (Event::ReviewMerged { verdicts }, State::Reviewing, State::Implementing) => {
-            let asked: Vec<&str> = verdicts
-                .iter()
-                .filter(|(_, v)| {
-                    **v == crate::pipeline::review_round::ReviewVerdict::RequestChanges
-                })
-                .map(|(name, _)| name.as_str())
-                .collect();
-            let narang = sister(Actor::Narang, l);
-            plain(match l {
-                Locale::Ko => format!(
-                    "🔁 리뷰 종합: 변경 요청 ({}) — {narang}가 라운드 {} 구현",
-                    asked.join(", "),
-                    t.round
-                ),
-                Locale::En => format!(
-                    "🔁 Reviews merged: changes requested ({}) — {narang} implements round {}",
-                    asked.join(", "),
-                    t.round
-                ),
-            })
+            let asked = said(verdicts, ReviewVerdict::RequestChanges);
+            let implementer = sister(Stage::Implementing.actor(), l);
+            plain(say!(l,
+                ko: "🔁 리뷰 종합: 변경 요청 ({asked}) — {implementer}가 라운드 {round} 구현",
+                en: "🔁 Reviews merged: changes requested ({asked}) — {implementer} implements round {round}"))
         }
         (Event::Handoff { by, .. }, _, to) => {
             let who = to.stage().map(|s| sister(s.actor(), l)).unwrap_or_default();
-            plain(match l {
-                Locale::Ko => format!("🔄 {who} 새 세션으로 교대 (요청: {by})"),
-                Locale::En => format!("🔄 {who} handed off to a fresh session (asked by {by})"),
-            })
+            plain(say!(l,
+                ko: "🔄 {who} 새 세션으로 교대 (요청: {by})",
+                en: "🔄 {who} handed off to a fresh session (asked by {by})"))
         }
-        // Into planning, whatever the event (a resume too): harang starts.
+        // Into planning, whatever the event (a resume too): the planner starts.
         (_, _, State::Planning) => plain(starts(Stage::Planning, t, cx)),
         (Event::Reported { .. }, State::Reviewing, State::Implementing) => {
-            let darang = sister(Actor::Darang, l);
-            plain(match l {
-                Locale::Ko => format!("🔁 {darang} re-review 요청 (라운드 {})", t.round),
-                Locale::En => format!("🔁 {darang} asks for changes (round {})", t.round),
-            })
+            let reviewer = sister(Stage::Reviewing.actor(), l);
+            plain(say!(l,
+                ko: "🔁 {reviewer} re-review 요청 (라운드 {round})",
+                en: "🔁 {reviewer} asks for changes (round {round})"))
         }
-        (Event::RequestChanges { by, note }, _, State::Implementing) => plain(match l {
-            Locale::Ko => format!("🔁 {by} 변경 요청 (라운드 {}): {}", t.round, one_line(note)),
-            Locale::En => format!(
-                "🔁 {by} asks for changes (round {}): {}",
-                t.round,
-                one_line(note)
-            ),
-        }),
-        (Event::Resume { by, .. }, _, State::Verifying) => plain(match l {
-            Locale::Ko => format!("▶️ {by}님이 {id} 재개: CI 검사를 다시 기다림"),
-            Locale::En => format!("▶️ {by} resumed {id}: waiting for the forge's checks again"),
-        }),
-        (Event::Resume { by, .. }, _, State::Done) => plain(match l {
-            Locale::Ko => format!("▶️ {by}님이 {id} 재개: 배포 승인을 다시 기다림"),
-            Locale::En => format!("▶️ {by} resumed {id}: waiting for the deploy approval again"),
-        }),
-        (Event::Published { pr, url, head }, _, _) => plain(match l {
-            Locale::Ko => format!("🔗 PR #{pr} ({}): {url}", short_commit(head)),
-            Locale::En => format!("🔗 Pull request #{pr} at {}: {url}", short_commit(head)),
-        }),
+        (Event::RequestChanges { by, note }, _, State::Implementing) => {
+            let note = one_line(note);
+            plain(say!(l,
+                ko: "🔁 {by} 변경 요청 (라운드 {round}): {note}",
+                en: "🔁 {by} asks for changes (round {round}): {note}"))
+        }
+        (Event::Resume { by, .. }, _, State::Verifying) => plain(say!(l,
+            ko: "▶️ {by}님이 {id} 재개: CI 검사를 다시 기다림",
+            en: "▶️ {by} resumed {id}: waiting for the forge's checks again")),
+        (Event::Resume { by, .. }, _, State::Done) => plain(say!(l,
+            ko: "▶️ {by}님이 {id} 재개: 배포 승인을 다시 기다림",
+            en: "▶️ {by} resumed {id}: waiting for the deploy approval again")),
+        (Event::Published { pr, url, head }, _, _) => {
+            let head = short_commit(head);
+            plain(say!(l,
+                ko: "🔗 PR #{pr} ({head}): {url}",
+                en: "🔗 Pull request #{pr} at {head}: {url}"))
+        }
         (Event::ChecksFailed { failed, .. }, _, State::Implementing) => {
             let names: Vec<&str> = failed.iter().map(|c| c.name.as_str()).collect();
-            let narang = sister(Actor::Narang, l);
+            let implementer = sister(Stage::Implementing.actor(), l);
             let names = cx.agent(&names.join(", "));
-            plain(match l {
-                Locale::Ko => format!("🔴 CI 실패: {names} — {narang}가 라운드 {} 구현", t.round),
-                Locale::En => format!(
-                    "🔴 CI failed: {names} — {narang} implements round {}",
-                    t.round
-                ),
-            })
+            plain(say!(l,
+                ko: "🔴 CI 실패: {names} — {implementer}가 라운드 {round} 구현",
+                en: "🔴 CI failed: {names} — {implementer} implements round {round}"))
         }
         (Event::ForgeMerged { by, commit }, _, State::Deployed) => {
             plain(merged(id, by.as_deref(), commit.as_deref(), l))
@@ -390,110 +341,104 @@ pub fn render(t: &TransitionRecord, cx: &Context<'_>) -> Line {
         }
         (Event::Resume { by, .. }, _, to) => {
             let stage = to.stage().unwrap_or(Stage::Planning);
-            plain(match l {
-                Locale::Ko => format!(
-                    "▶️ {by}님이 {id} 재개: {}가 {} 다시 시작",
-                    sister(stage.actor(), l),
-                    stage_name(stage, l)
-                ),
-                Locale::En => format!(
-                    "▶️ {by} resumed {id}: {} starts {} again",
-                    sister(stage.actor(), l),
-                    stage_name(stage, l)
-                ),
-            })
+            let (who, work) = (sister(stage.actor(), l), stage_name(stage, l));
+            plain(say!(l,
+                ko: "▶️ {by}님이 {id} 재개: {who}가 {work} 다시 시작",
+                en: "▶️ {by} resumed {id}: {who} starts {work} again"))
         }
-        (Event::Approve { by }, _, State::Deploying) => {
-            let (erang, deploying) = (Actor::Erang, stage_name(Stage::Deploying, l));
-            let (emoji, who) = (erang.emoji(), sister(erang, l));
-            let of = approved_commit(t).map(short_commit);
-            plain(match (l, of) {
-                (Locale::Ko, Some(c)) => {
-                    format!("{emoji} {by}님 {c} 배포 승인: {who}가 {deploying} 시작")
-                }
-                (Locale::Ko, None) => format!("{emoji} {by}님 배포 승인: {who}가 {deploying} 시작"),
-                (Locale::En, Some(c)) => {
-                    format!("{emoji} {by} approved deploying {c}: {who} starts {deploying}")
-                }
-                (Locale::En, None) => {
-                    format!("{emoji} {by} approved the deploy: {who} starts {deploying}")
-                }
-            })
-        }
-        (_, _, State::Done) => Line {
-            text: checks_passed(t, cx)
-                + &match (l, approved_commit(t).map(short_commit)) {
-                    (Locale::Ko, Some(c)) => format!("✅ {id} 완료. {c} 배포 승인해주세요"),
-                    (Locale::Ko, None) => format!("✅ {id} 완료. 배포 승인해주세요"),
-                    (Locale::En, Some(c)) => {
-                        format!("✅ {id} is done. Please approve deploying {c}")
-                    }
-                    (Locale::En, None) => format!("✅ {id} is done. Please approve the deploy"),
-                },
-            mention: true,
-        },
-        (_, _, State::Deployed) => plain(match l {
-            Locale::Ko => format!("🎉 {id} 배포 완료"),
-            Locale::En => format!("🎉 {id} deployed"),
-        }),
-        (event, from, State::Aborted) => {
-            let why = match event {
-                Event::ForgeClosed { by } => match (by, l) {
-                    (Some(by), Locale::Ko) => format!("{by}님이 포지에서 PR을 닫음"),
-                    (None, Locale::Ko) => "포지에서 PR이 닫힘".to_string(),
-                    (Some(by), Locale::En) => {
-                        format!("its pull request was closed on the forge by {by}")
-                    }
-                    (None, Locale::En) => "its pull request was closed on the forge".to_string(),
-                },
-                Event::Abort { by, reason } => match (reason, l) {
-                    (Some(r), Locale::Ko) => format!("{by}님이 중단 — {}", one_line(r)),
-                    (None, Locale::Ko) => format!("{by}님이 중단"),
-                    (Some(r), Locale::En) => format!("stopped by {by} — {}", one_line(r)),
-                    (None, Locale::En) => format!("stopped by {by}"),
-                },
-                Event::Reported { actor, reason, .. } => {
-                    let who = sister(*actor, l);
-                    let reason = reason.as_deref().map(|r| cx.agent(r)).unwrap_or_default();
-                    match l {
-                        Locale::Ko => format!("{who}가 중단 판정 — {reason}"),
-                        Locale::En => format!("{who} called it off — {reason}"),
-                    }
-                }
-                Event::ReviewMerged { verdicts } => {
-                    let by: Vec<&str> = verdicts
-                        .iter()
-                        .filter(|(_, v)| **v == crate::pipeline::review_round::ReviewVerdict::Abort)
-                        .map(|(name, _)| name.as_str())
-                        .collect();
-                    let who = reviewer_name(&by.join(", "), l);
-                    match l {
-                        Locale::Ko => format!("{who}가 중단 판정"),
-                        Locale::En => format!("{who} called it off"),
-                    }
-                }
-                _ => from.to_string(),
+        (Event::Approve { by }, _, State::Deploying) => plain(approved(t, by, l)),
+        (_, _, State::Done) => {
+            let done = match approved_commit(t).map(short_commit) {
+                Some(c) => say!(l,
+                    ko: "✅ {id} 완료. {c} 배포 승인해주세요",
+                    en: "✅ {id} is done. Please approve deploying {c}"),
+                None => say!(l,
+                    ko: "✅ {id} 완료. 배포 승인해주세요",
+                    en: "✅ {id} is done. Please approve the deploy"),
             };
-            plain(match l {
-                Locale::Ko => format!("🛑 {id} 중단: {why}"),
-                Locale::En => format!("🛑 {id} aborted: {why}"),
-            })
+            Line {
+                text: checks_passed(t, cx) + &done,
+                mention: true,
+            }
         }
-        (_, _, State::Verifying) => plain(match l {
-            Locale::Ko => format!(
-                "📤 {} 승인: 브랜치를 올리고 PR의 CI 검사를 기다림",
-                sister(Actor::Darang, l)
-            ),
-            Locale::En => format!(
-                "📤 {} approved: the branch goes to the forge, and its checks are waited for",
-                sister(Actor::Darang, l)
-            ),
-        }),
+        (_, _, State::Deployed) => plain(say!(l, ko: "🎉 {id} 배포 완료", en: "🎉 {id} deployed")),
+        (event, from, State::Aborted) => {
+            let why = aborted(event, from, cx);
+            plain(say!(l, ko: "🛑 {id} 중단: {why}", en: "🛑 {id} aborted: {why}"))
+        }
+        (_, _, State::Verifying) => {
+            let reviewer = sister(Stage::Reviewing.actor(), l);
+            plain(say!(l,
+                ko: "📤 {reviewer} 승인: 브랜치를 올리고 PR의 CI 검사를 기다림",
+                en: "📤 {reviewer} approved: the branch goes to the forge, and its checks are waited for"))
+        }
         // Into a stage: its sister starts.
         (_, from, to) => plain(match to.stage() {
             Some(stage) => starts(stage, t, cx),
             None => format!("{id}: {from} → {to}"),
         }),
+    }
+}
+
+/// The names of the reviewers whose verdict was `verdict`, as a list.
+fn said(
+    verdicts: &std::collections::BTreeMap<String, ReviewVerdict>,
+    verdict: ReviewVerdict,
+) -> String {
+    let names: Vec<&str> = verdicts
+        .iter()
+        .filter(|(_, v)| **v == verdict)
+        .map(|(name, _)| name.as_str())
+        .collect();
+    names.join(", ")
+}
+
+/// A person approved the deploy: the deployer starts, on the commit approved.
+fn approved(t: &TransitionRecord, by: &str, l: Locale) -> String {
+    let deployer = Stage::Deploying.actor();
+    let (emoji, who, deploying) = (
+        deployer.emoji(),
+        sister(deployer, l),
+        stage_name(Stage::Deploying, l),
+    );
+    match approved_commit(t).map(short_commit) {
+        Some(c) => say!(l,
+            ko: "{emoji} {by}님 {c} 배포 승인: {who}가 {deploying} 시작",
+            en: "{emoji} {by} approved deploying {c}: {who} starts {deploying}"),
+        None => say!(l,
+            ko: "{emoji} {by}님 배포 승인: {who}가 {deploying} 시작",
+            en: "{emoji} {by} approved the deploy: {who} starts {deploying}"),
+    }
+}
+
+/// Why a sprint was aborted, as its line says it.
+fn aborted(event: &Event, from: State, cx: &Context<'_>) -> String {
+    let l = cx.locale;
+    match event {
+        Event::ForgeClosed { by: Some(by) } => say!(l,
+            ko: "{by}님이 포지에서 PR을 닫음",
+            en: "its pull request was closed on the forge by {by}"),
+        Event::ForgeClosed { by: None } => say!(l,
+            ko: "포지에서 PR이 닫힘",
+            en: "its pull request was closed on the forge"),
+        Event::Abort {
+            by,
+            reason: Some(reason),
+        } => {
+            let reason = one_line(reason);
+            say!(l, ko: "{by}님이 중단 — {reason}", en: "stopped by {by} — {reason}")
+        }
+        Event::Abort { by, reason: None } => say!(l, ko: "{by}님이 중단", en: "stopped by {by}"),
+        Event::Reported { actor, reason, .. } => {
+            let who = sister(*actor, l);
+            let reason = reason.as_deref().map(|r| cx.agent(r)).unwrap_or_default();
+            say!(l, ko: "{who}가 중단 판정 — {reason}", en: "{who} called it off — {reason}")
+        }
+        Event::ReviewMerged { verdicts } => {
+            let who = reviewer_name(&said(verdicts, ReviewVerdict::Abort), l);
+            say!(l, ko: "{who}가 중단 판정", en: "{who} called it off")
+        }
+        _ => from.to_string(),
     }
 }
 
@@ -514,11 +459,11 @@ fn named(event: &Event, person: fn(&str) -> String) -> Event {
 /// `🎉 SPRINT-001 merged as abc1234 by octocat`.
 fn merged(id: &str, by: Option<&str>, commit: Option<&str>, l: Locale) -> String {
     let commit = commit.map(short_commit).unwrap_or("?");
-    match (l, by) {
-        (Locale::Ko, Some(by)) => format!("🎉 {id} 병합됨: {commit} ({by})"),
-        (Locale::Ko, None) => format!("🎉 {id} 병합됨: {commit}"),
-        (Locale::En, Some(by)) => format!("🎉 {id} merged as {commit} by {by}"),
-        (Locale::En, None) => format!("🎉 {id} merged as {commit}"),
+    match by {
+        Some(by) => say!(l,
+            ko: "🎉 {id} 병합됨: {commit} ({by})",
+            en: "🎉 {id} merged as {commit} by {by}"),
+        None => say!(l, ko: "🎉 {id} 병합됨: {commit}", en: "🎉 {id} merged as {commit}"),
     }
 }
 
@@ -528,18 +473,19 @@ fn checks_passed(t: &TransitionRecord, cx: &Context<'_>) -> String {
     let Event::ChecksPassed { checks, none, .. } = &t.detail else {
         return String::new();
     };
-    match (cx.locale, *none, checks.is_empty()) {
-        (Locale::Ko, true, _) => "🟢 CI 없음: 10분 안에 보고된 검사 없음 — ".into(),
-        (Locale::En, true, _) => {
-            "🟢 No CI ran: the forge reported no check within 10 minutes — ".into()
-        }
-        (Locale::Ko, false, true) => "🟢 CI를 기다리지 않음 (ci = \"none\") — ".into(),
-        (Locale::En, false, true) => {
-            "🟢 The forge's checks are not waited for (ci = \"none\") — ".into()
-        }
-        (Locale::Ko, false, false) => format!("🟢 CI 통과: {} — ", cx.agent(&checks.join(", "))),
-        (Locale::En, false, false) => format!("🟢 CI passed: {} — ", cx.agent(&checks.join(", "))),
+    let l = cx.locale;
+    if *none {
+        return say!(l,
+            ko: "🟢 CI 없음: 10분 안에 보고된 검사 없음 — ",
+            en: "🟢 No CI ran: the forge reported no check within 10 minutes — ");
     }
+    if checks.is_empty() {
+        return say!(l,
+            ko: "🟢 CI를 기다리지 않음 (ci = \"none\") — ",
+            en: "🟢 The forge's checks are not waited for (ci = \"none\") — ");
+    }
+    let checks = cx.agent(&checks.join(", "));
+    say!(l, ko: "🟢 CI 통과: {checks} — ", en: "🟢 CI passed: {checks} — ")
 }
 
 /// The commit a move into `done` or `deploying` is for, when git told it.
@@ -550,13 +496,10 @@ fn approved_commit(t: &TransitionRecord) -> Option<&str> {
     }
 }
 
-/// One of darang's reviewers, as the lines name it.
-fn reviewer_name(reviewer: &str, locale: Locale) -> String {
-    let darang = sister(Actor::Darang, locale);
-    match locale {
-        Locale::Ko => format!("{darang} 리뷰어 {reviewer}"),
-        Locale::En => format!("{darang}'s reviewer {reviewer}"),
-    }
+/// One of the reviewer's parallel reviewers, as the lines name it.
+fn reviewer_name(name: &str, l: Locale) -> String {
+    let reviewer = sister(Stage::Reviewing.actor(), l);
+    say!(l, ko: "{reviewer} 리뷰어 {name}", en: "{reviewer}'s reviewer {name}")
 }
 
 /// A stage's sister starts (`🚀 이랑이가 배포 시작`), with what it starts on where the
@@ -568,15 +511,17 @@ fn starts(stage: Stage, t: &TransitionRecord, cx: &Context<'_>) -> String {
     // sister may have named it.
     let branch = cx.agent(t.branch.as_deref().unwrap_or(cx.branch));
     let round = t.round;
-    match (stage, l) {
-        (Stage::Planning, Locale::Ko) => format!("{emoji} {who}가 {id} {work} 시작"),
-        (Stage::Planning, Locale::En) => format!("{emoji} {who} starts {work} {id}"),
-        (Stage::Implementing, Locale::Ko) => format!("{emoji} {who}가 {work} 시작 ({branch})"),
-        (Stage::Implementing, Locale::En) => format!("{emoji} {who} starts {work} ({branch})"),
-        (Stage::Reviewing, Locale::Ko) => format!("{emoji} {who}가 {work} 시작 (라운드 {round})"),
-        (Stage::Reviewing, Locale::En) => format!("{emoji} {who} starts {work} (round {round})"),
-        (_, Locale::Ko) => format!("{emoji} {who}가 {work} 시작"),
-        (_, Locale::En) => format!("{emoji} {who} starts {work}"),
+    match stage {
+        Stage::Planning => {
+            say!(l, ko: "{emoji} {who}가 {id} {work} 시작", en: "{emoji} {who} starts {work} {id}")
+        }
+        Stage::Implementing => say!(l,
+            ko: "{emoji} {who}가 {work} 시작 ({branch})",
+            en: "{emoji} {who} starts {work} ({branch})"),
+        Stage::Reviewing => say!(l,
+            ko: "{emoji} {who}가 {work} 시작 (라운드 {round})",
+            en: "{emoji} {who} starts {work} (round {round})"),
+        _ => say!(l, ko: "{emoji} {who}가 {work} 시작", en: "{emoji} {who} starts {work}"),
     }
 }
 
@@ -642,27 +587,22 @@ pub fn status_line(sprint: &Sprint, cx: &Context<'_>, now_ms: i64) -> Option<Str
         let wait = short_duration(Duration::from_millis(
             u64::try_from(at - now_ms).unwrap_or(0),
         ));
-        return Some(match l {
-            Locale::Ko => format!("⏳ {who} {} 재시도 대기 · {wait} 후", stage_name(stage, l)),
-            Locale::En => format!(
-                "⏳ {who} waits to retry {} · in {wait}",
-                stage_name(stage, l)
-            ),
-        });
+        let work = stage_name(stage, l);
+        return Some(say!(l,
+            ko: "⏳ {who} {work} 재시도 대기 · {wait} 후",
+            en: "⏳ {who} waits to retry {work} · in {wait}"));
     }
     let started = sprint.next_run_at.unwrap_or(0).max(sprint.updated_at);
     let elapsed = humantime::format_duration(since(now_ms - started));
-    let (round, attempt, max) = (sprint.round, sprint.attempt, cx.max_attempts);
-    Some(match l {
-        Locale::Ko => format!(
-            "{who} {} 중 · 라운드 {round} · 시도 {attempt}/{max} · {elapsed}",
-            stage_name(stage, l)
-        ),
-        Locale::En => format!(
-            "{who} {} · round {round} · attempt {attempt}/{max} · {elapsed}",
-            stage_name(stage, l)
-        ),
-    })
+    let (round, attempt, max, work) = (
+        sprint.round,
+        sprint.attempt,
+        cx.max_attempts,
+        stage_name(stage, l),
+    );
+    Some(say!(l,
+        ko: "{who} {work} 중 · 라운드 {round} · 시도 {attempt}/{max} · {elapsed}",
+        en: "{who} {work} · round {round} · attempt {attempt}/{max} · {elapsed}"))
 }
 
 /// The words of `run`'s deploy question at the terminal.

@@ -14,7 +14,8 @@ use crate::store::{CheckRecord, Run, Sprint};
 
 /// The check narang's run must pass after its `IMPL_DONE`, when the project sets one.
 pub(super) fn for_run(project: Option<&ProjectConfig>, actor: Actor) -> Option<Check> {
-    let project = project.filter(|p| actor == Actor::Narang && !p.check.is_empty())?;
+    let project =
+        project.filter(|p| actor.stage() == Stage::Implementing && !p.check.is_empty())?;
     Some(Check {
         command: project.check.clone(),
         timeout: project.check_timeout.0,
@@ -48,10 +49,13 @@ impl Orchestrator {
         attempt: u32,
     ) -> Option<CheckResult> {
         let (run, passed) = match sprint.state.stage()? {
-            Stage::Reviewing => (reviewed.filter(|r| r.actor == Actor::Narang)?, true),
+            Stage::Reviewing => (
+                reviewed.filter(|r| r.actor.stage() == Stage::Implementing)?,
+                true,
+            ),
             Stage::Implementing => {
                 let last = runs.last()?;
-                let retried = last.actor == Actor::Narang
+                let retried = last.actor.stage() == Stage::Implementing
                     && last.round == sprint.round
                     && attempt > last.attempt
                     && last.outcome == Some(RunOutcome::CheckFailed);
@@ -113,7 +117,7 @@ impl Orchestrator {
         let (Some(project), Some(checkout)) = (project, checkout) else {
             return AtBase::default();
         };
-        if project.check.is_empty() || !project.check_base || actor == Actor::Erang {
+        if project.check.is_empty() || !project.check_base || actor.stage() == Stage::Deploying {
             return AtBase::default();
         }
         let base = &checkout.base_commit;
@@ -141,7 +145,7 @@ impl Orchestrator {
                 run: None,
             },
             // Only the planner's run, on the untouched base, runs it.
-            None if actor == Actor::Harang && checkout.head == *base => AtBase {
+            None if actor.stage() == Stage::Planning && checkout.head == *base => AtBase {
                 told: None,
                 run: Some(Check {
                     command: project.check.clone(),

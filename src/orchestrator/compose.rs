@@ -4,7 +4,7 @@
 
 use super::findings::{review_issues, round_findings};
 use super::{Orchestrator, now_ms};
-use crate::domain::run_id;
+use crate::domain::{Stage, run_id};
 use crate::handoff::message::HandoffMessage;
 use crate::handoff::schema::{self, Dialect};
 use crate::handoff::synthesize::{Known, Observed, after_handoff, synthesize};
@@ -119,7 +119,7 @@ impl Orchestrator {
             .flatten();
         let handed = |r: &&Run| {
             matches!(r.outcome, Some(RunOutcome::Handoff | RunOutcome::HandedOff))
-                && (reviewer.is_none() || r.actor == crate::domain::Actor::Narang)
+                && (reviewer.is_none() || r.actor.stage() == Stage::Implementing)
         };
         let parent = match &findings {
             Some(f) => Some(&f.parent),
@@ -130,7 +130,7 @@ impl Orchestrator {
             None => runs
                 .iter()
                 .rev()
-                .filter(|r| reviewer.is_none() || r.actor == crate::domain::Actor::Narang)
+                .filter(|r| reviewer.is_none() || r.actor.stage() == Stage::Implementing)
                 .find(|r| r.outcome == Some(RunOutcome::Handoff)),
         };
         let previous_message: Option<HandoffMessage> = previous_run
@@ -190,9 +190,9 @@ impl Orchestrator {
             .await;
         let (review_issues, review_issues_by) = match (findings, &previous_message, stage) {
             (Some(f), _, _) => f.issues.into_iter().unzip(),
-            (None, Some(HandoffMessage::Darang(m)), crate::pipeline::Stage::Implementing) => {
-                let issues = review_issues(m);
-                let by = vec![crate::domain::Actor::Darang.to_string(); issues.len()];
+            (None, Some(m), Stage::Implementing) if m.review().is_some() => {
+                let issues = m.review().map(review_issues).unwrap_or_default();
+                let by = vec![Stage::Reviewing.actor().to_string(); issues.len()];
                 (issues, by)
             }
             _ => (Vec::new(), Vec::new()),
@@ -616,8 +616,7 @@ fn request(
     actor: crate::domain::Actor,
     log: &[crate::store::TransitionRecord],
 ) -> Option<sister::contract::PersonRequest> {
-    use crate::domain::Actor;
-    if let (Actor::Narang, Some(focus)) = (actor, &sprint.focus) {
+    if let (Stage::Implementing, Some(focus)) = (actor.stage(), &sprint.focus) {
         return Some(sister::contract::PersonRequest {
             by: sprint
                 .focus_by
@@ -626,7 +625,7 @@ fn request(
             text: focus.clone(),
         });
     }
-    if !matches!(actor, Actor::Narang | Actor::Darang) {
+    if !matches!(actor.stage(), Stage::Implementing | Stage::Reviewing) {
         return None;
     }
     crate::store::round_request(log, sprint.round).map(|(by, text)| {

@@ -3,19 +3,20 @@
 //! names (`round_findings`).
 
 use super::compose::run_label;
+use crate::domain::Stage;
 use crate::handoff::HandoffDocument;
 use crate::handoff::message::{
-    ChecklistResult, DarangMessage, HandoffMessage, ReviewIssue, Severity,
+    ChecklistResult, HandoffMessage, ReviewIssue, ReviewPayload, Severity,
 };
-use crate::pipeline::review_round::{Merged, Review, merge};
+use crate::pipeline::review_round::{Merged, Review, ReviewVerdict, merge};
 use crate::sister::RunOutcome;
 use crate::store::{Run, review_round};
 
 /// What the reviewer wants fixed: its issues, plus each failed checklist item.
-pub(super) fn review_issues(m: &DarangMessage) -> Vec<ReviewIssue> {
-    let mut issues = m.payload.issues.clone();
+pub(super) fn review_issues(review: &ReviewPayload) -> Vec<ReviewIssue> {
+    let mut issues = review.issues.clone();
     issues.extend(
-        m.payload
+        review
             .checklist_results
             .iter()
             .filter(|c| !c.passed)
@@ -50,15 +51,12 @@ pub(super) struct RoundFindings {
 }
 
 pub(super) fn round_findings(runs: &[Run]) -> Option<RoundFindings> {
-    let answered: Vec<(&Run, DarangMessage)> = review_round(runs)
+    let answered: Vec<(&Run, HandoffMessage)> = review_round(runs)
         .iter()
         .filter(|r| r.reviewer.is_some() && r.outcome == Some(RunOutcome::Handoff))
         .filter_map(|r| {
             let m = serde_json::from_value::<HandoffMessage>(r.message.clone()?).ok()?;
-            match m {
-                HandoffMessage::Darang(m) => Some((r, m)),
-                _ => None,
-            }
+            m.review().is_some().then_some((r, m))
         })
         .collect();
     let parent = answered
@@ -67,13 +65,13 @@ pub(super) fn round_findings(runs: &[Run]) -> Option<RoundFindings> {
         .map(|(r, _)| (*r).clone())?;
     let reviews: Vec<_> = answered
         .iter()
-        .map(|(r, m)| review_of(r.reviewer.as_deref().unwrap_or_default(), m))
+        .filter_map(|(r, m)| review_of(r.reviewer.as_deref().unwrap_or_default(), m))
         .collect();
     let issues = match merge(&reviews) {
         Merged::RequestChanges { issues, failed, .. } => {
             // Each with its reviewer's name first.
             let tagged = |reviewer: &str, issue: ReviewIssue| {
-                let by = format!("{}/{reviewer}", crate::domain::Actor::Darang);
+                let by = format!("{}/{reviewer}", Stage::Reviewing.actor());
                 let issue = ReviewIssue {
                     message: format!("[{reviewer}] {}", issue.message),
                     ..issue
@@ -95,7 +93,7 @@ pub(super) fn round_findings(runs: &[Run]) -> Option<RoundFindings> {
     let mut docs: Vec<(&str, HandoffDocument, String)> = answered
         .iter()
         .filter_map(|(r, m)| {
-            let doc = m.common.handoff.clone()?;
+            let doc = m.common().handoff.clone()?;
             Some((r.reviewer.as_deref()?, doc, run_label(r)))
         })
         .collect();
@@ -125,17 +123,17 @@ pub(super) fn round_findings(runs: &[Run]) -> Option<RoundFindings> {
     })
 }
 
-fn review_of(reviewer: &str, m: &DarangMessage) -> Review<ReviewIssue, ChecklistResult> {
-    Review {
+fn review_of(reviewer: &str, m: &HandoffMessage) -> Option<Review<ReviewIssue, ChecklistResult>> {
+    let review = m.review()?;
+    Some(Review {
         reviewer: reviewer.to_string(),
-        verdict: m.verdict.into(),
-        issues: m.payload.issues.clone(),
-        failed: m
-            .payload
+        verdict: ReviewVerdict::of(m.verdict())?,
+        issues: review.issues.clone(),
+        failed: review
             .checklist_results
             .iter()
             .filter(|c| !c.passed)
             .cloned()
             .collect(),
-    }
+    })
 }

@@ -9,6 +9,7 @@
 
 use super::{Orchestrator, OrchestratorError};
 use crate::handoff::message::HandoffMessage;
+use crate::pipeline::review_round::ReviewVerdict;
 use crate::pipeline::review_round::{ReviewerRun, Round, round};
 use crate::pipeline::{Event, State};
 use crate::sister::RunOutcome;
@@ -17,7 +18,7 @@ use crate::store::{Sprint, review_round};
 impl Orchestrator {
     /// Whether several reviewers share darang's stage (`[agent.darang.reviewers]`).
     pub(super) fn several_reviewers(&self) -> bool {
-        !self.config.agent.darang.reviewers.is_empty()
+        !self.config.agent.reviewers().is_empty()
     }
 
     /// Whether the sprint's stage is darang's with several reviewers.
@@ -35,10 +36,10 @@ impl Orchestrator {
             .filter_map(|r| {
                 let verdict = match (&r.outcome, &r.message) {
                     (Some(RunOutcome::Handoff), Some(m)) => {
-                        match serde_json::from_value::<HandoffMessage>(m.clone()) {
-                            Ok(HandoffMessage::Darang(m)) => Some(m.verdict.into()),
-                            _ => None,
-                        }
+                        serde_json::from_value::<HandoffMessage>(m.clone())
+                            .ok()
+                            .filter(|m| m.review().is_some())
+                            .and_then(|m| ReviewVerdict::of(m.verdict()))
                     }
                     _ => None,
                 };

@@ -77,9 +77,10 @@ pub(super) fn resumable(
 mod tests {
     use super::*;
     use crate::domain::RunOutcome;
+    use crate::domain::Stage;
 
     fn run(number: i64, round: u32, outcome: RunOutcome, session: Option<&str>) -> Run {
-        let mut run = Run::sample(Actor::Narang, None, number, round, number);
+        let mut run = Run::sample(Stage::Implementing.actor(), None, number, round, number);
         run.outcome = Some(outcome);
         run.session_id = session.map(str::to_string);
         run
@@ -90,7 +91,7 @@ mod tests {
         if resume {
             config.agent.resume_args = Some(vec!["--resume".into(), "{session}".into()]);
         }
-        config.agent.spec(Actor::Narang)
+        config.agent.spec(Stage::Implementing.actor())
     }
 
     #[test]
@@ -102,7 +103,14 @@ mod tests {
         ] {
             let runs = [run(2, 1, outcome, Some("s-1"))];
             assert_eq!(
-                resumable(&runs, 1, Actor::Narang, None, "x", &spec(true)),
+                resumable(
+                    &runs,
+                    1,
+                    Stage::Implementing.actor(),
+                    None,
+                    "x",
+                    &spec(true)
+                ),
                 Some(("SPRINT-001-R02".to_string(), "s-1".to_string())),
                 "{outcome:?}"
             );
@@ -116,7 +124,7 @@ mod tests {
             resumable(
                 std::slice::from_ref(&paused),
                 2,
-                Actor::Narang,
+                Stage::Implementing.actor(),
                 None,
                 "x",
                 &spec(true)
@@ -127,7 +135,7 @@ mod tests {
             resumable(
                 std::slice::from_ref(&paused),
                 1,
-                Actor::Narang,
+                Stage::Implementing.actor(),
                 None,
                 "x",
                 &spec(false)
@@ -138,7 +146,7 @@ mod tests {
             resumable(
                 std::slice::from_ref(&paused),
                 1,
-                Actor::Darang,
+                Stage::Reviewing.actor(),
                 None,
                 "x",
                 &spec(true)
@@ -152,7 +160,14 @@ mod tests {
         ] {
             let runs = [paused.clone(), run(3, 1, outcome, Some("s-2"))];
             assert_eq!(
-                resumable(&runs, 1, Actor::Narang, None, "x", &spec(true)),
+                resumable(
+                    &runs,
+                    1,
+                    Stage::Implementing.actor(),
+                    None,
+                    "x",
+                    &spec(true)
+                ),
                 None,
                 "{outcome:?}"
             );
@@ -162,14 +177,21 @@ mod tests {
         by_claude.agent = Some("claude-code".into());
         let by_claude = [by_claude];
         assert_eq!(
-            resumable(&by_claude, 1, Actor::Narang, None, "codex", &spec(true)),
+            resumable(
+                &by_claude,
+                1,
+                Stage::Implementing.actor(),
+                None,
+                "codex",
+                &spec(true)
+            ),
             None
         );
         assert!(
             resumable(
                 &by_claude,
                 1,
-                Actor::Narang,
+                Stage::Implementing.actor(),
                 None,
                 "claude-code",
                 &spec(true)
@@ -178,7 +200,14 @@ mod tests {
         );
         let no_session = [run(2, 1, RunOutcome::Interrupted, None)];
         assert_eq!(
-            resumable(&no_session, 1, Actor::Narang, None, "x", &spec(true)),
+            resumable(
+                &no_session,
+                1,
+                Stage::Implementing.actor(),
+                None,
+                "x",
+                &spec(true)
+            ),
             None
         );
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{Committed, Orchestrator, OrchestratorError, spent_usd};
 use crate::clock::now_ms;
 use crate::handoff::message::HandoffMessage;
-use crate::pipeline::{Before, Decision, Event, Facts, Launch, decide};
+use crate::pipeline::{Before, Decision, Event, Facts, Launch, Stage, decide};
 use crate::sister::Stop;
 use crate::store::{Command, CommandStatus, Run, RunEnd, Sprint, StoreError, TransitionRecord};
 
@@ -42,15 +42,12 @@ impl Orchestrator {
         let message: Option<HandoffMessage> = run
             .and_then(|r| r.message.clone())
             .and_then(|m| serde_json::from_value(m).ok());
-        let (named_contract, named_branch) = match &message {
-            Some(HandoffMessage::Harang(m)) => {
-                (m.payload.as_ref().map(|p| p.contract_id.as_str()), None)
-            }
-            Some(HandoffMessage::Narang(m)) => {
-                (None, m.payload.as_ref().map(|p| p.branch.as_str()))
-            }
-            _ => (None, None),
-        };
+        let named_contract = message
+            .as_ref()
+            .and_then(|m| Some(m.plan()?.contract_id.as_str()));
+        let named_branch = message
+            .as_ref()
+            .and_then(|m| Some(m.implementation()?.branch.as_str()));
         let before = Before {
             position: sprint.position(),
             next_run_at: sprint.next_run_at,
@@ -252,7 +249,7 @@ impl Orchestrator {
         event: &Event,
         runs: Option<Vec<Run>>,
     ) -> Result<((Option<String>, bool), Option<Vec<Run>>), OrchestratorError> {
-        use crate::domain::{Actor, RunOutcome};
+        use crate::domain::RunOutcome;
         use crate::pipeline::ProgressCheck;
         let Some(check) = crate::pipeline::progress_check(sprint.round, event) else {
             return Ok(((None, false), runs));
@@ -264,7 +261,7 @@ impl Orchestrator {
         let runs = self.runs_of(sprint, runs).await?;
         let reviews = |round: u32| {
             runs.iter()
-                .filter(move |r| r.actor == Actor::Darang && r.round == round)
+                .filter(move |r| r.actor.stage() == Stage::Reviewing && r.round == round)
                 .filter(|r| r.outcome == Some(RunOutcome::Handoff))
         };
         let mut unchanged = None;

@@ -158,13 +158,18 @@ impl Event {
             Event::Reported { actor, verdict, .. } => format!("{actor}:{verdict}"),
             Event::Failed { failure } => format!("failed:{}", failure.kind.as_str()),
             Event::Reviewed { reviewer, verdict } => {
-                format!("darang/{reviewer}:{}", verdict.verdict())
+                format!(
+                    "{}/{reviewer}:{}",
+                    Stage::Reviewing.actor(),
+                    verdict.verdict()
+                )
             }
             Event::ReviewerFailed {
                 reviewer, failure, ..
             } => format!("failed/{reviewer}:{}", failure.kind.as_str()),
             Event::ReviewMerged { verdicts } => {
-                format!("darang:{}", merged_verdict(verdicts).verdict().verdict())
+                let merged = merged_verdict(verdicts).verdict().verdict();
+                format!("{}:{merged}", Stage::Reviewing.actor())
             }
             Event::Approve { .. } => "approve".into(),
             Event::RequestChanges { .. } => "request_changes".into(),

@@ -13,7 +13,7 @@ pub use super::event::{Escalation, Event, FailedCheck, Failure, Note};
 use super::policy::Policy;
 pub use super::position::{Position, ResumePoint, Stage, State};
 use crate::domain::FailureKind;
-use crate::domain::{Actor, Verdict};
+use crate::domain::Verdict;
 
 /// The result of an accepted event.
 #[derive(Debug, Clone, PartialEq)]
@@ -270,7 +270,7 @@ pub fn apply(
             State::Reviewing => {
                 let verdict = merged_verdict(verdicts).verdict().verdict();
                 let reported = Event::Reported {
-                    actor: Actor::Darang,
+                    actor: Stage::Reviewing.actor(),
                     verdict,
                     sprint_id: None,
                     reason: None,
@@ -573,7 +573,7 @@ pub fn asks(at: Position, event: &Event) -> (bool, bool) {
     let approves = at.state == State::Reviewing
         && match event {
             Event::Reported { actor, verdict, .. } => {
-                *actor == Actor::Darang && *verdict == Verdict::Approve
+                actor.stage() == Stage::Reviewing && *verdict == Verdict::Approve
             }
             Event::ReviewMerged { verdicts } => {
                 merged_verdict(verdicts).verdict().verdict() == Verdict::Approve

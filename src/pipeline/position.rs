@@ -5,8 +5,6 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::Actor;
-
 /// Where a sprint is. Lower-case in JSON, the CLI and the database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -116,33 +114,9 @@ impl std::str::FromStr for State {
     }
 }
 
-/// A state in which one sister runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Stage {
-    Planning,
-    Implementing,
-    Reviewing,
-    Deploying,
-}
+pub use crate::domain::Stage;
 
 impl Stage {
-    pub const ALL: [Stage; 4] = [
-        Stage::Planning,
-        Stage::Implementing,
-        Stage::Reviewing,
-        Stage::Deploying,
-    ];
-
-    pub fn actor(self) -> Actor {
-        match self {
-            Stage::Planning => Actor::Harang,
-            Stage::Implementing => Actor::Narang,
-            Stage::Reviewing => Actor::Darang,
-            Stage::Deploying => Actor::Erang,
-        }
-    }
-
     pub fn state(self) -> State {
         match self {
             Stage::Planning => State::Planning,

@@ -387,12 +387,10 @@ pub fn progress_check(round: u32, event: &Event) -> Option<ProgressCheck> {
     }
     match event {
         Event::Reported {
-            actor: Actor::Narang,
             verdict: Verdict::ImplDone,
             ..
         } => Some(ProgressCheck::BranchMoved),
         Event::Reported {
-            actor: Actor::Darang,
             verdict: Verdict::RequestChanges,
             ..
         } => Some(ProgressCheck::FindingsRepeated),
@@ -454,6 +452,7 @@ pub fn same_findings(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::Stage;
 
     fn reported(actor: Actor, verdict: Verdict) -> Event {
         Event::Reported {
@@ -466,8 +465,8 @@ mod tests {
 
     #[test]
     fn a_round_is_checked_for_progress_from_round_2_at_impl_done_and_a_request_for_changes() {
-        let implemented = reported(Actor::Narang, Verdict::ImplDone);
-        let asked = reported(Actor::Darang, Verdict::RequestChanges);
+        let implemented = reported(Stage::Implementing.actor(), Verdict::ImplDone);
+        let asked = reported(Stage::Reviewing.actor(), Verdict::RequestChanges);
         assert_eq!(
             progress_check(1, &implemented),
             None,
@@ -483,11 +482,11 @@ mod tests {
             Some(ProgressCheck::FindingsRepeated)
         );
         assert_eq!(
-            progress_check(2, &reported(Actor::Darang, Verdict::Approve)),
+            progress_check(2, &reported(Stage::Reviewing.actor(), Verdict::Approve)),
             None
         );
         assert_eq!(
-            progress_check(2, &reported(Actor::Narang, Verdict::Error)),
+            progress_check(2, &reported(Stage::Implementing.actor(), Verdict::Error)),
             None
         );
         let merged = |pairs: &[(&str, ReviewVerdict)]| Event::ReviewMerged {

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::config::Config;
-use crate::domain::Actor;
+use crate::domain::Stage;
 use crate::fence::Own;
 use crate::git::Repo;
 use crate::git::facts;
@@ -220,7 +220,7 @@ impl Evidence {
 fn last_reviewed(runs: &[Run]) -> Option<String> {
     runs.iter()
         .rev()
-        .find(|r| r.actor == Actor::Darang && r.outcome == Some(RunOutcome::Handoff))
+        .find(|r| r.actor.stage() == Stage::Reviewing && r.outcome == Some(RunOutcome::Handoff))
         .and_then(|r| r.git_head.clone())
 }
 
@@ -299,7 +299,7 @@ fn rounds(runs: &[Run], log: &[TransitionRecord]) -> Vec<Round> {
     let mut by_round: BTreeMap<u32, Vec<Review>> = BTreeMap::new();
     let reviews = runs
         .iter()
-        .filter(|r| r.actor == Actor::Darang && r.outcome == Some(RunOutcome::Handoff));
+        .filter(|r| r.actor.stage() == Stage::Reviewing && r.outcome == Some(RunOutcome::Handoff));
     for run in reviews {
         let Some(m) = &run.message else { continue };
         let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
@@ -318,7 +318,7 @@ fn rounds(runs: &[Run], log: &[TransitionRecord]) -> Vec<Round> {
             })
             .collect();
         by_round.entry(run.round).or_default().push(Review {
-            reviewer: run.reviewer.clone().unwrap_or_else(|| "darang".into()),
+            reviewer: (run.reviewer.clone()).unwrap_or_else(|| run.actor.to_string()),
             verdict: text(&m["verdict"]),
             findings,
         });

@@ -1,6 +1,7 @@
 //! `sprint log`: a sprint's transitions, commands, contract, checks and runs, and one
 //! run's capture.
 
+use crate::domain::Stage;
 use std::time::Duration;
 
 use serde_json::json;
@@ -101,7 +102,10 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
         outln!("Started by {}\n", escape_controls(by));
     }
     if !contract.is_empty() {
-        outln!("Contract (harang's checklist, with the latest review's result):");
+        outln!(
+            "Contract ({}'s checklist, with the latest review's result):",
+            Stage::Planning.actor()
+        );
         for c in &contract {
             outln!(
                 "  {} {}: {}",
@@ -195,7 +199,10 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
         );
     }
     if !checks.is_empty() {
-        outln!("\nChecks (the project's check, run after narang's IMPL_DONE):");
+        outln!(
+            "\nChecks (the project's check, run after {}'s IMPL_DONE):",
+            Stage::Implementing.actor()
+        );
     }
     for c in &checks {
         print_check(c);

@@ -7,7 +7,7 @@
 use ab_glyph::{Font, FontRef, PxScale, ScaleFont, point};
 use tiny_skia::{Color, Paint, PathBuilder, Pixmap, Rect, Stroke, Transform};
 
-use crate::domain::Actor;
+use crate::domain::{Actor, Stage};
 use crate::sister::RunOutcome;
 use crate::store::{CheckRecord, Run, Sprint};
 
@@ -122,20 +122,24 @@ pub struct Layout {
 fn rows(runs: &[Run], checks: &[CheckRecord]) -> Vec<(Actor, Option<String>, String)> {
     let mut rows = Vec::new();
     for actor in Actor::ALL {
-        if actor == Actor::Darang {
+        if actor.stage() == Stage::Reviewing {
             if !checks.is_empty() {
-                rows.push((Actor::Narang, Some(String::new()), "check".to_string()));
+                rows.push((
+                    Stage::Implementing.actor(),
+                    Some(String::new()),
+                    "check".to_string(),
+                ));
             }
             let mut reviewers: Vec<&str> = runs
                 .iter()
-                .filter(|r| r.actor == Actor::Darang)
+                .filter(|r| r.actor.stage() == Stage::Reviewing)
                 .filter_map(|r| r.reviewer.as_deref())
                 .collect();
             reviewers.sort_unstable();
             reviewers.dedup();
             if reviewers.len() > 1 {
                 for name in reviewers {
-                    rows.push((actor, Some(name.to_string()), format!("darang · {name}")));
+                    rows.push((actor, Some(name.to_string()), format!("{actor} · {name}")));
                 }
                 continue;
             }
@@ -469,10 +473,24 @@ mod tests {
     fn two_rounds() -> Vec<Run> {
         use RunOutcome::*;
         vec![
-            run(Actor::Harang, None, 1, (0, 60), Some(Handoff), "PLAN_READY"),
-            run(Actor::Narang, None, 1, (60, 100), Some(ExitNonzero), ""),
             run(
-                Actor::Narang,
+                Stage::Planning.actor(),
+                None,
+                1,
+                (0, 60),
+                Some(Handoff),
+                "PLAN_READY",
+            ),
+            run(
+                Stage::Implementing.actor(),
+                None,
+                1,
+                (60, 100),
+                Some(ExitNonzero),
+                "",
+            ),
+            run(
+                Stage::Implementing.actor(),
                 None,
                 1,
                 (110, 300),
@@ -480,7 +498,7 @@ mod tests {
                 "IMPL_DONE",
             ),
             run(
-                Actor::Darang,
+                Stage::Reviewing.actor(),
                 None,
                 1,
                 (300, 400),
@@ -488,14 +506,14 @@ mod tests {
                 "REQUEST_CHANGES",
             ),
             run(
-                Actor::Narang,
+                Stage::Implementing.actor(),
                 None,
                 2,
                 (400, 500),
                 Some(Handoff),
                 "IMPL_DONE",
             ),
-            run(Actor::Darang, None, 2, (500, 540), None, ""),
+            run(Stage::Reviewing.actor(), None, 2, (500, 540), None, ""),
         ]
     }
 
@@ -547,7 +565,7 @@ mod tests {
         use RunOutcome::*;
         let runs = vec![
             run(
-                Actor::Darang,
+                Stage::Reviewing.actor(),
                 Some("static"),
                 1,
                 (0, 10),
@@ -555,7 +573,7 @@ mod tests {
                 "APPROVE",
             ),
             run(
-                Actor::Darang,
+                Stage::Reviewing.actor(),
                 Some("runtime"),
                 1,
                 (0, 20),

@@ -16,6 +16,7 @@ use super::container::Container;
 use super::contract::CheckResult;
 use super::process::{self, Activity, SharedCapture};
 use super::{RunOutcome, RunReport, RunRequest, Stop, tail_text};
+use crate::domain::Verdict;
 use crate::git::facts;
 
 /// How many lines of the check's output its failure quotes.
@@ -93,14 +94,11 @@ impl CheckReport {
     }
 }
 
-/// Whether a run's end is one the project's check is run on: narang's `IMPL_DONE`, its
-/// claims holding.
+/// Whether a run's end is one the project's check is run on: the implementer's
+/// `IMPL_DONE`, its claims holding.
 pub(super) fn applies(report: &RunReport) -> bool {
-    use crate::handoff::message::{HandoffMessage, NarangVerdict};
     report.outcome == RunOutcome::Handoff
-        && report.message.as_ref().is_some_and(|v| {
-            matches!(&v.message, HandoffMessage::Narang(m) if m.verdict == NarangVerdict::ImplDone)
-        })
+        && (report.message.as_ref()).is_some_and(|v| v.message.verdict() == Verdict::ImplDone)
 }
 
 /// Runs the check for `req`'s run and folds what came of it into `report`: passed, the

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::process::{self, SharedCapture};
 use super::{RunOutcome, RunReport, RunRequest, Stop, tail_text};
 use crate::git::facts;
-use crate::handoff::message::{ChecklistItem, DarangVerdict, HandoffMessage, Usage};
+use crate::handoff::message::{ChecklistItem, HandoffMessage, Usage, Verdict};
 use crate::handoff::validate::{
     Problem, envelope_status, extract_message, parse_output, validate_value,
 };
@@ -223,15 +223,14 @@ async fn classify_output(req: &RunRequest, stdout: &[u8], report: &mut RunReport
     };
     match validate_value(value, None) {
         Ok(valid) => {
-            if let HandoffMessage::Narang(m) = &valid.message
-                && let Some(payload) = &m.payload
+            if let Some(payload) = valid.message.implementation()
                 && let Err(reason) = facts::check_impl_claim(&req.repo, payload).await
             {
                 report.outcome = RunOutcome::BadOutput;
                 report.detail = format!("the IMPL_DONE claim does not hold: {reason}");
                 return;
             }
-            if let (HandoffMessage::Darang(_), Some(head)) = (&valid.message, &req.contract.head)
+            if let (Some(_), Some(head)) = (valid.message.review(), &req.contract.head)
                 && let Err(reason) =
                     crate::git::branch::unmoved(&req.repo, &req.contract.branch, head).await
             {
@@ -259,13 +258,11 @@ async fn classify_output(req: &RunRequest, stdout: &[u8], report: &mut RunReport
 /// An APPROVE must report on every item of the sprint's contract: the items it leaves
 /// out of `checklistResults`, as the problem its repair is told.
 fn unreported_contract(contract: &[ChecklistItem], message: &HandoffMessage) -> Option<Problem> {
-    let HandoffMessage::Darang(m) = message else {
-        return None;
-    };
-    if m.verdict != DarangVerdict::Approve {
+    let review = message.review()?;
+    if message.verdict() != Verdict::Approve {
         return None;
     }
-    let reported = &m.payload.checklist_results;
+    let reported = &review.checklist_results;
     let missing: Vec<&str> = contract
         .iter()
         .map(|item| item.id.as_str())

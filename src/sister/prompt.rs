@@ -1,11 +1,12 @@
 //! The prompt on a sister's stdin: the rule about quoted text, the sprint, the role's job,
 //! what the last attempt was told, and the handoff document.
 
+use crate::domain::Stage;
 use std::fmt::Write as _;
 
 use super::contract::{CheckResult, ContractFile, PersonRequest, UNKNOWN};
 use crate::handoff::document::render_handoff_context;
-use crate::handoff::message::{Actor, ReviewIssue};
+use crate::handoff::message::ReviewIssue;
 use crate::handoff::quote;
 
 /// The prompt on the sister's stdin. It ends with the handoff document in
@@ -168,11 +169,11 @@ fn request_text(contract: &ContractFile, request: &PersonRequest) -> String {
         .zip(&contract.checklist_by)
         .find(|(item, by)| *by != crate::store::PLANNER && item.text == request.text.trim())
         .map(|(item, _)| item.id.as_str());
-    match (contract.role, item) {
-        (Actor::Darang, Some(id)) => format!(
+    match (contract.role.stage(), item) {
+        (Stage::Reviewing, Some(id)) => format!(
             "Before this round ({round}), a person asked for this: {said}\nIt is the contract item {id}: judge whether the branch now does what they asked, and report it like the others."
         ),
-        (Actor::Darang, None) => format!(
+        (Stage::Reviewing, None) => format!(
             "Before this round ({round}), a person asked for this: {said}\nJudge whether the branch now does what they asked, besides the contract; a request that is not met is a finding."
         ),
         (_, Some(id)) => format!(
@@ -196,7 +197,8 @@ fn check_text(check: &CheckResult) -> String {
         .unwrap_or_default();
     if check.passed {
         return format!(
-            "The orchestrator ran the project's check `{line}`{on} after narang's IMPL_DONE (run {}): it passed (exit code 0) in {}.",
+            "The orchestrator ran the project's check `{line}`{on} after {}'s IMPL_DONE (run {}): it passed (exit code 0) in {}.",
+            Stage::Implementing.actor(),
             check.run,
             humantime::format_duration(took)
         );
@@ -261,7 +263,7 @@ fn issues_by_source(contract: &ContractFile) -> Vec<(&str, Vec<&ReviewIssue>)> {
         let from = contract
             .review_issues_by
             .get(n)
-            .map_or(Actor::Darang.as_str(), String::as_str);
+            .map_or(Stage::Reviewing.actor().as_str(), String::as_str);
         match groups.iter_mut().find(|(f, _)| *f == from) {
             Some((_, group)) => group.push(issue),
             None => groups.push((from, vec![issue])),
@@ -298,7 +300,7 @@ mod tests {
             sprint_id: "SPRINT-001".into(),
             goal: "Add a login page".into(),
             project: "app".into(),
-            role: Actor::Narang,
+            role: Stage::Implementing.actor(),
             round: 2,
             attempt: 1,
             branch: "feature/x".into(),

@@ -3,6 +3,7 @@
 //! own `prompts/<actor>.md`, with its placeholders filled from the contract file.
 
 use super::ContractFile;
+use crate::domain::Stage;
 use crate::handoff::message::Actor;
 use crate::handoff::quote;
 use crate::placeholder;
@@ -118,8 +119,8 @@ fn checklist(c: &ContractFile) -> String {
         .map(|(by, lines)| quote::block("checklist", by, &format!("\n{lines}")))
         .collect();
     if let Some(last) = asked.last() {
-        let reported = match c.role {
-            Actor::Darang => "report that earlier item as passed, its note naming the request",
+        let reported = match c.role.stage() {
+            Stage::Reviewing => "report that earlier item as passed, its note naming the request",
             _ => "the reviewer reports that earlier item as passed, its note naming the request",
         };
         out.push(format!(
@@ -135,6 +136,7 @@ fn checklist(c: &ContractFile) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::Stage;
 
     #[test]
     fn the_built_in_texts_use_only_prompt_placeholders() {
@@ -155,8 +157,8 @@ mod tests {
                 assert!(text.contains(needed), "{actor} lacks {needed}");
             }
         }
-        assert!(built_in(Actor::Erang).contains("{deploy}"));
-        for actor in [Actor::Narang, Actor::Darang] {
+        assert!(built_in(Stage::Deploying.actor()).contains("{deploy}"));
+        for actor in [Stage::Implementing.actor(), Stage::Reviewing.actor()] {
             assert!(built_in(actor).contains("{checklist}"), "{actor}");
         }
     }

@@ -3,10 +3,8 @@
 //! the latest review round said of each item.
 
 use super::{Run, TransitionRecord};
-use crate::domain::{Actor, RunOutcome};
-use crate::handoff::message::{
-    ChecklistItem, DarangVerdict, HandoffMessage, HarangVerdict, ReviewPayload,
-};
+use crate::domain::{Actor, RunOutcome, Stage, Verdict};
+use crate::handoff::message::{ChecklistItem, HandoffMessage, ReviewPayload};
 
 /// One contract item with the latest review's word on it: `Some(true)` when every
 /// reviewer of that round who reported it passed it, `None` before any did.
@@ -14,12 +12,12 @@ use crate::handoff::message::{
 pub struct ContractItem {
     pub item: ChecklistItem,
     pub passed: Option<bool>,
-    /// Each reviewer's word on it, when darang has several: `(reviewer, passed)`.
+    /// Each reviewer's word on it, when there are several: `(reviewer, passed)`.
     pub reviewers: Vec<(String, bool)>,
 }
 
 /// Who set a contract item: the planner, or the person whose request it is.
-pub const PLANNER: &str = "harang";
+pub const PLANNER: &str = Stage::Planning.actor().as_str();
 
 /// The sprint's contract: the checklist of the last plan that was handed on (the
 /// PLAN_READY that moved the sprint to implementing), then one item per round a person
@@ -81,32 +79,25 @@ fn request_id(round: u32) -> String {
 
 /// The checklist of the last plan that was handed on; empty when the plan had none.
 fn planned(runs: &[Run]) -> Vec<ChecklistItem> {
-    handed_on(runs, Actor::Harang)
-        .find_map(|m| match m {
-            HandoffMessage::Harang(m) if m.verdict == HarangVerdict::PlanReady => {
-                Some(m.payload?.checklist.unwrap_or_default())
-            }
-            _ => None,
-        })
+    handed_on(runs, Stage::Planning.actor())
+        .find(|m| m.verdict() == Verdict::PlanReady)
+        .and_then(|m| m.plan()?.checklist.clone())
         .unwrap_or_default()
 }
 
 /// The contract with the verdict of the latest review round on each item.
 pub fn contract_results(runs: &[Run], log: &[TransitionRecord]) -> Vec<ContractItem> {
-    let last_round = runs
-        .iter()
-        .filter(|r| r.actor == Actor::Darang && r.outcome == Some(RunOutcome::Handoff))
-        .map(|r| r.round)
-        .max();
+    let reviewer = Stage::Reviewing.actor();
+    let handed_on = |r: &&Run| r.actor == reviewer && r.outcome == Some(RunOutcome::Handoff);
+    let last_round = runs.iter().filter(handed_on).map(|r| r.round).max();
     let reviews: Vec<(Option<&str>, ReviewPayload)> = runs
         .iter()
-        .filter(|r| r.actor == Actor::Darang && r.outcome == Some(RunOutcome::Handoff))
+        .filter(handed_on)
         .filter(|r| Some(r.round) == last_round)
-        .filter_map(|r| match serde_json::from_value(r.message.clone()?).ok()? {
-            HandoffMessage::Darang(m) if m.verdict != DarangVerdict::Abort => {
-                Some((r.reviewer.as_deref(), m.payload))
-            }
-            _ => None,
+        .filter_map(|r| {
+            let m: HandoffMessage = serde_json::from_value(r.message.clone()?).ok()?;
+            let review = m.review().filter(|_| m.verdict() != Verdict::Abort)?;
+            Some((r.reviewer.as_deref(), review.clone()))
         })
         .collect();
     contract(runs, log)
@@ -121,7 +112,7 @@ pub fn contract_results(runs: &[Run], log: &[TransitionRecord]) -> Vec<ContractI
             let passed = (!said.is_empty()).then(|| said.iter().all(|&(_, p)| p));
             let mut reviewers: Vec<(String, bool)> = if reviews.len() > 1 {
                 said.iter()
-                    .map(|&(who, p)| (who.unwrap_or("darang").to_string(), p))
+                    .map(|&(who, p)| (who.unwrap_or(reviewer.as_str()).to_string(), p))
                     .collect()
             } else {
                 Vec::new()

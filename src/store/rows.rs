@@ -5,9 +5,9 @@
 use serde::Serialize;
 
 use super::{NewRun, RunEnd, StoreError};
-use crate::domain::Actor;
 use crate::domain::RunOutcome;
 use crate::domain::run_id;
+use crate::domain::{Actor, Stage};
 use crate::handoff::HandoffDocument;
 use crate::pipeline::fsm::{Note, ResumePoint};
 use crate::pipeline::{Event, Position, State};
@@ -227,7 +227,7 @@ pub fn approved_head(log: &[TransitionRecord], runs: &[Run]) -> Option<String> {
     }
     runs.iter()
         .rev()
-        .filter(|r| r.actor == Actor::Darang && r.round == done.round)
+        .filter(|r| r.actor.stage() == Stage::Reviewing && r.round == done.round)
         .find(|r| r.outcome == Some(RunOutcome::Handoff))
         .and_then(|r| r.git_head.clone())
 }
@@ -487,7 +487,7 @@ impl Run {
 pub fn review_round(runs: &[Run]) -> &[Run] {
     let since = runs
         .iter()
-        .rposition(|r| r.actor == Actor::Narang)
+        .rposition(|r| r.actor.stage() == Stage::Implementing)
         .map_or(0, |i| i + 1);
     &runs[since..]
 }

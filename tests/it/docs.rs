@@ -369,3 +369,68 @@ fn the_link_reader_knows_code_from_links_and_slugs_as_github_does() {
     let found = anchors("# A\n## A\n```\n# A\n```\n### A\n");
     assert_eq!(found.into_iter().collect::<Vec<_>>(), ["a", "a-1", "a-2"]);
 }
+
+/// The files outside `domain/` and `handoff/` whose code (not their comments or test
+/// modules) may name a particular sister: the config keeps one table per sister. Everything
+/// else asks a sister's row (`Actor::info`) or its stage, so a new sister touches the
+/// table, its message type, its prompt and these.
+const FILES_NAMING_A_SISTER: &[&str] = &["src/config/agent.rs"];
+
+#[test]
+fn code_asks_a_sisters_role_not_its_name() {
+    let names = ["harang", "narang", "darang", "erang"];
+    // A sister's name as a word (`Actor::Darang`, `"darang"`, `.darang`), or its message
+    // types (`DarangMessage`, `DarangVerdict`).
+    let names_a_sister = |line: &str| {
+        let lower = line.to_lowercase();
+        lower
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|word| {
+                let typed = word.ends_with("message") || word.ends_with("verdict");
+                names
+                    .iter()
+                    .any(|n| word == *n || (typed && word.starts_with(n)))
+            })
+    };
+    let mut naming = BTreeSet::new();
+    let mut walk = vec![root().join("src")];
+    while let Some(dir) = walk.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let relative = path
+                .strip_prefix(root())
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            if relative == "src/domain" || relative == "src/handoff" {
+                continue;
+            }
+            if path.is_dir() {
+                walk.push(path);
+                continue;
+            }
+            if !relative.ends_with(".rs") || relative.ends_with("_tests.rs") {
+                continue;
+            }
+            let text = read(&path);
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            if code
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .any(names_a_sister)
+            {
+                naming.insert(relative);
+            }
+        }
+    }
+    let allowed: BTreeSet<String> = FILES_NAMING_A_SISTER
+        .iter()
+        .map(|f| f.to_string())
+        .collect();
+    let more: Vec<&String> = naming.difference(&allowed).collect();
+    assert!(
+        more.is_empty(),
+        "these files name a sister where a role would do (ask `Actor::info`, `actor.stage()` or `Stage::X.actor()`): {more:?}"
+    );
+    assert!(FILES_NAMING_A_SISTER.len() <= 8);
+}

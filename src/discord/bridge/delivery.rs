@@ -5,6 +5,7 @@
 use super::*;
 use crate::discord::rest::File;
 use crate::discord::{inert, summary};
+use crate::domain::{Stage, Verdict};
 use crate::report::evidence::Evidence;
 
 impl Bridge {
@@ -222,10 +223,10 @@ impl Bridge {
             .find(|r| r.run_id == *run_id)
             .and_then(|r| r.message.clone())
             .and_then(|m| serde_json::from_value::<HandoffMessage>(m).ok());
-        let Some(HandoffMessage::Erang(m)) = message else {
+        let Some(deployed) = message.as_ref().and_then(HandoffMessage::deployment) else {
             return Ok(None);
         };
-        let verified = match &m.payload.verification_results {
+        let verified = match &deployed.verification_results {
             serde_json::Value::Null => String::new(),
             serde_json::Value::String(s) => s.clone(),
             other => other.to_string(),
@@ -239,7 +240,7 @@ impl Bridge {
             } else {
                 "📦 Deployed:"
             },
-            inert::line(&m.payload.deploy_artifact_path)
+            inert::line(&deployed.deploy_artifact_path)
         );
         if !verified.trim().is_empty() {
             text.push_str(&format!(
@@ -260,7 +261,8 @@ impl Bridge {
         let Some(run_id) = &record.run_id else {
             return Ok(None);
         };
-        if record.event != "narang:IMPL_DONE" && record.event != "failed:check_failed" {
+        let implemented = format!("{}:{}", Stage::Implementing.actor(), Verdict::ImplDone);
+        if record.event != implemented && record.event != "failed:check_failed" {
             return Ok(None);
         }
         let checks = self.store.checks(&record.sprint_id).await?;
