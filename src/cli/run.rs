@@ -152,29 +152,10 @@ async fn drive(
         Ok(o) => o,
         Err(exit) => return exit,
     };
-    let by = super::cli_author(&config);
-    let sprint = match store
-        .create_sprint(
-            &project,
-            &args.goal,
-            args.focus.as_deref(),
-            &by,
-            &config.pipeline.branch_template,
-            now_ms(),
-        )
-        .await
-    {
+    let sprint = match queue(&config, &args, store, &project).await {
         Ok(s) => s,
-        Err(e) => {
-            errln!("hanarang run: {e}");
-            return Exit::Failure;
-        }
+        Err(exit) => return exit,
     };
-    outln!(
-        "{} queued: {}",
-        sprint.id,
-        crate::output::escape_controls(&sprint.goal)
-    );
     let orchestrator = orchestrator.only(&sprint);
     let handle = orchestrator.handle();
     let mut events = handle.subscribe();
@@ -198,21 +179,10 @@ async fn drive(
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     let exit = loop {
-        if current.state == State::Queued {
-            match store.ahead_of(&current).await {
-                Ok(ahead) => {
-                    let now = ahead.as_ref().map(|a| (a.id.clone(), a.state));
-                    if let Some(ahead) = ahead.filter(|_| now != waits_for) {
-                        console.say(&waiting_line(&current, &ahead));
-                    }
-                    waits_for = now;
-                }
-                Err(e) => {
-                    console.clear_status();
-                    errln!("hanarang run: {e}");
-                    break Exit::Failure;
-                }
-            }
+        if current.state == State::Queued
+            && let Err(exit) = tell_the_wait(store, &current, &mut waits_for, &mut console).await
+        {
+            break exit;
         }
         let progress = tokio::select! {
             p = console.next(store, &mut events, &config) => p,
@@ -278,40 +248,8 @@ async fn drive(
                         }
                     }
                 };
-                let by = if args.auto_approve {
-                    format!("{} --auto-approve", super::cli_author(&config))
-                } else {
-                    super::cli_author(&config)
-                };
-                let (kind, text) = match decision {
-                    Decision::Approve => (CommandKind::Approve, None),
-                    Decision::RequestChanges(note) => (CommandKind::RequestChanges, Some(note)),
-                    Decision::Abort => (
-                        CommandKind::Abort,
-                        Some("declined at the deploy prompt".to_string()),
-                    ),
-                    Decision::Later => {
-                        outln!(
-                            "{} waits in done for deploy approval. Next: {}",
-                            current.id,
-                            next_step(&current, AppliedBy::Serve)
-                        );
-                        break Exit::Failure;
-                    }
-                };
-                if let Err(e) = store
-                    .submit_command(
-                        &current.id,
-                        kind,
-                        text.as_deref(),
-                        &by,
-                        Some(current.last_seq),
-                        now_ms(),
-                    )
-                    .await
-                {
-                    errln!("hanarang run: {e}");
-                    break Exit::Failure;
+                if let Err(exit) = answer(&config, &args, store, &current, decision).await {
+                    break exit;
                 }
                 handle.wake();
             }
@@ -329,24 +267,130 @@ async fn drive(
         return Exit::Failure;
     }
     if interrupted {
-        // The orchestrator has stopped the sister and recorded where the sprint stands.
-        match store.sprint(&current.id).await {
-            Ok(Some(s)) => outln!(
-                "\n{} stopped: it is {} (round {}, attempt {}). Next: {}",
-                s.id,
-                s.state,
-                s.round,
-                s.attempt,
-                next_step(&s, AppliedBy::Serve)
-            ),
-            Ok(None) => {}
-            Err(e) => errln!("hanarang run: {e}"),
-        }
+        tell_where_it_stopped(store, &current.id).await;
     }
     if mode == RunMode::Demo && exit == Exit::Success {
         outln!("\ndemo finished: the sprint went from planning to deployed.");
     }
     exit
+}
+
+/// Creates the sprint `run` drives, and says it is queued.
+async fn queue(
+    config: &Config,
+    args: &RunArgs,
+    store: &crate::store::Store,
+    project: &str,
+) -> Result<Sprint, Exit> {
+    let by = super::cli_author(config);
+    let created = store
+        .create_sprint(
+            project,
+            &args.goal,
+            args.focus.as_deref(),
+            &by,
+            &config.pipeline.branch_template,
+            now_ms(),
+        )
+        .await;
+    let sprint = created.map_err(|e| {
+        errln!("hanarang run: {e}");
+        Exit::Failure
+    })?;
+    outln!(
+        "{} queued: {}",
+        sprint.id,
+        crate::output::escape_controls(&sprint.goal)
+    );
+    Ok(sprint)
+}
+
+/// While the sprint is queued: which sprint holds the project, said once each time it
+/// changes (`waits_for` is what was said last).
+async fn tell_the_wait(
+    store: &crate::store::Store,
+    current: &Sprint,
+    waits_for: &mut Option<(String, State)>,
+    console: &mut Console,
+) -> Result<(), Exit> {
+    match store.ahead_of(current).await {
+        Ok(ahead) => {
+            let now = ahead.as_ref().map(|a| (a.id.clone(), a.state));
+            if let Some(ahead) = ahead.filter(|_| now != *waits_for) {
+                console.say(&waiting_line(current, &ahead));
+            }
+            *waits_for = now;
+            Ok(())
+        }
+        Err(e) => {
+            console.clear_status();
+            errln!("hanarang run: {e}");
+            Err(Exit::Failure)
+        }
+    }
+}
+
+/// The person's answer to the deploy question, as the command it is; `Err` ends `run`
+/// (later, or the command could not be given).
+async fn answer(
+    config: &Config,
+    args: &RunArgs,
+    store: &crate::store::Store,
+    current: &Sprint,
+    decision: Decision,
+) -> Result<(), Exit> {
+    let by = if args.auto_approve {
+        format!("{} --auto-approve", super::cli_author(config))
+    } else {
+        super::cli_author(config)
+    };
+    let (kind, text) = match decision {
+        Decision::Approve => (CommandKind::Approve, None),
+        Decision::RequestChanges(note) => (CommandKind::RequestChanges, Some(note)),
+        Decision::Abort => (
+            CommandKind::Abort,
+            Some("declined at the deploy prompt".to_string()),
+        ),
+        Decision::Later => {
+            outln!(
+                "{} waits in done for deploy approval. Next: {}",
+                current.id,
+                next_step(current, AppliedBy::Serve)
+            );
+            return Err(Exit::Failure);
+        }
+    };
+    let given = store
+        .submit_command(
+            &current.id,
+            kind,
+            text.as_deref(),
+            &by,
+            Some(current.last_seq),
+            now_ms(),
+        )
+        .await;
+    given.map(|_| ()).map_err(|e| {
+        errln!("hanarang run: {e}");
+        Exit::Failure
+    })
+}
+
+/// After Ctrl-C: where the sprint stands (the orchestrator has stopped the sister and
+/// recorded it) and the next command to give.
+async fn tell_where_it_stopped(store: &crate::store::Store, sprint_id: &str) {
+    match store.sprint(sprint_id).await {
+        Ok(Some(s)) => outln!(
+            "\n{} stopped: it is {} (round {}, attempt {}). Next: {}",
+            s.id,
+            s.state,
+            s.round,
+            s.attempt,
+            next_step(&s, AppliedBy::Serve)
+        ),
+        Ok(None) => {}
+        Err(e) => errln!("hanarang run: {e}"),
+    }
 }
 
 /// How often `run` redraws its status line on a terminal.

@@ -15,6 +15,16 @@ impl Config {
                 message,
             })
         };
+        self.check_database_and_host(&mut problem);
+        self.check_pipeline(&mut problem);
+        self.check_agents(&mut problem);
+        self.check_projects(&mut problem);
+        self.check_discord(&mut problem);
+        problems
+    }
+
+    /// `[database]` and `[host]`.
+    fn check_database_and_host(&self, problem: &mut impl FnMut(&str, String)) {
         let url = &self.database.url;
         if !(url.starts_with("sqlite:") || is_postgres_url(url)) {
             problem(
@@ -44,6 +54,10 @@ impl Config {
                 "0 would run no sister at all: leave it out for no cap".into(),
             );
         }
+    }
+
+    /// `[pipeline]`.
+    fn check_pipeline(&self, problem: &mut impl FnMut(&str, String)) {
         let p = &self.pipeline;
         if p.max_attempts == 0 {
             problem("pipeline.max_attempts", "must be at least 1".into());
@@ -80,7 +94,10 @@ impl Config {
                 format!("must be a positive number of US dollars, got {cost}"),
             );
         }
+    }
 
+    /// `[agent]`, each sister's table, the reviewer's reviewers and the profiles.
+    fn check_agents(&self, problem: &mut impl FnMut(&str, String)) {
         let token_env = Some(self.token_env());
         let a = &self.agent;
         check_agent_fields(
@@ -101,7 +118,7 @@ impl Config {
                 timeout: None,
             },
             token_env,
-            &mut problem,
+            problem,
         );
         for actor in Actor::ALL {
             let s = a.sister(actor);
@@ -135,19 +152,19 @@ impl Config {
                         "a reviewer has no reviewers of its own".into(),
                     );
                 }
-                check_agent_fields(&table, &AgentFields::of(r), token_env, &mut problem);
+                check_agent_fields(&table, &AgentFields::of(r), token_env, problem);
             }
             check_agent_fields(
                 &format!("agent.{actor}"),
                 &AgentFields::of(s),
                 token_env,
-                &mut problem,
+                problem,
             );
         }
 
         for (name, profile) in &a.profiles {
             let table = format!("agent.profiles.{name}");
-            check_agent_fields(&table, &AgentFields::of(profile), token_env, &mut problem);
+            check_agent_fields(&table, &AgentFields::of(profile), token_env, problem);
         }
 
         if git_identity(&a.git_author, Stage::Implementing.actor(), &self.host.name).is_none() {
@@ -159,7 +176,10 @@ impl Config {
                 ),
             );
         }
+    }
 
+    /// Each `[projects.NAME]`: its name, workdir, recipe files and forge.
+    fn check_projects(&self, problem: &mut impl FnMut(&str, String)) {
         // What of hanarang's is known here: the config's own path is set only once it is
         // checked.
         let own = secret_files(self);
@@ -196,7 +216,10 @@ impl Config {
                 }
             }
         }
+    }
 
+    /// `[discord]`.
+    fn check_discord(&self, problem: &mut impl FnMut(&str, String)) {
         if let Some(d) = &self.discord {
             if !is_env_name(&d.token_env) {
                 problem(
@@ -237,7 +260,6 @@ impl Config {
                 );
             }
         }
-        problems
     }
 }
 

@@ -8,6 +8,7 @@ use poise::serenity_prelude as serenity;
 use serenity::{CreateActionRow, CreateButton};
 
 use crate::config::Locale;
+use crate::say;
 use crate::store::CommandKind;
 
 const PREFIX: &str = "hanarang";
@@ -68,20 +69,14 @@ impl Action {
         }
     }
 
-    fn label(self, locale: Locale) -> &'static str {
-        match (self, locale) {
-            (Action::Approve, Locale::Ko) => "배포 승인",
-            (Action::Approve, Locale::En) => "Approve deploy",
-            (Action::Changes, Locale::Ko) => "변경 요청",
-            (Action::Changes, Locale::En) => "Request changes",
-            (Action::Abort, Locale::Ko) => "중단",
-            (Action::Abort, Locale::En) => "Abort",
-            (Action::Handoff, Locale::Ko) => "지금 핸드오프",
-            (Action::Handoff, Locale::En) => "Hand off now",
-            (Action::Resume, Locale::Ko) => "지금 재개",
-            (Action::Resume, Locale::En) => "Resume now",
-            (Action::Settle, Locale::Ko) => "메모와 함께 재개",
-            (Action::Settle, Locale::En) => "Resume with a note",
+    fn label(self, locale: Locale) -> String {
+        match self {
+            Action::Approve => say!(locale, ko: "배포 승인", en: "Approve deploy"),
+            Action::Changes => say!(locale, ko: "변경 요청", en: "Request changes"),
+            Action::Abort => say!(locale, ko: "중단", en: "Abort"),
+            Action::Handoff => say!(locale, ko: "지금 핸드오프", en: "Hand off now"),
+            Action::Resume => say!(locale, ko: "지금 재개", en: "Resume now"),
+            Action::Settle => say!(locale, ko: "메모와 함께 재개", en: "Resume with a note"),
         }
     }
 

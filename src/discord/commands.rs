@@ -21,6 +21,7 @@ use crate::config::Locale;
 use crate::config::{may_approve, may_start, may_steer};
 use crate::domain::parse_sprint_id;
 use crate::orchestrator::client::{self, Answer, Request};
+use crate::say;
 use crate::store::CommandKind;
 
 /// How long an interaction waits for the orchestrator's answer before saying so.
@@ -93,10 +94,10 @@ async fn start(
         }
     };
     data.handle.wake();
-    let text = match data.config.pipeline.locale {
-        Locale::Ko => format!("{} 대기열에 추가: {}", sprint.id, sprint.goal),
-        Locale::En => format!("{} queued: {}", sprint.id, sprint.goal),
-    };
+    let (id, goal) = (&sprint.id, &sprint.goal);
+    let text = say!(data.config.pipeline.locale,
+        ko: "{id} 대기열에 추가: {goal}",
+        en: "{id} queued: {goal}");
     reply(ctx, &text).await
 }
 
@@ -262,17 +263,15 @@ async fn reply(ctx: Context<'_>, text: &str) -> Result<(), Error> {
 }
 
 fn not_a_starter(locale: Locale) -> String {
-    match locale {
-        Locale::Ko => "권한이 없어요: 스프린트는 설정된 사용자, 승인자(approver_user_ids, approver_role_ids)와 시작 권한자(starter_user_ids, starter_role_ids)만 시작할 수 있어요. 아무것도 대기열에 추가되지 않았어요.".into(),
-        Locale::En => "Not allowed: only the configured user, approvers (approver_user_ids, approver_role_ids) and starters (starter_user_ids, starter_role_ids) may start sprints. Nothing was queued.".into(),
-    }
+    say!(locale,
+        ko: "권한이 없어요: 스프린트는 설정된 사용자, 승인자(approver_user_ids, approver_role_ids)와 시작 권한자(starter_user_ids, starter_role_ids)만 시작할 수 있어요. 아무것도 대기열에 추가되지 않았어요.",
+        en: "Not allowed: only the configured user, approvers (approver_user_ids, approver_role_ids) and starters (starter_user_ids, starter_role_ids) may start sprints. Nothing was queued.")
 }
 
 fn not_allowed(locale: Locale) -> String {
-    match locale {
-        Locale::Ko => "권한이 없어요: 승인자만 할 수 있어요. 아무것도 바뀌지 않았어요.".into(),
-        Locale::En => "Not allowed: only approvers can do this. Nothing changed.".into(),
-    }
+    say!(locale,
+        ko: "권한이 없어요: 승인자만 할 수 있어요. 아무것도 바뀌지 않았어요.",
+        en: "Not allowed: only approvers can do this. Nothing changed.")
 }
 
 impl Data {
@@ -301,14 +300,9 @@ impl Data {
         if may_approve(&self.discord, user, started_by.as_deref()) {
             return None;
         }
-        Some(match locale {
-            Locale::Ko => format!(
-                "거절됨: approval = \"not-starter\" 규칙에 따라 {sprint_id}를 시작한 사람은 배포를 혼자 승인할 수 없어요. 다른 승인자가 승인해야 해요. 아무것도 바뀌지 않았어요."
-            ),
-            Locale::En => format!(
-                "Refused: approval = \"not-starter\": the person who started {sprint_id} cannot approve its deploy alone; another approver must. Nothing changed."
-            ),
-        })
+        Some(say!(locale,
+            ko: "거절됨: approval = \"not-starter\" 규칙에 따라 {sprint_id}를 시작한 사람은 배포를 혼자 승인할 수 없어요. 다른 승인자가 승인해야 해요. 아무것도 바뀌지 않았어요.",
+            en: "Refused: approval = \"not-starter\": the person who started {sprint_id} cannot approve its deploy alone; another approver must. Nothing changed."))
     }
 
     /// Gives a command as a Discord user and words the answer.
@@ -328,7 +322,7 @@ impl Data {
             by: &by,
             seq,
         };
-        let ko = self.config.pipeline.locale == Locale::Ko;
+        let locale = self.config.pipeline.locale;
         match client::submit(
             &self.handle.store,
             &self.policy,
@@ -345,21 +339,14 @@ impl Data {
                     Some(_) => self.current_card(sprint_id).await,
                     None => None,
                 };
-                let current = current.map_or(String::new(), |link| match ko {
-                    true => format!("\n지금 카드: {link}"),
-                    false => format!("\nThe current card: {link}"),
+                let current = current.map_or(String::new(), |link| {
+                    say!(locale, ko: "\n지금 카드: {link}", en: "\nThe current card: {link}")
                 });
-                match ko {
-                    true => format!("거절됨: {why}{current}"),
-                    false => format!("Refused: {why}{current}"),
-                }
+                say!(locale, ko: "거절됨: {why}{current}", en: "Refused: {why}{current}")
             }
-            Ok(Answer::Queued(n) | Answer::Unanswered(n)) if ko => {
-                format!("명령 #{n} 기록됨: 오케스트레이터가 곧 적용해요")
-            }
-            Ok(Answer::Queued(n) | Answer::Unanswered(n)) => {
-                format!("Recorded as command #{n}: the orchestrator applies it shortly")
-            }
+            Ok(Answer::Queued(n) | Answer::Unanswered(n)) => say!(locale,
+                ko: "명령 #{n} 기록됨: 오케스트레이터가 곧 적용해요",
+                en: "Recorded as command #{n}: the orchestrator applies it shortly"),
             Err(e) => {
                 tracing::error!(error = %e, sprint = sprint_id, "a Discord command failed");
                 "the database could not take the command; see the orchestrator's log".into()
@@ -461,18 +448,16 @@ pub async fn on_button(
     }
     if id.action.asks_for_a_note() {
         // The note is asked for in a modal; the command is given when it is submitted.
-        let (title, label) = match (id.action, locale) {
-            (Action::Changes, Locale::Ko) => (format!("{sprint_id} 변경 요청"), "무엇을 바꿀까요?"),
-            (Action::Changes, Locale::En) => {
-                (format!("Changes to {sprint_id}"), "What should change?")
-            }
-            (_, Locale::Ko) => (
-                format!("{sprint_id} 재개"),
-                "어떻게 풀까요? (다음 실행에 전달)",
+        let (title, label) = match id.action {
+            Action::Changes => (
+                say!(locale, ko: "{sprint_id} 변경 요청", en: "Changes to {sprint_id}"),
+                say!(locale, ko: "무엇을 바꿀까요?", en: "What should change?"),
             ),
-            (_, Locale::En) => (
-                format!("Resume {sprint_id}"),
-                "What settles it? (goes to the next run)",
+            _ => (
+                say!(locale, ko: "{sprint_id} 재개", en: "Resume {sprint_id}"),
+                say!(locale,
+                    ko: "어떻게 풀까요? (다음 실행에 전달)",
+                    en: "What settles it? (goes to the next run)"),
             ),
         };
         let form = ButtonId {

@@ -14,10 +14,10 @@ use serenity::{CreateAllowedMentions, CreateMessage, MessageType, ReactionType};
 use super::buttons::{decision_buttons, handoff_button, resume_button};
 use super::render::{MAX_CONTENT, cut};
 use super::{Data, Error};
-use crate::config::Locale;
 use crate::config::may_note;
 use crate::orchestrator::client::{Note, submit_note};
 use crate::pipeline::State;
+use crate::say;
 
 /// The reaction that says a note is recorded.
 pub const NOTED: &str = "📝";
@@ -85,22 +85,15 @@ pub async fn on_message(
     let id = match submit_note(store, &sprint, note, Some(&data.handle)).await {
         Ok(Ok(id)) => id,
         Ok(Err(reason)) => {
-            let text = match locale {
-                Locale::Ko => format!("메모로 남기지 않았어요: {reason}"),
-                Locale::En => format!("Not noted: {reason}"),
-            };
+            let text =
+                say!(locale, ko: "메모로 남기지 않았어요: {reason}", en: "Not noted: {reason}");
             return answer(ctx, msg, &text, Vec::new()).await;
         }
         Err(e) => {
             tracing::error!(error = %e, "a note from Discord could not be recorded");
-            let text = match locale {
-                Locale::Ko => {
-                    "메모를 저장하지 못했어요. 오케스트레이터 로그를 확인하세요".to_string()
-                }
-                Locale::En => {
-                    "The note could not be recorded; see the orchestrator's log".to_string()
-                }
-            };
+            let text = say!(locale,
+                ko: "메모를 저장하지 못했어요. 오케스트레이터 로그를 확인하세요",
+                en: "The note could not be recorded; see the orchestrator's log");
             return answer(ctx, msg, &text, Vec::new()).await;
         }
     };
@@ -108,17 +101,11 @@ pub async fn on_message(
     data.notes.notify_one();
     msg.react(ctx, ReactionType::Unicode(NOTED.to_string()))
         .await?;
+    let sprint_id = &sprint.id;
     if sprint.state == State::Done {
-        let text = match locale {
-            Locale::Ko => format!(
-                "📝 메모를 남겼어요. {}는 결정을 기다려요: 이 메모로 변경을 요청하거나 배포를 승인하세요",
-                sprint.id
-            ),
-            Locale::En => format!(
-                "📝 Noted. {} waits for your decision: request changes with this note, or approve the deploy",
-                sprint.id
-            ),
-        };
+        let text = say!(locale,
+            ko: "📝 메모를 남겼어요. {sprint_id}는 결정을 기다려요: 이 메모로 변경을 요청하거나 배포를 승인하세요",
+            en: "📝 Noted. {sprint_id} waits for your decision: request changes with this note, or approve the deploy");
         let buttons = decision_buttons(&sprint.id, sprint.last_seq, Some(id), locale);
         return answer(ctx, msg, &text, buttons).await;
     }
@@ -129,16 +116,11 @@ pub async fn on_message(
         .into_iter()
         .find(|r| r.outcome.is_none());
     if let Some(run) = running {
-        let who = run.actor.korean_name();
-        let text = match locale {
-            Locale::Ko => format!(
-                "📝 메모를 남겼어요. 지금 일하는 {who}의 실행이 끝나면 다음 실행이 이 메모를 받아요. 지금 바로 전하려면 새 세션으로 핸드오프하세요"
-            ),
-            Locale::En => format!(
-                "📝 Noted. {} is working now; the next run is given this note when this one ends. To give it now, hand off to a fresh session",
-                run.actor
-            ),
-        };
+        // Each language names the sister its own way.
+        let (who, actor) = (run.actor.korean_name(), run.actor);
+        let text = say!(locale,
+            ko: "📝 메모를 남겼어요. 지금 일하는 {who}의 실행이 끝나면 다음 실행이 이 메모를 받아요. 지금 바로 전하려면 새 세션으로 핸드오프하세요",
+            en: "📝 Noted. {actor} is working now; the next run is given this note when this one ends. To give it now, hand off to a fresh session");
         let button = handoff_button(&sprint.id, sprint.last_seq, locale);
         return answer(ctx, msg, &text, button).await;
     }
@@ -148,23 +130,14 @@ pub async fn on_message(
         .next_run_at
         .filter(|&at| at > crate::clock::now_ms() && sprint.state.stage().is_some());
     if sprint.state == State::Escalated || waits_until.is_some() {
-        let text = match (locale, sprint.state == State::Escalated) {
-            (Locale::Ko, true) => format!(
-                "📝 메모를 남겼어요. {}는 확인을 기다려요: 재개하면 다음 실행이 이 메모를 받아요",
-                sprint.id
-            ),
-            (Locale::En, true) => format!(
-                "📝 Noted. {} waits for a person: resume it, and its next run is given this note",
-                sprint.id
-            ),
-            (Locale::Ko, false) => format!(
-                "📝 메모를 남겼어요. {}의 다음 실행은 기다리는 중이에요: 지금 재개하면 이 메모를 받아요",
-                sprint.id
-            ),
-            (Locale::En, false) => format!(
-                "📝 Noted. {}'s next run is waiting; resume now, and it is given this note",
-                sprint.id
-            ),
+        let text = if sprint.state == State::Escalated {
+            say!(locale,
+                ko: "📝 메모를 남겼어요. {sprint_id}는 확인을 기다려요: 재개하면 다음 실행이 이 메모를 받아요",
+                en: "📝 Noted. {sprint_id} waits for a person: resume it, and its next run is given this note")
+        } else {
+            say!(locale,
+                ko: "📝 메모를 남겼어요. {sprint_id}의 다음 실행은 기다리는 중이에요: 지금 재개하면 이 메모를 받아요",
+                en: "📝 Noted. {sprint_id}'s next run is waiting; resume now, and it is given this note")
         };
         let button = resume_button(&sprint.id, sprint.last_seq, locale);
         return answer(ctx, msg, &text, button).await;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::inert;
 use crate::config::Locale;
 use crate::pipeline::State;
+use crate::say;
 use crate::store::{Sprint, Usage};
 
 /// Discord's limits (counted here in UTF-16 code units, the stricter reading).
@@ -48,23 +49,20 @@ fn state_label(state: State, locale: Locale) -> String {
             crate::notify::messages::stage_name(stage, locale)
         );
     }
-    let label = match (state, locale) {
-        (State::Queued, Locale::Ko) => "대기",
-        (State::Verifying, Locale::Ko) => "🧪 PR의 CI 검사 대기",
-        (State::Verifying, Locale::En) => "🧪 the pull request's checks run",
-        (State::Done, Locale::Ko) => "✅ 완료 (배포 승인 대기)",
-        (State::Deployed, Locale::Ko) => "🎉 배포 완료",
-        (State::Escalated, Locale::Ko) => "🚨 확인 필요",
-        (State::Aborted, Locale::Ko) => "🛑 중단",
-        (State::Queued, Locale::En) => "queued",
-        (State::Done, Locale::En) => "✅ done (waiting for deploy approval)",
-        (State::Deployed, Locale::En) => "🎉 deployed",
-        (State::Escalated, Locale::En) => "🚨 needs a human",
-        (State::Aborted, Locale::En) => "🛑 aborted",
+    match state {
+        State::Queued => say!(locale, ko: "대기", en: "queued"),
+        State::Verifying => say!(locale,
+            ko: "🧪 PR의 CI 검사 대기",
+            en: "🧪 the pull request's checks run"),
+        State::Done => say!(locale,
+            ko: "✅ 완료 (배포 승인 대기)",
+            en: "✅ done (waiting for deploy approval)"),
+        State::Deployed => say!(locale, ko: "🎉 배포 완료", en: "🎉 deployed"),
+        State::Escalated => say!(locale, ko: "🚨 확인 필요", en: "🚨 needs a human"),
+        State::Aborted => say!(locale, ko: "🛑 중단", en: "🛑 aborted"),
         // The stages, labelled above.
-        (_, _) => state.as_str(),
-    };
-    label.to_string()
+        _ => state.as_str().to_string(),
+    }
 }
 
 /// The state as the board names it: its label, and the state's own name after it when
@@ -105,26 +103,15 @@ pub fn board(
     let verdict = last_verdict.unwrap_or("—");
     // A sister may name the branch: it is its text, not a code span it could close.
     let branch = inert::line(&sprint.branch);
-    let text = match locale {
-        Locale::Ko => format!(
-            "**{} · {}**\n단계: {}\n라운드: {} · 시도: {}/{}\n브랜치: {branch}\n경과: {elapsed}\n비용: {spend}\n마지막 판정: {verdict}",
-            sprint.id,
-            sprint.goal.trim(),
-            stage_text(sprint.state, locale),
-            sprint.round,
-            sprint.attempt,
-            max_attempts,
-        ),
-        Locale::En => format!(
-            "**{} · {}**\nStage: {}\nRound: {} · Attempt: {}/{}\nBranch: {branch}\nElapsed: {elapsed}\nSpend: {spend}\nLast verdict: {verdict}",
-            sprint.id,
-            sprint.goal.trim(),
-            stage_text(sprint.state, locale),
-            sprint.round,
-            sprint.attempt,
-            max_attempts,
-        ),
-    };
+    let (id, goal, stage) = (
+        &sprint.id,
+        sprint.goal.trim(),
+        stage_text(sprint.state, locale),
+    );
+    let (round, attempt) = (sprint.round, sprint.attempt);
+    let text = say!(locale,
+        ko: "**{id} · {goal}**\n단계: {stage}\n라운드: {round} · 시도: {attempt}/{max_attempts}\n브랜치: {branch}\n경과: {elapsed}\n비용: {spend}\n마지막 판정: {verdict}",
+        en: "**{id} · {goal}**\nStage: {stage}\nRound: {round} · Attempt: {attempt}/{max_attempts}\nBranch: {branch}\nElapsed: {elapsed}\nSpend: {spend}\nLast verdict: {verdict}");
     // A stage waiting to run again (a usage-limit pause, a retry's backoff) says when.
     let text = match sprint
         .next_run_at
@@ -132,10 +119,7 @@ pub fn board(
     {
         Some(at) => {
             let when = crate::notify::messages::clock_time(at);
-            match locale {
-                Locale::Ko => format!("{text}\n다시 시작: {when}"),
-                Locale::En => format!("{text}\nRuns again: {when}"),
-            }
+            say!(locale, ko: "{text}\n다시 시작: {when}", en: "{text}\nRuns again: {when}")
         }
         None => text,
     };
@@ -176,10 +160,7 @@ pub fn now_line(runs: &[crate::store::Run], locale: Locale, now_ms: i64) -> Opti
         ..live.clone()
     };
     let now = crate::notify::messages::now_text(&live, run.started_at, now_ms)?;
-    Some(match locale {
-        Locale::Ko => format!("지금: {now}"),
-        Locale::En => format!("Now: {now}"),
-    })
+    Some(say!(locale, ko: "지금: {now}", en: "Now: {now}"))
 }
 
 /// The line the project's check posts when it ends: how long it took when it passed, its
@@ -189,10 +170,7 @@ pub fn check_line(check: &crate::store::CheckRecord, locale: Locale) -> String {
         u64::try_from(check.duration_ms.max(0) / 1000).unwrap_or(0),
     ));
     if check.passed() {
-        return match locale {
-            Locale::Ko => format!("🧪 검사 통과 ({took})"),
-            Locale::En => format!("🧪 check passed in {took}"),
-        };
+        return say!(locale, ko: "🧪 검사 통과 ({took})", en: "🧪 check passed in {took}");
     }
     let last = check
         .output_tail
@@ -200,17 +178,14 @@ pub fn check_line(check: &crate::store::CheckRecord, locale: Locale) -> String {
         .map(str::trim)
         .rfind(|l| !l.is_empty())
         .map(inert::line);
-    let why = match (last, check.exit_code, locale) {
-        (Some(last), _, _) => last,
-        (None, Some(code), Locale::Ko) => format!("종료 코드 {code}"),
-        (None, Some(code), Locale::En) => format!("exit code {code}"),
-        (None, None, Locale::Ko) => "중단됨 (시간 초과 또는 실행 불가)".into(),
-        (None, None, Locale::En) => "stopped (timed out or could not run)".into(),
+    let why = match (last, check.exit_code) {
+        (Some(last), _) => last,
+        (None, Some(code)) => say!(locale, ko: "종료 코드 {code}", en: "exit code {code}"),
+        (None, None) => say!(locale,
+            ko: "중단됨 (시간 초과 또는 실행 불가)",
+            en: "stopped (timed out or could not run)"),
     };
-    match locale {
-        Locale::Ko => format!("❌ 검사 실패: {why}"),
-        Locale::En => format!("❌ check failed: {why}"),
-    }
+    say!(locale, ko: "❌ 검사 실패: {why}", en: "❌ check failed: {why}")
 }
 
 /// A command's author as Discord shows it: a Discord user as their mention (the board is
@@ -234,42 +209,33 @@ pub fn people_line(
     use crate::store::{CommandKind, CommandStatus};
     let mut parts = Vec::new();
     if let Some(by) = started_by {
-        parts.push(match locale {
-            Locale::Ko => format!("시작 {}", author(by)),
-            Locale::En => format!("started by {}", author(by)),
-        });
+        let who = author(by);
+        parts.push(say!(locale, ko: "시작 {who}", en: "started by {who}"));
     }
     let applied: Vec<&crate::store::Command> = commands
         .iter()
         .filter(|c| c.status == CommandStatus::Applied)
         .collect();
     for c in &applied[applied.len().saturating_sub(5)..] {
-        let what = match (c.kind, locale) {
-            (CommandKind::Approve, Locale::Ko) => "배포 승인",
-            (CommandKind::RequestChanges, Locale::Ko) => "변경 요청",
-            (CommandKind::Resume, Locale::Ko) => "재개",
-            (CommandKind::Abort, Locale::Ko) => "중단",
-            (CommandKind::Handoff, Locale::Ko) => "핸드오프",
-            (CommandKind::Note, Locale::Ko) => "메모",
-            (CommandKind::Approve, Locale::En) => "deploy approved by",
-            (CommandKind::RequestChanges, Locale::En) => "changes requested by",
-            (CommandKind::Resume, Locale::En) => "resumed by",
-            (CommandKind::Abort, Locale::En) => "aborted by",
-            (CommandKind::Handoff, Locale::En) => "handed off by",
-            (CommandKind::Note, Locale::En) => "note by",
-        };
-        parts.push(match locale {
-            Locale::Ko => format!("{what} {}", author(&c.by)),
-            Locale::En => format!("{what} {}", author(&c.by)),
+        let who = author(&c.by);
+        parts.push(match c.kind {
+            CommandKind::Approve => {
+                say!(locale, ko: "배포 승인 {who}", en: "deploy approved by {who}")
+            }
+            CommandKind::RequestChanges => say!(locale,
+                ko: "변경 요청 {who}",
+                en: "changes requested by {who}"),
+            CommandKind::Resume => say!(locale, ko: "재개 {who}", en: "resumed by {who}"),
+            CommandKind::Abort => say!(locale, ko: "중단 {who}", en: "aborted by {who}"),
+            CommandKind::Handoff => say!(locale, ko: "핸드오프 {who}", en: "handed off by {who}"),
+            CommandKind::Note => say!(locale, ko: "메모 {who}", en: "note by {who}"),
         });
     }
     if parts.is_empty() {
         return None;
     }
-    Some(match locale {
-        Locale::Ko => format!("사람: {}", parts.join(" · ")),
-        Locale::En => format!("People: {}", parts.join(" · ")),
-    })
+    let parts = parts.join(" · ");
+    Some(say!(locale, ko: "사람: {parts}", en: "People: {parts}"))
 }
 
 /// The board's line of the sprint's contract: each item's id with the latest review's
@@ -297,20 +263,11 @@ pub fn contract_line(
         })
         .collect();
     if contract.len() > SHOWN {
-        items.push(match locale {
-            Locale::Ko => format!("… 외 {}개", contract.len() - SHOWN),
-            Locale::En => format!("… {} more", contract.len() - SHOWN),
-        });
+        let more = contract.len() - SHOWN;
+        items.push(say!(locale, ko: "… 외 {more}개", en: "… {more} more"));
     }
-    let label = match locale {
-        Locale::Ko => "계약",
-        Locale::En => "Contract",
-    };
-    Some(format!(
-        "{label} ({}): {}",
-        contract.len(),
-        items.join(" · ")
-    ))
+    let (n, items) = (contract.len(), items.join(" · "));
+    Some(say!(locale, ko: "계약 ({n}): {items}", en: "Contract ({n}): {items}"))
 }
 
 /// The board's line of darang's reviewers, when it has several: where each stands in the
@@ -334,20 +291,15 @@ pub fn reviewers_line(runs: &[crate::store::Run], locale: Locale) -> Option<Stri
                 .as_ref()
                 .and_then(|m| m.get("verdict")?.as_str().map(str::to_string));
             let what = match (run.outcome, verdict) {
-                (None, _) => match locale {
-                    Locale::Ko => "⏳ 리뷰 중".to_string(),
-                    Locale::En => "⏳ reviewing".to_string(),
-                },
+                (None, _) => say!(locale, ko: "⏳ 리뷰 중", en: "⏳ reviewing"),
                 (Some(crate::sister::RunOutcome::Handoff), Some(v)) => format!("✔️ {v}"),
                 (Some(outcome), _) => format!("⚠️ {outcome}"),
             };
             format!("{name} {what}")
         })
         .collect();
-    Some(match locale {
-        Locale::Ko => format!("리뷰어: {}", standing.join(" · ")),
-        Locale::En => format!("Reviewers: {}", standing.join(" · ")),
-    })
+    let standing = standing.join(" · ");
+    Some(say!(locale, ko: "리뷰어: {standing}", en: "Reviewers: {standing}"))
 }
 
 #[cfg(test)]

@@ -10,7 +10,9 @@ use super::inert;
 use crate::config::Locale;
 use crate::domain::short_commit as short;
 use crate::notify::messages::one_line;
-use crate::report::evidence::Evidence;
+use crate::report::evidence::{Evidence, Review, Round, Work};
+use crate::say;
+use crate::store::{CheckRecord, ContractItem, Sprint};
 
 /// Commits and files listed by name; the rest are counted (all of them are in the patch).
 const LISTED: usize = 20;
@@ -38,75 +40,81 @@ fn code(text: &str) -> String {
 }
 
 /// How a check ended, in the summary's language.
-fn check_ended(c: &crate::store::CheckRecord, ko: bool) -> String {
-    match (c.exit_code, ko) {
-        (Some(0), true) => "통과".into(),
-        (Some(code), true) => format!("실패 (종료 코드 {code})"),
-        (None, true) => "실패 (강제 종료, 종료 코드 없음)".into(),
-        (_, false) => crate::report::check_ended(c),
+fn check_ended(c: &CheckRecord, l: Locale) -> String {
+    match (c.exit_code, l) {
+        (Some(0), Locale::Ko) => "통과".into(),
+        (Some(code), Locale::Ko) => format!("실패 (종료 코드 {code})"),
+        (None, Locale::Ko) => "실패 (강제 종료, 종료 코드 없음)".into(),
+        (_, Locale::En) => crate::report::check_ended(c),
     }
+}
+
+/// A check's mark: ✅ when it passed, ❌ when it did not.
+fn mark(c: &CheckRecord) -> &'static str {
+    if c.passed() { "✅" } else { "❌" }
+}
+
+/// The commit a check ran at, short (`no git` without one).
+fn commit_of(c: &CheckRecord, l: Locale) -> String {
+    match c.head.as_deref() {
+        Some(head) => short(head).to_string(),
+        None => say!(l, ko: "git 없음", en: "no git"),
+    }
+}
+
+/// A check's mark at its commit (`❌ at d8a3021`).
+fn at(c: &CheckRecord, l: Locale) -> String {
+    let (sign, commit) = (mark(c), commit_of(c, l));
+    say!(l, ko: "{sign} {commit}에서", en: "{sign} at {commit}")
 }
 
 /// The check's line: the last check of the branch, and what it said at the base before
 /// the sprint when that ran (`❌ at d8a3021 (3 failed) → ✅ at 5fc68ac`).
-fn check_line(e: &Evidence, ko: bool) -> String {
-    let word = if ko { "검사" } else { "Check" };
-    let on_branch: Vec<&crate::store::CheckRecord> =
-        e.checks.iter().filter(|c| !c.at_base).collect();
+fn check_line(e: &Evidence, l: Locale) -> String {
+    let on_branch: Vec<&CheckRecord> = e.checks.iter().filter(|c| !c.at_base).collect();
     let runs = match on_branch.len() {
         0 | 1 => String::new(),
-        n if ko => format!(" · 총 {n}회"),
-        n => format!(" · {n} runs in all"),
+        n => say!(l, ko: " · 총 {n}회", en: " · {n} runs in all"),
     };
-    let mark = |c: &crate::store::CheckRecord| if c.passed() { "✅" } else { "❌" };
-    let no_git = if ko { "git 없음" } else { "no git" };
     match (&e.base_check, on_branch.last()) {
         (Some(base), last) => {
-            let at = |c: &crate::store::CheckRecord| {
-                let commit = c.head.as_deref().map_or(no_git, short);
-                match ko {
-                    true => format!("{} {commit}에서", mark(c)),
-                    false => format!("{} at {commit}", mark(c)),
+            let head = match last {
+                Some(c) if c.passed() => format!("{} ({})", at(c, l), took(c.duration_ms)),
+                Some(c) => format!("{} ({})", at(c, l), failure(c, l)),
+                None => {
+                    say!(l, ko: "브랜치에서는 아직 실행 안 됨", en: "not yet run on the branch")
                 }
             };
-            let head = match last {
-                Some(c) if c.passed() => format!("{} ({})", at(c), took(c.duration_ms)),
-                Some(c) => format!("{} ({})", at(c), failure(c, ko)),
-                None if ko => "브랜치에서는 아직 실행 안 됨".to_string(),
-                None => "not yet run on the branch".to_string(),
-            };
             let before = match base.passed() {
-                true => at(base),
-                false => format!("{} ({})", at(base), failure(base, ko)),
+                true => at(base, l),
+                false => format!("{} ({})", at(base, l), failure(base, l)),
             };
-            format!(
-                "**{word}** {}: {before} → {head}{runs}",
-                code(&crate::domain::shell_line(&base.command))
-            )
+            let command = code(&crate::domain::shell_line(&base.command));
+            say!(l,
+                ko: "**검사** {command}: {before} → {head}{runs}",
+                en: "**Check** {command}: {before} → {head}{runs}")
         }
-        (None, Some(c)) => format!(
-            "**{word}**: {} {} {} ({}, {}){runs}",
-            mark(c),
-            check_ended(c, ko),
-            code(&crate::domain::shell_line(&c.command)),
-            took(c.duration_ms),
-            c.head.as_deref().map_or(no_git, short),
-        ),
-        (None, None) if ko => format!("**{word}**: 없음 (프로젝트에 check 설정 없음)"),
-        (None, None) => format!("**{word}**: none (the project sets no check)"),
+        (None, Some(c)) => {
+            let (sign, ended) = (mark(c), check_ended(c, l));
+            let command = code(&crate::domain::shell_line(&c.command));
+            let (time, commit) = (took(c.duration_ms), commit_of(c, l));
+            say!(l,
+                ko: "**검사**: {sign} {ended} {command} ({time}, {commit}){runs}",
+                en: "**Check**: {sign} {ended} {command} ({time}, {commit}){runs}")
+        }
+        (None, None) => say!(l,
+            ko: "**검사**: 없음 (프로젝트에 check 설정 없음)",
+            en: "**Check**: none (the project sets no check)"),
     }
 }
 
 /// How a check failed, in a few words: its test runner's count, else its exit.
-fn failure(c: &crate::store::CheckRecord, ko: bool) -> String {
+fn failure(c: &CheckRecord, l: Locale) -> String {
     let counted = crate::report::failed_tests(&c.output_tail).filter(|n| *n > 0);
-    match (counted, c.exit_code, ko) {
-        (Some(n), _, true) => format!("{n}개 실패"),
-        (Some(n), _, false) => format!("{n} failed"),
-        (None, Some(code), true) => format!("종료 코드 {code}"),
-        (None, Some(code), false) => format!("exit code {code}"),
-        (None, None, true) => "강제 종료".to_string(),
-        (None, None, false) => "killed".to_string(),
+    match (counted, c.exit_code) {
+        (Some(n), _) => say!(l, ko: "{n}개 실패", en: "{n} failed"),
+        (None, Some(code)) => say!(l, ko: "종료 코드 {code}", en: "exit code {code}"),
+        (None, None) => say!(l, ko: "강제 종료", en: "killed"),
     }
 }
 
@@ -115,197 +123,195 @@ pub fn findings_file(sprint_id: &str) -> String {
     format!("{sprint_id}-review.md")
 }
 
+/// The done card's summary of `e`, part by part, in the language of `locale`.
 pub fn summary(e: &Evidence, locale: Locale) -> Summary {
-    let ko = locale == Locale::Ko;
-    let s = &e.sprint;
-    let mut out = Vec::new();
-    out.push(if ko {
-        format!("📋 **{} 요약** · 라운드 {}", s.id, s.round)
+    let mut out = vec![heading(&e.sprint, locale)];
+    out.extend(approval(e, locale));
+    out.extend(contract(e, locale));
+    out.push(check_line(e, locale));
+    out.extend(commits(e, locale));
+    let (review, findings) = review(e, locale);
+    out.extend(review);
+    out.extend(spend(e, locale));
+    Summary {
+        text: out.join("\n"),
+        findings,
+    }
+}
+
+/// The first line: the sprint and its round.
+fn heading(s: &Sprint, l: Locale) -> String {
+    let (id, round) = (&s.id, s.round);
+    say!(l, ko: "📋 **{id} 요약** · 라운드 {round}", en: "📋 **{id} summary** · round {round}")
+}
+
+/// What approving does, when a commit was approved: merge its pull request, or deploy it.
+fn approval(e: &Evidence, l: Locale) -> Option<String> {
+    let approved = short(e.approved.as_deref()?);
+    Some(match &e.forge {
+        Some(f) => {
+            let (pr, url) = (f.pr, &f.url);
+            say!(l,
+                ko: "🔏 승인하면 PR #{pr}을 리뷰된 커밋 `{approved}`에서 병합 (그 밖엔 아무것도): {url}",
+                en: "🔏 Approving merges pull request #{pr} at `{approved}` exactly as reviewed, and nothing else: {url}")
+        }
+        None => say!(l,
+            ko: "🔏 승인하면 리뷰된 커밋 `{approved}`을 그대로 배포 (그 밖엔 아무것도)",
+            en: "🔏 Approving deploys commit `{approved}` exactly as reviewed, and nothing else"),
+    })
+}
+
+/// The contract, when there is one: its items with the review's marks.
+fn contract(e: &Evidence, l: Locale) -> Vec<String> {
+    if e.contract.is_empty() {
+        return Vec::new();
+    }
+    let n = e.contract.len();
+    let mut out = vec![say!(l, ko: "**계약** ({n})", en: "**Contract** ({n})")];
+    out.extend(e.contract.iter().map(contract_item));
+    out
+}
+
+/// One contract item: its mark, id and text, and each reviewer's mark after them.
+fn contract_item(c: &ContractItem) -> String {
+    let each: Vec<String> = c
+        .reviewers
+        .iter()
+        .map(|(who, passed)| format!("{who} {}", crate::report::contract_mark(Some(*passed))))
+        .collect();
+    let each = if each.is_empty() {
+        String::new()
     } else {
-        format!("📋 **{} summary** · round {}", s.id, s.round)
-    });
-    if let (Some(approved), Some(f)) = (&e.approved, &e.forge) {
-        out.push(if ko {
-            format!(
-                "🔏 승인하면 PR #{}을 리뷰된 커밋 `{}`에서 병합 (그 밖엔 아무것도): {}",
-                f.pr,
-                short(approved),
-                f.url
-            )
-        } else {
-            format!(
-                "🔏 Approving merges pull request #{} at `{}` exactly as reviewed, and nothing else: {}",
-                f.pr,
-                short(approved),
-                f.url
-            )
-        });
-    } else if let Some(approved) = &e.approved {
-        out.push(if ko {
-            format!(
-                "🔏 승인하면 리뷰된 커밋 `{}`을 그대로 배포 (그 밖엔 아무것도)",
-                short(approved)
-            )
-        } else {
-            format!(
-                "🔏 Approving deploys commit `{}` exactly as reviewed, and nothing else",
-                short(approved)
-            )
-        });
-    }
+        format!(" — {}", each.join(" · "))
+    };
+    format!(
+        "{} **{}** {}{each}",
+        crate::report::contract_mark(c.passed),
+        inert::exact_line(&c.item.id),
+        inert::exact_line(&c.item.text)
+    )
+}
 
-    if !e.contract.is_empty() {
-        out.push(format!(
-            "**{}** ({})",
-            if ko { "계약" } else { "Contract" },
-            e.contract.len()
-        ));
-        for c in &e.contract {
-            let each: Vec<String> = c
-                .reviewers
-                .iter()
-                .map(|(who, passed)| {
-                    format!("{who} {}", crate::report::contract_mark(Some(*passed)))
-                })
-                .collect();
-            let each = if each.is_empty() {
-                String::new()
-            } else {
-                format!(" — {}", each.join(" · "))
-            };
-            out.push(format!(
-                "{} **{}** {}{each}",
-                crate::report::contract_mark(c.passed),
-                inert::exact_line(&c.item.id),
-                inert::exact_line(&c.item.text)
-            ));
-        }
-    }
-
-    out.push(check_line(e, ko));
-
+/// The commits against the base, or why there are none to show.
+fn commits(e: &Evidence, l: Locale) -> Vec<String> {
     match &e.work {
-        Some(Ok(w)) => {
-            let (added, removed) = w.totals();
-            let base = s.base_branch.as_deref().unwrap_or("base");
-            let base_commit = s.base_commit.as_deref().map_or("", short);
-            let files = if ko {
-                format!("파일 {}개", w.diffstat.len())
-            } else {
-                format!("{} files", w.diffstat.len())
-            };
-            out.push(format!(
-                "**{}** ({}) · {files}, +{added} −{removed} · {} {base_commit} → {} {}",
-                if ko { "커밋" } else { "Commits" },
-                w.commits.len(),
-                inert::line(base),
-                inert::line(&s.branch),
-                short(&w.head)
-            ));
-            for (id, subject) in w.commits.iter().take(LISTED) {
-                out.push(format!("`{}` {}", short(id), inert::exact_line(subject)));
-            }
-            if w.commits.len() > LISTED {
-                let more = w.commits.len() - LISTED;
-                out.push(if ko {
-                    format!("… 커밋 {more}개 더 (패치에 있음)")
-                } else {
-                    format!("… {more} more commits (in the patch)")
-                });
-            }
-            for (file, a, r) in w.diffstat.iter().take(LISTED) {
-                out.push(format!("　{} +{a} −{r}", inert::exact_line(file)));
-            }
-            if w.diffstat.len() > LISTED {
-                let more = w.diffstat.len() - LISTED;
-                out.push(if ko {
-                    format!("　… 파일 {more}개 더 (패치에 있음)")
-                } else {
-                    format!("　… {more} more files (in the patch)")
-                });
-            }
+        Some(Ok(w)) => work(&e.sprint, w, l),
+        Some(Err(why)) => {
+            let why = inert::line(why);
+            vec![say!(l, ko: "**커밋**: {why}", en: "**Commits**: {why}")]
         }
-        Some(Err(why)) => out.push(format!(
-            "**{}**: {}",
-            if ko { "커밋" } else { "Commits" },
-            inert::line(why)
-        )),
-        None => out.push(if ko {
-            "**커밋**: 기준 없음 (git 저장소가 아님)".to_string()
-        } else {
-            "**Commits**: no base recorded (the workdir is not a git repository)".to_string()
-        }),
+        None => vec![say!(l,
+            ko: "**커밋**: 기준 없음 (git 저장소가 아님)",
+            en: "**Commits**: no base recorded (the workdir is not a git repository)")],
     }
+}
 
-    let mut whole = Vec::new();
-    let mut cut = false;
+/// The work's totals, then its first `LISTED` commits and files by name, the rest counted.
+fn work(s: &Sprint, w: &Work, l: Locale) -> Vec<String> {
+    let (added, removed) = w.totals();
+    let (commits, files) = (w.commits.len(), w.diffstat.len());
+    let base = inert::line(s.base_branch.as_deref().unwrap_or("base"));
+    let base_commit = s.base_commit.as_deref().map_or("", short);
+    let (branch, head) = (inert::line(&s.branch), short(&w.head));
+    let mut out = vec![say!(l,
+        ko: "**커밋** ({commits}) · 파일 {files}개, +{added} −{removed} · {base} {base_commit} → {branch} {head}",
+        en: "**Commits** ({commits}) · {files} files, +{added} −{removed} · {base} {base_commit} → {branch} {head}")];
+    for (id, subject) in w.commits.iter().take(LISTED) {
+        out.push(format!("`{}` {}", short(id), inert::exact_line(subject)));
+    }
+    if commits > LISTED {
+        let more = commits - LISTED;
+        out.push(say!(l, ko: "… 커밋 {more}개 더 (패치에 있음)", en: "… {more} more commits (in the patch)"));
+    }
+    for (file, a, r) in w.diffstat.iter().take(LISTED) {
+        out.push(format!("　{} +{a} −{r}", inert::exact_line(file)));
+    }
+    if files > LISTED {
+        let more = files - LISTED;
+        out.push(say!(l, ko: "　… 파일 {more}개 더 (패치에 있음)", en: "　… {more} more files (in the patch)"));
+    }
+    out
+}
+
+/// The review, a line per request and verdict, and the whole findings when one is cut.
+fn review(e: &Evidence, l: Locale) -> (Vec<String>, Option<String>) {
+    let mut part = ReviewPart::default();
     if !e.rounds.is_empty() {
-        out.push(format!("**{}**", if ko { "리뷰" } else { "Review" }));
+        part.lines.push(say!(l, ko: "**리뷰**", en: "**Review**"));
     }
     for round in &e.rounds {
-        whole.push(if ko {
-            format!("## 라운드 {}\n", round.round)
-        } else {
-            format!("## Round {}\n", round.round)
-        });
+        part.round(round, l);
+    }
+    if part.cut {
+        part.lines
+            .push(format!("📎 {}", findings_file(&e.sprint.id)));
+    }
+    (part.lines, part.cut.then(|| part.whole.concat()))
+}
+
+/// The review being written: the card's lines, and every finding whole beside them.
+#[derive(Default)]
+struct ReviewPart {
+    lines: Vec<String>,
+    whole: Vec<String>,
+    /// A line left something out: the whole findings go with the card.
+    cut: bool,
+}
+
+impl ReviewPart {
+    /// A round: what the person asked for, then each reviewer's verdict.
+    fn round(&mut self, round: &Round, l: Locale) {
+        let n = round.round;
+        self.whole
+            .push(say!(l, ko: "## 라운드 {n}\n", en: "## Round {n}\n"));
         if let Some((by, text)) = &round.request {
-            whole.push(if ko {
-                format!("{by}의 요청:\n\n{text}\n")
-            } else {
-                format!("Asked by {by}:\n\n{text}\n")
-            });
-            let line = one_line(text);
-            cut |= line != text.trim();
-            out.push(format!(
-                "{} {} · {}: {}",
-                if ko { "라운드" } else { "Round" },
-                round.round,
-                if ko {
-                    format!("{by}의 요청")
-                } else {
-                    format!("asked by {by}")
-                },
-                line
-            ));
+            self.request(n, by, text, l);
         }
         for v in &round.reviews {
-            whole.push(format!("### {} — {}\n", v.reviewer, v.verdict));
-            let first = match v.findings.first() {
-                Some(f) => {
-                    let line = f.line();
-                    cut |= v.findings.len() > 1 || line != f.full();
-                    let more = match v.findings.len() - 1 {
-                        0 => String::new(),
-                        n => format!(" (+{n})"),
-                    };
-                    format!(" — {}{more}", inert::line(&line))
-                }
-                None => String::new(),
-            };
-            for f in &v.findings {
-                whole.push(format!("- {}\n", inert::file_text(&f.full())));
-            }
-            out.push(format!(
-                "{} {} · {}: {}{first}",
-                if ko { "라운드" } else { "Round" },
-                round.round,
-                v.reviewer,
-                v.verdict
-            ));
+            self.verdict(n, v, l);
         }
-    }
-    if cut {
-        out.push(format!("📎 {}", findings_file(&s.id)));
     }
 
-    out.push(format!(
-        "**{}**",
-        if ko {
-            "시간과 비용"
-        } else {
-            "Time and spend"
+    /// What the person asked for the round, in one line.
+    fn request(&mut self, n: u32, by: &str, text: &str, l: Locale) {
+        self.whole
+            .push(say!(l, ko: "{by}의 요청:\n\n{text}\n", en: "Asked by {by}:\n\n{text}\n"));
+        let line = one_line(text);
+        self.cut |= line != text.trim();
+        self.lines.push(say!(l,
+            ko: "라운드 {n} · {by}의 요청: {line}",
+            en: "Round {n} · asked by {by}: {line}"));
+    }
+
+    /// A reviewer's verdict, with its first finding in one line and how many more.
+    fn verdict(&mut self, n: u32, v: &Review, l: Locale) {
+        self.whole
+            .push(format!("### {} — {}\n", v.reviewer, v.verdict));
+        let first = match v.findings.first() {
+            Some(f) => {
+                let line = f.line();
+                self.cut |= v.findings.len() > 1 || line != f.full();
+                let more = match v.findings.len() - 1 {
+                    0 => String::new(),
+                    others => format!(" (+{others})"),
+                };
+                format!(" — {}{more}", inert::line(&line))
+            }
+            None => String::new(),
+        };
+        for f in &v.findings {
+            self.whole
+                .push(format!("- {}\n", inert::file_text(&f.full())));
         }
-    ));
+        let (reviewer, verdict) = (&v.reviewer, &v.verdict);
+        self.lines.push(say!(l,
+            ko: "라운드 {n} · {reviewer}: {verdict}{first}",
+            en: "Round {n} · {reviewer}: {verdict}{first}"));
+    }
+}
+
+/// Time and spend per sister, and the total spend.
+fn spend(e: &Evidence, l: Locale) -> [String; 2] {
     let time = e.time_by_sister();
     let per_sister: Vec<String> = time
         .iter()
@@ -314,17 +320,11 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
             format!("{sister} {} ${spend:.2}", took(*ms))
         })
         .collect();
-    out.push(format!(
-        "{} · {} ${:.2}",
-        per_sister.join(" · "),
-        if ko { "합계" } else { "total" },
-        e.usage.total.cost_usd
-    ));
-
-    Summary {
-        text: out.join("\n"),
-        findings: cut.then(|| whole.concat()),
-    }
+    let (per_sister, total) = (per_sister.join(" · "), e.usage.total.cost_usd);
+    [
+        say!(l, ko: "**시간과 비용**", en: "**Time and spend**"),
+        say!(l, ko: "{per_sister} · 합계 ${total:.2}", en: "{per_sister} · total ${total:.2}"),
+    ]
 }
 
 /// `text` in messages of at most `max` UTF-16 code units, split between lines; a line

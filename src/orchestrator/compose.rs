@@ -5,7 +5,7 @@
 use super::findings::{review_issues, round_findings};
 use super::{Orchestrator, now_ms};
 use crate::domain::{Stage, run_id};
-use crate::handoff::message::HandoffMessage;
+use crate::handoff::message::{HandoffMessage, ReviewIssue};
 use crate::handoff::schema::{self, Dialect};
 use crate::handoff::synthesize::{Known, Observed, after_handoff, synthesize};
 use crate::sister::{self, ContractFile, RunOutcome, RunRequest};
@@ -109,70 +109,9 @@ impl Orchestrator {
         let actor = stage.actor();
         let project = self.config.projects.get(&sprint.project);
         let workdir = project.map(|p| p.workdir.clone()).unwrap_or_default();
-        // The chain of documents: this run's parent is the last run that handed off a
-        // valid message, or that a user handed off to a fresh session; its document (or
-        // one composed from what it did) is this run's.
-        // After a round of several reviewers: the one that finished last, and what they all
-        // found. A reviewer's parent is the implementer's run, never another reviewer's.
-        let findings = (stage == crate::pipeline::Stage::Implementing)
-            .then(|| round_findings(&runs))
-            .flatten();
-        let handed = |r: &&Run| {
-            matches!(r.outcome, Some(RunOutcome::Handoff | RunOutcome::HandedOff))
-                && (reviewer.is_none() || r.actor.stage() == Stage::Implementing)
-        };
-        let parent = match &findings {
-            Some(f) => Some(&f.parent),
-            None => runs.iter().rev().find(handed),
-        };
-        let previous_run = match &findings {
-            Some(f) => Some(&f.parent),
-            None => runs
-                .iter()
-                .rev()
-                .filter(|r| reviewer.is_none() || r.actor.stage() == Stage::Implementing)
-                .find(|r| r.outcome == Some(RunOutcome::Handoff)),
-        };
-        let previous_message: Option<HandoffMessage> = previous_run
-            .and_then(|r| r.message.clone())
-            .and_then(|m| serde_json::from_value(m).ok());
-        let known = Known {
-            goal: &sprint.goal,
-            branch: &sprint.branch,
-            contract_id: &sprint.contract_id,
-            round: sprint.round,
-        };
-        // Where the document comes from, for the prompt: the run that wrote it, or the
-        // orchestrator.
-        let (handoff, synthesized, handoff_by) = match parent {
-            Some(stopped) if stopped.outcome == Some(RunOutcome::HandedOff) => {
-                let observed = observe(stopped, &self.repo(&workdir)).await;
-                let sister = crate::handoff::synthesize::sister_name(actor);
-                let by = format!("{SYNTHESIZED} from {}", run_label(stopped));
-                (
-                    after_handoff(&stopped.handoff, &sister, &observed),
-                    true,
-                    by,
-                )
-            }
-            _ => match findings.as_ref().and_then(|f| f.handoff.clone()) {
-                Some((doc, by)) => (doc, false, by),
-                None => match (
-                    previous_message
-                        .as_ref()
-                        .and_then(|m| m.common().handoff.clone()),
-                    previous_run,
-                ) {
-                    (Some(doc), Some(run)) => (doc, false, run_label(run)),
-                    _ => (
-                        synthesize(known, previous_message.as_ref(), stage),
-                        true,
-                        SYNTHESIZED.to_string(),
-                    ),
-                },
-            },
-        };
-        let parent_run_id = parent.map(|r| r.run_id.clone());
+        let lineage = Lineage::of(&runs, stage, reviewer.is_some());
+        let (handoff, synthesized, handoff_by) =
+            self.handoff_for(sprint, &lineage, stage, &workdir).await;
         let attempt = reviewer.map_or(sprint.attempt, |(_, attempt)| attempt);
         let previous_rejection = match reviewer {
             Some((name, _)) => {
@@ -186,70 +125,21 @@ impl Orchestrator {
             None => previous_rejection(&runs, sprint, attempt),
         };
         let check_result = self
-            .check_result(sprint, &runs, previous_run, attempt)
+            .check_result(sprint, &runs, lineage.previous_run.as_ref(), attempt)
             .await;
-        let (review_issues, review_issues_by) = match (findings, &previous_message, stage) {
-            (Some(f), _, _) => f.issues.into_iter().unzip(),
-            (None, Some(m), Stage::Implementing) if m.review().is_some() => {
-                let issues = m.review().map(review_issues).unwrap_or_default();
-                let by = vec![Stage::Reviewing.actor().to_string(); issues.len()];
-                (issues, by)
-            }
-            _ => (Vec::new(), Vec::new()),
-        };
-        let checkout = match project {
-            Some(p) => self.checkout(sprint, &runs, p).await,
-            None => Ok(None),
-        };
-        let (checkout, not_checked_out) = match checkout {
-            Ok(c) => (c, None),
-            Err(detail) => (None, Some(detail)),
-        };
-        let at_base = self
-            .at_base(sprint, &runs, project, checkout.as_ref(), actor)
+        let workspace = self
+            .workspace(sprint, &runs, project, actor, &workdir)
             .await;
-        let git_head = match &checkout {
-            Some(c) => Some(c.head.clone()),
-            None => crate::git::facts::head(&self.repo(&workdir)).await,
-        };
-
         // The next number: this loop is the only one that adds runs to its sprints.
         let number = runs.iter().map(|r| r.number).max().unwrap_or(0) + 1;
-        let recipe = match project {
-            Some(p) => {
-                let own = crate::fence::Own::of(&self.config, self.store.runs_dir());
-                recipe(
-                    p,
-                    &sprint.project,
-                    actor,
-                    &own.files,
-                    &self.config.workdirs(),
-                )
-            }
-            None => Err(format!(
-                "project {:?} is no longer configured ([projects.{}])",
-                sprint.project, sprint.project
-            )),
-        };
-        let (texts, unpreparable) = match recipe {
-            Ok(texts) => (texts, not_checked_out),
+        let (texts, unpreparable) = match self.recipe_texts(sprint, project, actor) {
+            Ok(texts) => (texts, workspace.not_checked_out.clone()),
             Err(detail) => (RecipeTexts::default(), Some(detail)),
         };
-        let log = match self.store.transitions(&sprint.id).await {
-            Ok(log) => log,
-            Err(e) => {
-                tracing::warn!(sprint = %sprint.id, error = %e, "cannot read the log: the run is not told what people asked of the rounds");
-                Vec::new()
-            }
-        };
-        let request = request(sprint, actor, &log);
-        let asking = request
-            .as_ref()
-            .map(|r| (sprint.round, r.by.as_str(), r.text.as_str()));
-        let (checklist, checklist_by) = crate::store::sourced(&runs, &log, asking)
-            .into_iter()
-            .unzip();
-        let (notes, notes_upto) = self.notes(sprint, &runs, request.as_ref()).await;
+        let asked = self.asked(sprint, actor, &runs).await;
+        let parent_run_id = lineage.parent.as_ref().map(|r| r.run_id.clone());
+        let (review_issues, review_issues_by) = lineage.review_issues(stage);
+        let checkout = workspace.checkout.as_ref();
         let contract = ContractFile {
             sprint_id: sprint.id.clone(),
             goal: sprint.goal.clone(),
@@ -261,13 +151,13 @@ impl Orchestrator {
             contract_id: sprint.contract_id.clone(),
             run_id: run_id(&sprint.id, number),
             workdir: workdir.display().to_string(),
-            previous_message,
+            previous_message: lineage.previous_message,
             review_issues,
             handoff,
             handoff_synthesized: synthesized,
             focus: sprint.focus.clone(),
-            request,
-            notes,
+            request: asked.request,
+            notes: asked.notes,
             previous_rejection,
             schema: schema::schema(Some(actor), Dialect::Draft07).unwrap_or_default(),
             goal_by: sprint.started_by.clone(),
@@ -282,26 +172,25 @@ impl Orchestrator {
                 })
                 .unwrap_or_default(),
             base_branch: checkout
-                .as_ref()
                 .map(|c| c.base_branch.clone())
                 .or_else(|| project.and_then(|p| p.base_branch.clone())),
-            base_commit: checkout.as_ref().map(|c| c.base_commit.clone()),
-            head: checkout.as_ref().map(|c| c.head.clone()),
+            base_commit: checkout.map(|c| c.base_commit.clone()),
+            head: checkout.map(|c| c.head.clone()),
             artifact_dir: self
                 .store
                 .artifact_dir(&run_id(&sprint.id, number))
                 .display()
                 .to_string(),
-            checklist,
-            checklist_by,
+            checklist: asked.checklist,
+            checklist_by: asked.checklist_by,
             check: project.map(|p| p.check.clone()).unwrap_or_default(),
             instructions: texts.instructions,
             deploy: project.and_then(|p| p.deploy.clone()),
             reviewer: reviewer.map(|(name, _)| name.to_string()),
             check_result,
-            base_check: at_base.told,
+            base_check: workspace.at_base.told,
             forge_checks: match stage {
-                crate::pipeline::Stage::Implementing => self.forge_checks(sprint).await,
+                Stage::Implementing => self.forge_checks(sprint).await,
                 _ => Vec::new(),
             },
             merged: None,
@@ -309,40 +198,24 @@ impl Orchestrator {
         if let Some((name, _)) = reviewer {
             self.config.agent.reviewer_spec(name)?;
         }
-        let now = now_ms();
-        let paused = self.paused_agents(&runs, now).await;
-        let (agent, mut spec) =
-            super::session::agent_for(&self.config, &paused, actor, reviewer.map(|(n, _)| n), now)?;
-        let resumes = super::session::resumable(
-            &runs,
-            sprint.round,
-            actor,
-            reviewer.map(|(n, _)| n),
-            &agent,
-            &spec,
-        );
-        if let (Some((_, session)), Some(args)) = (&resumes, &spec.resume_args) {
-            spec.args = args
-                .iter()
-                .map(|a| a.replace(&format!("{{{}}}", crate::placeholder::SESSION), session))
-                .collect();
-        }
+        let reviewer_name = reviewer.map(|(name, _)| name);
+        let (agent, spec, resumes) = self.agent_for(sprint, &runs, actor, reviewer_name).await?;
         let fence = self.fence(
             std::path::Path::new(&contract.artifact_dir),
             &workdir,
             &spec.writable,
             &spec.env,
         );
-        let repo = self.repo(&workdir);
-        let request = RunRequest {
+        let mut request = RunRequest {
             spec,
             contract,
-            contract_path: self.contract_path(&sprint.id, reviewer.map(|(name, _)| name)),
+            contract_path: self.contract_path(&sprint.id, reviewer_name),
+            repo: self.repo(&workdir),
             workdir,
             token_env: self.config.token_env().to_string(),
             role_text: texts.role_text,
             check: super::check::for_run(project, actor),
-            base_check: at_base.run,
+            base_check: workspace.at_base.run,
             fence: Some(fence),
             containers: self.containers.clone(),
             git_identity: crate::config::git_identity(
@@ -350,11 +223,9 @@ impl Orchestrator {
                 actor,
                 &self.config.host.name,
             ),
-            repo,
         };
-        let mut request = request;
         let mut unpreparable = unpreparable;
-        if stage == crate::pipeline::Stage::Deploying
+        if stage == Stage::Deploying
             && unpreparable.is_none()
             && let Some(commit) = self.merged_commit(sprint).await
             && let Err(why) = self.deploy_merged(sprint, &mut request, &commit).await
@@ -365,19 +236,253 @@ impl Orchestrator {
             request,
             number,
             parent_run_id,
-            git_head,
+            git_head: workspace.git_head,
             unpreparable,
             started_at: now_ms(),
             runs: Vec::new(),
-            reviewer: reviewer.map(|(name, _)| name.to_string()),
+            reviewer: reviewer_name.map(str::to_string),
             resumes: resumes.map(|(run, _)| run),
-            notes_upto,
+            notes_upto: asked.notes_upto,
             agent,
         };
         runs.push(Run::started(&composed.record()));
         composed.runs = runs;
         Some(composed)
     }
+
+    /// The run's handoff document, whether the orchestrator composed it, and where it
+    /// comes from for the prompt (the run that wrote it, or the orchestrator).
+    async fn handoff_for(
+        &self,
+        sprint: &Sprint,
+        lineage: &Lineage,
+        stage: Stage,
+        workdir: &std::path::Path,
+    ) -> (crate::handoff::HandoffDocument, bool, String) {
+        if let Some(stopped) = &lineage.parent
+            && stopped.outcome == Some(RunOutcome::HandedOff)
+        {
+            let observed = observe(stopped, &self.repo(workdir)).await;
+            let sister = crate::handoff::synthesize::sister_name(stage.actor());
+            let by = format!("{SYNTHESIZED} from {}", run_label(stopped));
+            return (
+                after_handoff(&stopped.handoff, &sister, &observed),
+                true,
+                by,
+            );
+        }
+        if let Some((doc, by)) = lineage.findings.as_ref().and_then(|f| f.handoff.clone()) {
+            return (doc, false, by);
+        }
+        let written = lineage.previous_message.as_ref();
+        match (
+            written.and_then(|m| m.common().handoff.clone()),
+            &lineage.previous_run,
+        ) {
+            (Some(doc), Some(run)) => (doc, false, run_label(run)),
+            _ => {
+                let known = Known {
+                    goal: &sprint.goal,
+                    branch: &sprint.branch,
+                    contract_id: &sprint.contract_id,
+                    round: sprint.round,
+                };
+                let doc = synthesize(known, written, stage);
+                (doc, true, SYNTHESIZED.to_string())
+            }
+        }
+    }
+
+    /// The sprint's branch checked out for the run, the check at its base, and the head
+    /// the run starts from.
+    async fn workspace(
+        &self,
+        sprint: &Sprint,
+        runs: &[Run],
+        project: Option<&crate::config::ProjectConfig>,
+        actor: crate::domain::Actor,
+        workdir: &std::path::Path,
+    ) -> Workspace {
+        let checkout = match project {
+            Some(p) => self.checkout(sprint, runs, p).await,
+            None => Ok(None),
+        };
+        let (checkout, not_checked_out) = match checkout {
+            Ok(c) => (c, None),
+            Err(detail) => (None, Some(detail)),
+        };
+        let at_base = self
+            .at_base(sprint, runs, project, checkout.as_ref(), actor)
+            .await;
+        let git_head = match &checkout {
+            Some(c) => Some(c.head.clone()),
+            None => crate::git::facts::head(&self.repo(workdir)).await,
+        };
+        Workspace {
+            checkout,
+            not_checked_out,
+            at_base,
+            git_head,
+        }
+    }
+
+    /// The project's texts for the run (its instructions, the sister's role text); the
+    /// error says why they cannot be read.
+    fn recipe_texts(
+        &self,
+        sprint: &Sprint,
+        project: Option<&crate::config::ProjectConfig>,
+        actor: crate::domain::Actor,
+    ) -> Result<RecipeTexts, String> {
+        let Some(p) = project else {
+            return Err(format!(
+                "project {:?} is no longer configured ([projects.{}])",
+                sprint.project, sprint.project
+            ));
+        };
+        let own = crate::fence::Own::of(&self.config, self.store.runs_dir());
+        recipe(
+            p,
+            &sprint.project,
+            actor,
+            &own.files,
+            &self.config.workdirs(),
+        )
+    }
+
+    /// What people asked that the run is told: the request of its round, the contract
+    /// with what they added to it, and their notes no run acted on yet.
+    async fn asked(&self, sprint: &Sprint, actor: crate::domain::Actor, runs: &[Run]) -> Asked {
+        let log = match self.store.transitions(&sprint.id).await {
+            Ok(log) => log,
+            Err(e) => {
+                tracing::warn!(sprint = %sprint.id, error = %e, "cannot read the log: the run is not told what people asked of the rounds");
+                Vec::new()
+            }
+        };
+        let request = request(sprint, actor, &log);
+        let asking = request
+            .as_ref()
+            .map(|r| (sprint.round, r.by.as_str(), r.text.as_str()));
+        let (checklist, checklist_by) = crate::store::sourced(runs, &log, asking)
+            .into_iter()
+            .unzip();
+        let (notes, notes_upto) = self.notes(sprint, runs, request.as_ref()).await;
+        Asked {
+            request,
+            checklist,
+            checklist_by,
+            notes,
+            notes_upto,
+        }
+    }
+
+    /// The agent of the sister's chain that runs (none at a usage limit), its spawn
+    /// settings, and the run whose session it resumes, with that session's id.
+    async fn agent_for(
+        &self,
+        sprint: &Sprint,
+        runs: &[Run],
+        actor: crate::domain::Actor,
+        reviewer: Option<&str>,
+    ) -> Option<(String, crate::config::SisterSpec, Option<(String, String)>)> {
+        let now = now_ms();
+        let paused = self.paused_agents(runs, now).await;
+        let (agent, mut spec) =
+            super::session::agent_for(&self.config, &paused, actor, reviewer, now)?;
+        let resumes = super::session::resumable(runs, sprint.round, actor, reviewer, &agent, &spec);
+        if let (Some((_, session)), Some(args)) = (&resumes, &spec.resume_args) {
+            spec.args = args
+                .iter()
+                .map(|a| a.replace(&format!("{{{}}}", crate::placeholder::SESSION), session))
+                .collect();
+        }
+        Some((agent, spec, resumes))
+    }
+}
+
+/// What a run comes after: the run whose document it continues (its parent), the last
+/// answer before it and that answer's message, and, after a round of several reviewers,
+/// what they found.
+struct Lineage {
+    parent: Option<Run>,
+    previous_run: Option<Run>,
+    previous_message: Option<HandoffMessage>,
+    findings: Option<super::findings::RoundFindings>,
+}
+
+impl Lineage {
+    /// This run's parent is the last run that handed off a valid message, or that a user
+    /// handed off to a fresh session. After a round of several reviewers: the one that
+    /// finished last. A reviewer's parent is the implementer's run, never another
+    /// reviewer's.
+    fn of(runs: &[Run], stage: Stage, reviewer: bool) -> Lineage {
+        let findings = (stage == Stage::Implementing)
+            .then(|| round_findings(runs))
+            .flatten();
+        let counts = |r: &&Run| !reviewer || r.actor.stage() == Stage::Implementing;
+        let (parent, previous_run) = match &findings {
+            Some(f) => (Some(f.parent.clone()), Some(f.parent.clone())),
+            None => (
+                runs.iter()
+                    .rev()
+                    .filter(counts)
+                    .find(|r| {
+                        matches!(r.outcome, Some(RunOutcome::Handoff | RunOutcome::HandedOff))
+                    })
+                    .cloned(),
+                runs.iter()
+                    .rev()
+                    .filter(counts)
+                    .find(|r| r.outcome == Some(RunOutcome::Handoff))
+                    .cloned(),
+            ),
+        };
+        let previous_message = previous_run
+            .as_ref()
+            .and_then(|r| r.message.clone())
+            .and_then(|m| serde_json::from_value(m).ok());
+        Lineage {
+            parent,
+            previous_run,
+            previous_message,
+            findings,
+        }
+    }
+
+    /// What the reviewers want fixed, each with who raised it: the round's findings, or
+    /// the last review's issues when the implementer runs after it.
+    fn review_issues(&self, stage: Stage) -> (Vec<ReviewIssue>, Vec<String>) {
+        if let Some(f) = &self.findings {
+            return f.issues.iter().cloned().unzip();
+        }
+        match (&self.previous_message, stage) {
+            (Some(m), Stage::Implementing) => {
+                let issues = m.review().map(review_issues).unwrap_or_default();
+                let by = vec![Stage::Reviewing.actor().to_string(); issues.len()];
+                (issues, by)
+            }
+            _ => (Vec::new(), Vec::new()),
+        }
+    }
+}
+
+/// Where the run works: the checkout (none outside git, or when it failed: why), the check
+/// at the base, the head it starts from.
+struct Workspace {
+    checkout: Option<crate::git::branch::Checkout>,
+    not_checked_out: Option<String>,
+    at_base: super::check::AtBase,
+    git_head: Option<String>,
+}
+
+/// What people asked that a run is told.
+struct Asked {
+    request: Option<sister::contract::PersonRequest>,
+    checklist: Vec<crate::handoff::message::ChecklistItem>,
+    checklist_by: Vec<String>,
+    notes: Vec<sister::contract::PersonNote>,
+    notes_upto: Option<i64>,
 }
 
 impl Orchestrator {

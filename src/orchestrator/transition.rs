@@ -58,36 +58,16 @@ impl Orchestrator {
             named_branch,
             may_start: !self.hold_spawns && !self.at_cap() && self.wants(sprint),
         };
-        // An approving review notes the head it saw; what would start the deployer is
-        // checked against the approved head first.
-        let (deploys, approves) = crate::pipeline::asks(sprint.position(), &event);
-        let gate = match deploys {
-            true => self.gate(sprint).await?,
-            false => None,
-        };
-        let reviewed = match (approves, run) {
-            (true, Some(run)) => {
-                let known = self.runs_of(sprint, runs.take()).await?;
-                let head = super::approval::reviewed_head(&known, &run.run_id);
-                runs = Some(known);
-                head
-            }
-            _ => None,
-        };
         let project = self.config.projects.get(&sprint.project);
         let delivers = project.is_some_and(|p| p.forge.is_some());
+        let (gate, reviewed) = self.approval(sprint, &event, run, &mut runs).await?;
         // With a forge, an approval of what did not move is the merge at its head.
         let merge = match (&event, &gate) {
             (Event::Approve { .. }, Some(g)) if delivers && g.moved.is_none() => {
                 match self.merge(sprint, &g.approved).await {
                     Some(Err(cannot)) => {
                         // Not asked now (the forge down): nothing changes, say so.
-                        self.memory.park(sprint.clone(), runs);
-                        if let Some(c) = command {
-                            self.store
-                                .resolve_command(c.id, CommandStatus::Refused, &cannot, now_ms())
-                                .await?;
-                        }
+                        self.refuse(sprint, runs, command, None, &cannot).await?;
                         return Ok(None);
                     }
                     Some(Ok(answer)) => Some(answer),
@@ -112,15 +92,8 @@ impl Orchestrator {
         let decision = match decide(before, &event, facts, &self.policy, now_ms()) {
             Ok(decision) => decision,
             Err(refusal) => {
-                self.memory.park(sprint.clone(), runs);
-                if let Some(c) = command {
-                    self.store
-                        .resolve_command(c.id, CommandStatus::Refused, &refusal.reason, now_ms())
-                        .await?;
-                }
-                if let Some(run) = run {
-                    self.store.end_run(run).await?;
-                }
+                self.refuse(sprint, runs, command, run, &refusal.reason)
+                    .await?;
                 return Ok(None);
             }
         };
@@ -129,29 +102,8 @@ impl Orchestrator {
         let launch = match &decision.launch {
             Launch::Stage { focus, .. } => {
                 let known = self.runs_of(sprint, runs.take()).await?;
-                // The run is given the focus the sprint no longer keeps.
-                let given = Sprint {
-                    focus: focus.as_ref().map(|f| f.text.clone()),
-                    focus_by: focus.as_ref().and_then(|f| f.by.clone()),
-                    ..after.clone()
-                };
-                let mut composed = self.compose(&given, known).await;
-                // The log does not hold this move yet: the round its checks failed starts
-                // with them; the deploy after a merge, on the merged base.
-                if let (Some(c), Event::ChecksFailed { failed, .. }) = (&mut composed, &event) {
-                    c.request.contract.forge_checks = failed.clone();
-                }
-                let merged = match (&decision.transition.note, &event) {
-                    (Some(crate::pipeline::fsm::Note::Merged { commit, .. }), _)
-                    | (_, Event::ForgeMerged { commit, .. }) => commit.clone(),
-                    _ => None,
-                };
-                if let (Some(c), Some(commit)) = (&mut composed, merged)
-                    && let Err(why) = self.deploy_merged(&after, &mut c.request, &commit).await
-                {
-                    c.unpreparable = Some(why);
-                }
-                composed
+                self.next_run(&after, focus.as_ref(), known, &decision, &event)
+                    .await
             }
             Launch::Nothing | Launch::Reviewers => None,
         };
@@ -189,6 +141,104 @@ impl Orchestrator {
         after.last_seq = record.seq;
         after.updated_at = at;
         tracing::info!(sprint = %sprint.id, seq = record.seq, from = %t.from.state, to = %t.to.state, event = %record.event, "transition");
+        self.committed(&record, after, &decision, launch, runs);
+        Ok(Some(record))
+    }
+
+    /// What an approval is checked against: the gate before the deployer starts (the
+    /// branch still at the approved commit), and the head an approving review saw.
+    async fn approval(
+        &self,
+        sprint: &Sprint,
+        event: &Event,
+        run: Option<&RunEnd>,
+        runs: &mut Option<Vec<Run>>,
+    ) -> Result<(Option<super::approval::Gate>, Option<String>), OrchestratorError> {
+        let (deploys, approves) = crate::pipeline::asks(sprint.position(), event);
+        let gate = match deploys {
+            true => self.gate(sprint).await?,
+            false => None,
+        };
+        let reviewed = match (approves, run) {
+            (true, Some(run)) => {
+                let known = self.runs_of(sprint, runs.take()).await?;
+                let head = super::approval::reviewed_head(&known, &run.run_id);
+                *runs = Some(known);
+                head
+            }
+            _ => None,
+        };
+        Ok((gate, reviewed))
+    }
+
+    /// Nothing changes: the sprint is kept as it was, its command refused with `why`, the
+    /// run that ended (if any) recorded.
+    async fn refuse(
+        &mut self,
+        sprint: &Sprint,
+        runs: Option<Vec<Run>>,
+        command: Option<&Command>,
+        run: Option<&RunEnd>,
+        why: &str,
+    ) -> Result<(), OrchestratorError> {
+        self.memory.park(sprint.clone(), runs);
+        if let Some(c) = command {
+            self.store
+                .resolve_command(c.id, CommandStatus::Refused, why, now_ms())
+                .await?;
+        }
+        if let Some(run) = run {
+            self.store.end_run(run).await?;
+        }
+        Ok(())
+    }
+
+    /// The run a decision starts, composed for the sprint as it will be. It is given the
+    /// focus the sprint no longer keeps; the log does not hold this move yet, so the round
+    /// its checks failed starts with them, and the deploy after a merge on the merged base.
+    async fn next_run(
+        &self,
+        after: &Sprint,
+        focus: Option<&crate::pipeline::Focus>,
+        runs: Vec<Run>,
+        decision: &Decision,
+        event: &Event,
+    ) -> Option<super::compose::Composed> {
+        let given = Sprint {
+            focus: focus.map(|f| f.text.clone()),
+            focus_by: focus.and_then(|f| f.by.clone()),
+            ..after.clone()
+        };
+        let mut composed = self.compose(&given, runs).await?;
+        if let Event::ChecksFailed { failed, .. } = event {
+            composed.request.contract.forge_checks = failed.clone();
+        }
+        let merged = match (&decision.transition.note, event) {
+            (Some(crate::pipeline::fsm::Note::Merged { commit, .. }), _)
+            | (_, Event::ForgeMerged { commit, .. }) => commit.clone(),
+            _ => None,
+        };
+        if let Some(commit) = merged
+            && let Err(why) = self
+                .deploy_merged(after, &mut composed.request, &commit)
+                .await
+        {
+            composed.unpreparable = Some(why);
+        }
+        Some(composed)
+    }
+
+    /// After the commit, never before: what it frees and wakes, the subscribers told (they
+    /// only ever hear of what is durable), the reviewers it stops, the run it starts.
+    fn committed(
+        &mut self,
+        record: &TransitionRecord,
+        after: Sprint,
+        decision: &Decision,
+        launch: Option<super::compose::Composed>,
+        runs: Option<Vec<Run>>,
+    ) {
+        let t = &decision.transition;
         if decision.frees_lock {
             self.lock_freed = true;
         }
@@ -196,14 +246,13 @@ impl Orchestrator {
             // Whether it now waits on a forge, or no longer does.
             self.forges_moved();
         }
-        // After the commit, never before: a subscriber only ever hears of what is durable.
         let _ = self.handle.events.send(Arc::new(Committed {
             record: record.clone(),
             sprint: after.clone(),
         }));
         if decision.stops_reviewers {
             // Their runs end `cancelled`.
-            self.memory.stop_sprint(&sprint.id, Stop::Abort);
+            self.memory.stop_sprint(&after.id, Stop::Abort);
         }
         if let Some(composed) = launch {
             let prepared = composed.prepare();
@@ -212,7 +261,6 @@ impl Orchestrator {
             let reviewers = decision.launch == Launch::Reviewers;
             self.memory.keep(after, runs, reviewers);
         }
-        Ok(Some(record))
     }
 }
 

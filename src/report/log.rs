@@ -12,7 +12,10 @@ use crate::domain::parse_run_id;
 use crate::notify::messages::{Context, one_line, render};
 use crate::output::escape_controls;
 use crate::output::{Exit, print_json};
-use crate::store::{CheckRecord, Command, CommandKind, CommandStatus, Run, Store};
+use crate::store::{
+    CheckRecord, Command, CommandKind, CommandStatus, ContractItem, Run, Sprint, Store, StoreError,
+    TransitionRecord, Usage,
+};
 use crate::{errln, out, outln};
 
 /// What `sprint log --run` prints of a run's capture.
@@ -23,65 +26,123 @@ pub enum Capture {
     Stderr,
 }
 
+/// `sprint log ID [--json]`.
 pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exit {
     let sprint = match store.sprint(id).await {
         Ok(Some(s)) => s,
         Ok(None) => return no_sprint(id),
         Err(e) => return failed(&e),
     };
-    let (transitions, runs, usage, commands) = match (
-        store.transitions(id).await,
-        store.runs(id).await,
-        store.usage(id).await,
-        store.commands_of(id).await,
-    ) {
-        (Ok(t), Ok(r), Ok(u), Ok(c)) => (t, r, u, c),
-        (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
-            return failed(&e);
-        }
-    };
-    let contract = crate::store::contract_results(&runs, &transitions);
-    let checks = match store.checks(id).await {
-        Ok(checks) => checks,
+    let history = match History::read(store, id).await {
+        Ok(history) => history,
         Err(e) => return failed(&e),
     };
     if as_json {
-        let checklist = checklist_json(&contract);
-        return print_json(&json!({
-            "id": sprint.id,
-            "state": sprint.state,
-            "project": sprint.project,
-            "goal": sprint.goal,
-            "round": sprint.round,
-            "attempt": sprint.attempt,
-            "branch": sprint.branch,
-            "base_branch": sprint.base_branch,
-            "base_commit": sprint.base_commit,
-            "started_by": sprint.started_by,
-            "checklist": checklist,
-            "transitions": transitions,
-            "runs": runs,
-            "commands": commands,
-            "notes": commands
-                .iter()
-                .filter(|c| c.kind == CommandKind::Note)
-                .map(|c| json!({
-                    "id": c.id,
-                    "by": c.by,
-                    "text": c.text,
-                    "at": c.created_at,
-                    "status": c.status,
-                    "delivered_run": c.delivered_run,
-                }))
-                .collect::<Vec<_>>(),
-            "checks": checks,
-            "artifacts": artifacts(store, &runs)
-                .into_iter()
-                .map(|(run, dir, files)| json!({ "run": run, "dir": dir, "files": files }))
-                .collect::<Vec<_>>(),
-            "usage": usage,
-        }));
+        return print_json(&log_json(store, &sprint, &history));
     }
+    print_heading(&sprint);
+    print_contract(&history.contract);
+    print_transitions(config, &sprint, &history.transitions);
+    let (notes, steering): (Vec<&Command>, Vec<&Command>) = history
+        .commands
+        .iter()
+        .partition(|c| c.kind == CommandKind::Note);
+    print_commands(&steering);
+    print_notes(&notes);
+    print_usage(&history.usage);
+    print_runs(&history.runs);
+    print_artifacts(store, &history.runs);
+    print_checks(&history.checks);
+    Exit::Success
+}
+
+/// What the database holds of a sprint, as `sprint log` shows it.
+struct History {
+    transitions: Vec<TransitionRecord>,
+    runs: Vec<Run>,
+    usage: Usage,
+    commands: Vec<Command>,
+    /// The planner's checklist, with the latest review's result on each item.
+    contract: Vec<ContractItem>,
+    checks: Vec<CheckRecord>,
+}
+
+impl History {
+    /// The sprint's history from the database; the first error it gave, if any.
+    async fn read(store: &Store, id: &str) -> Result<History, StoreError> {
+        let (transitions, runs, usage, commands) = match (
+            store.transitions(id).await,
+            store.runs(id).await,
+            store.usage(id).await,
+            store.commands_of(id).await,
+        ) {
+            (Ok(t), Ok(r), Ok(u), Ok(c)) => (t, r, u, c),
+            (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
+                return Err(e);
+            }
+        };
+        let contract = crate::store::contract_results(&runs, &transitions);
+        let checks = store.checks(id).await?;
+        Ok(History {
+            transitions,
+            runs,
+            usage,
+            commands,
+            contract,
+            checks,
+        })
+    }
+}
+
+/// Everything `sprint log --json` gives, in its fields' order.
+fn log_json(store: &Store, sprint: &Sprint, history: &History) -> serde_json::Value {
+    json!({
+        "id": sprint.id,
+        "state": sprint.state,
+        "project": sprint.project,
+        "goal": sprint.goal,
+        "round": sprint.round,
+        "attempt": sprint.attempt,
+        "branch": sprint.branch,
+        "base_branch": sprint.base_branch,
+        "base_commit": sprint.base_commit,
+        "started_by": sprint.started_by,
+        "checklist": checklist_json(&history.contract),
+        "transitions": history.transitions,
+        "runs": history.runs,
+        "commands": history.commands,
+        "notes": notes_json(&history.commands),
+        "checks": history.checks,
+        "artifacts": artifacts(store, &history.runs)
+            .into_iter()
+            .map(|(run, dir, files)| json!({ "run": run, "dir": dir, "files": files }))
+            .collect::<Vec<_>>(),
+        "usage": history.usage,
+    })
+}
+
+/// The notes people left for the sisters, as `--json` gives them: who wrote each, when,
+/// and which run it was given to.
+fn notes_json(commands: &[Command]) -> Vec<serde_json::Value> {
+    commands
+        .iter()
+        .filter(|c| c.kind == CommandKind::Note)
+        .map(|c| {
+            json!({
+                "id": c.id,
+                "by": c.by,
+                "text": c.text,
+                "at": c.created_at,
+                "status": c.status,
+                "delivered_run": c.delivered_run,
+            })
+        })
+        .collect()
+}
+
+/// The sprint's id and goal, its state, round, attempt, project and branch, where it
+/// branched from and who started it.
+fn print_heading(sprint: &Sprint) {
     outln!("{} · {}", sprint.id, escape_controls(&sprint.goal));
     outln!(
         "{} (round {}, attempt {}), project {}, branch {}\n",
@@ -101,24 +162,34 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
     if let Some(by) = &sprint.started_by {
         outln!("Started by {}\n", escape_controls(by));
     }
-    if !contract.is_empty() {
-        outln!(
-            "Contract ({}'s checklist, with the latest review's result):",
-            Stage::Planning.actor()
-        );
-        for c in &contract {
-            outln!(
-                "  {} {}: {}",
-                contract_mark(c.passed),
-                escape_controls(&c.item.id),
-                escape_controls(&one_line(&c.item.text))
-            );
-        }
-        outln!();
+}
+
+/// The planner's checklist with the latest review's result on each item; nothing
+/// without a contract.
+fn print_contract(contract: &[ContractItem]) {
+    if contract.is_empty() {
+        return;
     }
+    outln!(
+        "Contract ({}'s checklist, with the latest review's result):",
+        Stage::Planning.actor()
+    );
+    for c in contract {
+        outln!(
+            "  {} {}: {}",
+            contract_mark(c.passed),
+            escape_controls(&c.item.id),
+            escape_controls(&one_line(&c.item.text))
+        );
+    }
+    outln!();
+}
+
+/// Each transition: when, from which state to which, what it means, and who made it.
+fn print_transitions(config: &Config, sprint: &Sprint, transitions: &[TransitionRecord]) {
     outln!("Transitions:");
-    let cx = Context::new(config, &sprint);
-    for t in &transitions {
+    let cx = Context::new(config, sprint);
+    for t in transitions {
         let by =
             t.by.as_deref()
                 .map(|by| format!("  (by {})", escape_controls(by)))
@@ -132,8 +203,10 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             escape_controls(&render(t, &cx).text)
         );
     }
-    let (notes, steering): (Vec<&Command>, Vec<&Command>) =
-        commands.iter().partition(|c| c.kind == CommandKind::Note);
+}
+
+/// The commands people gave the sprint: when, which, by whom, and what became of them.
+fn print_commands(steering: &[&Command]) {
     if !steering.is_empty() {
         outln!("\nCommands:");
     }
@@ -152,6 +225,10 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             c.status.as_str()
         );
     }
+}
+
+/// The notes people left: when, by whom, which run was given each, and what it said.
+fn print_notes(notes: &[&Command]) {
     if !notes.is_empty() {
         outln!("\nNotes:");
     }
@@ -169,6 +246,10 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             escape_controls(&one_line(c.text.as_deref().unwrap_or_default()))
         );
     }
+}
+
+/// The sprint's spend and tokens, in all and by sister.
+fn print_usage(usage: &Usage) {
     outln!(
         "\nUsage: ${:.2}, {} input and {} output tokens",
         usage.total.cost_usd,
@@ -183,11 +264,19 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             spend.output_tokens
         );
     }
+}
+
+/// Each run, with the document it was given and the end of what it said.
+fn print_runs(runs: &[Run]) {
     outln!("\nRuns (each given the document of its parent):");
-    for r in &runs {
+    for r in runs {
         print_run(r);
     }
-    let kept = artifacts(store, &runs);
+}
+
+/// Each run's artifact folder that holds something, with its files.
+fn print_artifacts(store: &Store, runs: &[Run]) {
+    let kept = artifacts(store, runs);
     if !kept.is_empty() {
         outln!("\nArtifacts (what runs kept in their own folder):");
     }
@@ -198,16 +287,19 @@ pub async fn log(store: &Store, config: &Config, id: &str, as_json: bool) -> Exi
             escape_controls(&files.join(", "))
         );
     }
+}
+
+/// The project's checks, one each with the last line it printed.
+fn print_checks(checks: &[CheckRecord]) {
     if !checks.is_empty() {
         outln!(
             "\nChecks (the project's check, run after {}'s IMPL_DONE):",
             Stage::Implementing.actor()
         );
     }
-    for c in &checks {
+    for c in checks {
         print_check(c);
     }
-    Exit::Success
 }
 
 /// The contract as `--json` gives it: `[{ id, text, passed }]`.

@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::evidence::{Evidence, patch};
+use super::evidence::{Evidence, PullRequestSeen, Round, Work, patch};
 use super::{failed, no_sprint};
 use crate::config::Config;
 use crate::domain::short_commit as short;
 use crate::notify::messages::one_line;
 use crate::output::{Exit, escape_controls, escape_controls_by_line, print_json};
-use crate::store::Store;
+use crate::store::{CheckRecord, ContractItem, Run, Sprint, Store};
 use crate::{errln, out, outln};
 
 /// `sprint show ID [--json]`.
@@ -25,93 +25,172 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
         Ok(None) => return no_sprint(id),
         Err(e) => return failed(&e),
     };
-    let e = match Evidence::gather(store, config, sprint).await {
-        Ok(e) => e,
+    let evidence = match Evidence::gather(store, config, sprint).await {
+        Ok(evidence) => evidence,
         Err(e) => return failed(&e),
     };
-    let time = e.time_by_sister();
-    let (sprint, work, usage, contract, checks) =
-        (&e.sprint, &e.work, &e.usage, &e.contract, &e.checks);
     if as_json {
-        let (head, commits, diffstat, git_error) = match work {
-            Some(Ok(w)) => (
-                Some(w.head.clone()),
-                w.commits
+        return print_json(&show_json(&evidence));
+    }
+    print_heading(&evidence.sprint);
+    print_branch(&evidence);
+    print_contract(&evidence.contract);
+    print_checks(&evidence);
+    print_review_rounds(&evidence.rounds);
+    print_runs(&evidence.runs);
+    print_time_and_spend(&evidence);
+    Exit::Success
+}
+
+/// Everything `sprint show --json` gives, in its fields' order.
+fn show_json(evidence: &Evidence) -> serde_json::Value {
+    let sprint = &evidence.sprint;
+    let git = GitJson::of(evidence.work.as_ref());
+    json!({
+        "id": sprint.id,
+        "state": sprint.state,
+        "project": sprint.project,
+        "goal": sprint.goal,
+        "round": sprint.round,
+        "branch": sprint.branch,
+        "base_branch": sprint.base_branch,
+        "base_commit": sprint.base_commit,
+        "head_commit": git.head,
+        "approved_commit": evidence.approved,
+        "forge": evidence.forge.as_ref().map(forge_json),
+        "unreviewed_commits": match &evidence.work {
+            Some(Ok(w)) => unreviewed(&w.commits, evidence.approved.as_deref()),
+            _ => Vec::new(),
+        },
+        "commits": git.commits,
+        "diffstat": git.diffstat,
+        "git_error": git.error,
+        "checklist": super::checklist_json(&evidence.contract),
+        "checks": evidence.checks,
+        "base_check": evidence.base_check,
+        "rounds": evidence.rounds.iter().map(round_json).collect::<Vec<_>>(),
+        "spend": { "total": evidence.usage.total, "by_sister": spend_by_sister_json(evidence) },
+        "runs": evidence.runs.iter().map(run_json).collect::<Vec<_>>(),
+    })
+}
+
+/// What git said of the branch, as `--json` gives it: nothing but the error when git
+/// could not answer, and nothing at all outside git.
+struct GitJson {
+    head: Option<String>,
+    commits: Vec<serde_json::Value>,
+    diffstat: Vec<serde_json::Value>,
+    error: Option<String>,
+}
+
+impl GitJson {
+    /// What `work` says, or why it says nothing.
+    fn of(work: Option<&Result<Work, String>>) -> GitJson {
+        match work {
+            Some(Ok(w)) => GitJson {
+                head: Some(w.head.clone()),
+                commits: w
+                    .commits
                     .iter()
                     .map(|(id, s)| json!({ "id": id, "subject": s }))
                     .collect(),
-                w.diffstat
+                diffstat: w
+                    .diffstat
                     .iter()
                     .map(|(f, a, r)| json!({ "file": f, "added": a, "removed": r }))
                     .collect(),
-                None,
-            ),
-            Some(Err(e)) => (None, Vec::new(), Vec::new(), Some(e.clone())),
-            None => (None, Vec::new(), Vec::new(), None),
-        };
-        let by_sister: serde_json::Map<String, serde_json::Value> = time
-            .iter()
-            .map(|(sister, ms)| {
-                let spend = usage.by_sister.get(sister).cloned().unwrap_or_default();
-                (
-                    sister.clone(),
-                    json!({ "duration_ms": ms, "cost_usd": spend.cost_usd, "input_tokens": spend.input_tokens, "output_tokens": spend.output_tokens }),
-                )
-            })
-            .collect();
-        return print_json(&json!({
-            "id": sprint.id,
-            "state": sprint.state,
-            "project": sprint.project,
-            "goal": sprint.goal,
-            "round": sprint.round,
-            "branch": sprint.branch,
-            "base_branch": sprint.base_branch,
-            "base_commit": sprint.base_commit,
-            "head_commit": head,
-            "approved_commit": e.approved,
-            "forge": e.forge.as_ref().map(|f| json!({
-                "pr": f.pr,
-                "url": f.url,
-                "head": f.head,
-                "checks": f.checks.iter().map(|(name, result)| json!({ "name": name, "result": result })).collect::<Vec<_>>(),
-            })),
-            "unreviewed_commits": match work {
-                Some(Ok(w)) => unreviewed(&w.commits, e.approved.as_deref()),
-                _ => Vec::new(),
+                error: None,
             },
-            "commits": commits,
-            "diffstat": diffstat,
-            "git_error": git_error,
-            "checklist": super::checklist_json(contract),
-            "checks": checks,
-            "base_check": e.base_check,
-            "rounds": e.rounds
-                .iter()
-                .map(|r| json!({
-                    "round": r.round,
-                    "request": r.request.as_ref().map(|(by, text)| json!({ "by": by, "text": text })),
-                    "reviews": r.reviews
-                        .iter()
-                        .map(|v| json!({ "reviewer": v.reviewer, "verdict": v.verdict, "findings": v.findings.iter().map(|f| f.line()).collect::<Vec<_>>() }))
-                        .collect::<Vec<_>>(),
-                }))
-                .collect::<Vec<_>>(),
-            "spend": { "total": usage.total, "by_sister": by_sister },
-            "runs": e.runs
-                .iter()
-                .map(|r| json!({
-                    "run": r.run_id,
-                    "sister": r.actor,
-                    "reviewer": r.reviewer,
-                    "agent": r.agent,
-                    "round": r.round,
-                    "attempt": r.attempt,
-                    "outcome": r.outcome,
-                }))
-                .collect::<Vec<_>>(),
-        }));
+            Some(Err(e)) => GitJson {
+                error: Some(e.clone()),
+                ..GitJson::empty()
+            },
+            None => GitJson::empty(),
+        }
     }
+
+    /// No head, no commits, no diff, no error.
+    fn empty() -> GitJson {
+        GitJson {
+            head: None,
+            commits: Vec::new(),
+            diffstat: Vec::new(),
+            error: None,
+        }
+    }
+}
+
+/// The sprint's pull request as `--json` gives it, its forge checks by name.
+fn forge_json(forge: &PullRequestSeen) -> serde_json::Value {
+    json!({
+        "pr": forge.pr,
+        "url": forge.url,
+        "head": forge.head,
+        "checks": forge
+            .checks
+            .iter()
+            .map(|(name, result)| json!({ "name": name, "result": result }))
+            .collect::<Vec<_>>(),
+    })
+}
+
+/// One review round as `--json` gives it: who asked for it, and each reviewer's verdict
+/// with its findings one line each.
+fn round_json(round: &Round) -> serde_json::Value {
+    json!({
+        "round": round.round,
+        "request": round.request.as_ref().map(|(by, text)| json!({ "by": by, "text": text })),
+        "reviews": round.reviews
+            .iter()
+            .map(|v| json!({
+                "reviewer": v.reviewer,
+                "verdict": v.verdict,
+                "findings": v.findings.iter().map(|f| f.line()).collect::<Vec<_>>(),
+            }))
+            .collect::<Vec<_>>(),
+    })
+}
+
+/// Each sister's time and spend as `--json` gives it, by sister.
+fn spend_by_sister_json(evidence: &Evidence) -> serde_json::Map<String, serde_json::Value> {
+    evidence
+        .time_by_sister()
+        .iter()
+        .map(|(sister, ms)| {
+            let spend = evidence
+                .usage
+                .by_sister
+                .get(sister)
+                .cloned()
+                .unwrap_or_default();
+            (
+                sister.clone(),
+                json!({
+                    "duration_ms": ms,
+                    "cost_usd": spend.cost_usd,
+                    "input_tokens": spend.input_tokens,
+                    "output_tokens": spend.output_tokens,
+                }),
+            )
+        })
+        .collect()
+}
+
+/// One run as `--json` gives it: who ran it, with which agent, and how it ended.
+fn run_json(run: &Run) -> serde_json::Value {
+    json!({
+        "run": run.run_id,
+        "sister": run.actor,
+        "reviewer": run.reviewer,
+        "agent": run.agent,
+        "round": run.round,
+        "attempt": run.attempt,
+        "outcome": run.outcome,
+    })
+}
+
+/// The sprint's id and goal, then its state, round and project.
+fn print_heading(sprint: &Sprint) {
     outln!("{} · {}", sprint.id, escape_controls(&sprint.goal));
     outln!(
         "{} (round {}), project {}",
@@ -119,54 +198,18 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
         sprint.round,
         sprint.project
     );
-    match (&sprint.base_branch, &sprint.base_commit, work) {
-        (Some(base), Some(commit), Some(Ok(w))) => {
-            outln!(
-                "Branch {} from {} at {}, now at {}",
-                escape_controls(&sprint.branch),
-                escape_controls(base),
-                short(commit),
-                short(&w.head)
-            );
-            if let Some(f) = &e.forge {
-                outln!(
-                    "Pull request #{} at {}: {}",
-                    f.pr,
-                    short(&f.head),
-                    escape_controls(&f.url)
-                );
-            }
-            let approved = e.approved.as_deref();
-            if let Some(approved) = approved {
-                outln!("Approved at {} (what an approval deploys)", short(approved));
-            }
-            let unreviewed = unreviewed(&w.commits, approved);
-            if let Some(approved) = approved
-                && w.head != approved
-            {
-                outln!(
-                    "⚠ The branch moved after the review: now at {}, {} never reviewed; an approval deploys nothing until a review has seen it",
-                    short(&w.head),
-                    match unreviewed.len() {
-                        1 => "1 commit".to_string(),
-                        n => format!("{n} commits"),
-                    }
-                );
-            }
-            outln!("\nCommits ({}):", w.commits.len());
-            for (id, subject) in &w.commits {
-                let mark = if unreviewed.contains(&id.as_str()) {
-                    " (not reviewed)"
-                } else {
-                    ""
-                };
-                outln!("  {} {}{mark}", short(id), escape_controls(subject));
-            }
-            let (added, removed) = w.totals();
-            outln!("\nDiff: {} files, +{added} −{removed}", w.diffstat.len());
-            for (file, a, r) in &w.diffstat {
-                outln!("  {:<40} +{a} −{r}", escape_controls(file));
-            }
+}
+
+/// The branch against its base with its commits and diff, or why git has nothing to say
+/// of it.
+fn print_branch(evidence: &Evidence) {
+    let sprint = &evidence.sprint;
+    match (&sprint.base_branch, &sprint.base_commit, &evidence.work) {
+        (Some(base), Some(commit), Some(Ok(work))) => {
+            let unreviewed = unreviewed(&work.commits, evidence.approved.as_deref());
+            print_branch_and_approval(evidence, base, commit, work, &unreviewed);
+            print_commits(work, &unreviewed);
+            print_diffstat(work);
         }
         (_, _, Some(Err(e))) => outln!(
             "Branch {}: {}",
@@ -178,38 +221,120 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
             escape_controls(&sprint.branch)
         ),
     }
-    if !contract.is_empty() {
-        outln!("\nContract:");
-        for c in contract {
-            outln!(
-                "  {} {}: {}",
-                super::contract_mark(c.passed),
-                escape_controls(&c.item.id),
-                escape_controls(&c.item.text)
-            );
-        }
+}
+
+/// Where the branch started and where it is now, its pull request, the commit an
+/// approval deploys, and a warning when the branch moved after the review.
+fn print_branch_and_approval(
+    evidence: &Evidence,
+    base: &str,
+    commit: &str,
+    work: &Work,
+    unreviewed: &[&str],
+) {
+    outln!(
+        "Branch {} from {} at {}, now at {}",
+        escape_controls(&evidence.sprint.branch),
+        escape_controls(base),
+        short(commit),
+        short(&work.head)
+    );
+    if let Some(f) = &evidence.forge {
+        outln!(
+            "Pull request #{} at {}: {}",
+            f.pr,
+            short(&f.head),
+            escape_controls(&f.url)
+        );
     }
+    let approved = evidence.approved.as_deref();
+    if let Some(approved) = approved {
+        outln!("Approved at {} (what an approval deploys)", short(approved));
+    }
+    if let Some(approved) = approved
+        && work.head != approved
+    {
+        outln!(
+            "⚠ The branch moved after the review: now at {}, {} never reviewed; an approval deploys nothing until a review has seen it",
+            short(&work.head),
+            match unreviewed.len() {
+                1 => "1 commit".to_string(),
+                n => format!("{n} commits"),
+            }
+        );
+    }
+}
+
+/// The branch's commits, oldest first, those no review saw marked.
+fn print_commits(work: &Work, unreviewed: &[&str]) {
+    outln!("\nCommits ({}):", work.commits.len());
+    for (id, subject) in &work.commits {
+        let mark = if unreviewed.contains(&id.as_str()) {
+            " (not reviewed)"
+        } else {
+            ""
+        };
+        outln!("  {} {}{mark}", short(id), escape_controls(subject));
+    }
+}
+
+/// The diff's totals, then the lines added and removed in each file.
+fn print_diffstat(work: &Work) {
+    let (added, removed) = work.totals();
+    outln!("\nDiff: {} files, +{added} −{removed}", work.diffstat.len());
+    for (file, a, r) in &work.diffstat {
+        outln!("  {:<40} +{a} −{r}", escape_controls(file));
+    }
+}
+
+/// The contract's items with the review's word on each; nothing without a contract.
+fn print_contract(contract: &[ContractItem]) {
+    if contract.is_empty() {
+        return;
+    }
+    outln!("\nContract:");
+    for c in contract {
+        outln!(
+            "  {} {}: {}",
+            super::contract_mark(c.passed),
+            escape_controls(&c.item.id),
+            escape_controls(&c.item.text)
+        );
+    }
+}
+
+/// The checks: how each ended, its command, how long it took and at which commit.
+fn print_checks(evidence: &Evidence) {
+    let checks = &evidence.checks;
     // The check at the base an earlier sprint made is this sprint's too.
-    let reused = e.base_check.as_ref().filter(|b| !checks.contains(b));
-    if reused.is_some() || !checks.is_empty() {
-        outln!("\nChecks:");
-        for c in reused.into_iter().chain(checks) {
-            outln!(
-                "  {} `{}` in {} at {}{}",
-                super::check_ended(c),
-                escape_controls(&crate::domain::shell_line(&c.command)),
-                humantime::format_duration(Duration::from_millis(
-                    u64::try_from(c.duration_ms).unwrap_or(0) / 1000 * 1000
-                )),
-                c.head.as_deref().map_or("(no git)", short),
-                if c.at_base { " (the base)" } else { "" }
-            );
-        }
+    let reused = evidence.base_check.as_ref().filter(|b| !checks.contains(b));
+    if reused.is_none() && checks.is_empty() {
+        return;
     }
-    if !e.rounds.is_empty() {
+    outln!("\nChecks:");
+    for c in reused.into_iter().chain(checks) {
+        print_check(c);
+    }
+}
+
+/// One check on one line.
+fn print_check(c: &CheckRecord) {
+    outln!(
+        "  {} `{}` in {} at {}{}",
+        super::check_ended(c),
+        escape_controls(&crate::domain::shell_line(&c.command)),
+        to_the_second(c.duration_ms),
+        c.head.as_deref().map_or("(no git)", short),
+        if c.at_base { " (the base)" } else { "" }
+    );
+}
+
+/// Each review round: who asked for it, and each reviewer's verdict and findings.
+fn print_review_rounds(rounds: &[Round]) {
+    if !rounds.is_empty() {
         outln!("\nReview rounds:");
     }
-    for round in &e.rounds {
+    for round in rounds {
         if let Some((by, text)) = &round.request {
             outln!(
                 "  {}  asked by {}: {}",
@@ -234,9 +359,13 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
             );
         }
     }
+}
+
+/// Each run: its sister, which agent ran it, its round and attempt, and how it ended.
+fn print_runs(runs: &[Run]) {
     // Which agent ran each run: a usage limit may have handed a stage to another.
     outln!("\nRuns:");
-    for r in &e.runs {
+    for r in runs {
         outln!(
             "  {:<16} {:<7} {:<14} round {} attempt {}  {}",
             r.run_id,
@@ -247,20 +376,28 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
             r.outcome.map_or("running", |o| o.as_str())
         );
     }
+}
+
+/// The time each sister took and what it spent, then the sprint's total spend.
+fn print_time_and_spend(evidence: &Evidence) {
+    let usage = &evidence.usage;
     outln!("\nTime and spend:");
-    for (sister, ms) in &time {
+    for (sister, ms) in &evidence.time_by_sister() {
         let spend = usage.by_sister.get(sister).cloned().unwrap_or_default();
         outln!(
             "  {sister:<7} {:<10} ${:.2}",
-            humantime::format_duration(Duration::from_millis(
-                u64::try_from(*ms).unwrap_or(0) / 1000 * 1000
-            ))
-            .to_string(),
+            to_the_second(*ms).to_string(),
             spend.cost_usd
         );
     }
     outln!("  total             ${:.2}", usage.total.cost_usd);
-    Exit::Success
+}
+
+/// A duration in milliseconds, cut to whole seconds, as people read it.
+fn to_the_second(ms: i64) -> humantime::FormattedDuration {
+    humantime::format_duration(Duration::from_millis(
+        u64::try_from(ms).unwrap_or(0) / 1000 * 1000,
+    ))
 }
 
 /// `sprint diff ID`: the patch of the sprint's branch against its base, on stdout

@@ -2,6 +2,7 @@
 //! `BOARD_INTERVAL`, bursts coalesced.
 
 use super::*;
+use crate::say;
 
 impl Bridge {
     /// A running sister's new step: its board is due for an edit (within the interval),
@@ -227,10 +228,9 @@ impl Bridge {
             _ => None,
         }) {
             let head = head.get(..7).unwrap_or(head);
-            text.push_str(&match self.config.pipeline.locale {
-                crate::config::Locale::Ko => format!("\nPR: #{pr} ({head}) {url}"),
-                crate::config::Locale::En => format!("\nPull request: #{pr} ({head}) {url}"),
-            });
+            text.push_str(&say!(self.config.pipeline.locale,
+                ko: "\nPR: #{pr} ({head}) {url}",
+                en: "\nPull request: #{pr} ({head}) {url}"));
         }
         let commands = self.store.commands_of(&sprint.id).await?;
         if let Some(people) = crate::discord::render::people_line(
@@ -243,14 +243,9 @@ impl Bridge {
         }
         if let Some(skipped) = self.with(|s| s.skipped.get(&sprint.id).cloned()) {
             let (n, why, id) = (skipped.lines, one_line(&skipped.last_error), &sprint.id);
-            text.push_str(&match self.config.pipeline.locale {
-                crate::config::Locale::Ko => format!(
-                    "\n⚠️ 줄 {n}개를 올리지 못함 ({why}); 전체 기록: `hanarang sprint log {id}`"
-                ),
-                crate::config::Locale::En => format!(
-                    "\n⚠️ {n} line(s) could not be posted ({why}); all of them: `hanarang sprint log {id}`"
-                ),
-            });
+            text.push_str(&say!(self.config.pipeline.locale,
+                ko: "\n⚠️ 줄 {n}개를 올리지 못함 ({why}); 전체 기록: `hanarang sprint log {id}`",
+                en: "\n⚠️ {n} line(s) could not be posted ({why}); all of them: `hanarang sprint log {id}`"));
         }
         Ok(cut(&text, MAX_CONTENT))
     }

@@ -7,6 +7,7 @@ use crate::discord::rest::File;
 use crate::discord::{inert, summary};
 use crate::domain::{Stage, Verdict};
 use crate::report::evidence::Evidence;
+use crate::say;
 
 impl Bridge {
     /// One line, unless its sprint waits. A failure for now puts the sprint on its
@@ -171,34 +172,30 @@ impl Bridge {
             let joins = sprint
                 .resume
                 .is_some_and(|r| r.stage == crate::pipeline::State::Implementing);
-            let text = match (self.config.pipeline.locale, joins) {
-                (crate::config::Locale::Ko, true) => {
-                    "👆 위 내용을 보고 정해주세요: 메모와 함께 재개하면 그 메모가 다음 실행에 전달되고 계약에 추가됩니다"
-                }
-                (crate::config::Locale::Ko, false) => {
-                    "👆 위 내용을 보고 정해주세요: 메모와 함께 재개하면 그 메모가 다음 실행에 전달됩니다"
-                }
-                (crate::config::Locale::En, true) => {
-                    "👆 Decide on the above: a note you resume with is told to the next run and added to the contract"
-                }
-                (crate::config::Locale::En, false) => {
-                    "👆 Decide on the above: a note you resume with is told to the next run"
-                }
+            let locale = self.config.pipeline.locale;
+            let text = if joins {
+                say!(locale,
+                    ko: "👆 위 내용을 보고 정해주세요: 메모와 함께 재개하면 그 메모가 다음 실행에 전달되고 계약에 추가됩니다",
+                    en: "👆 Decide on the above: a note you resume with is told to the next run and added to the contract")
+            } else {
+                say!(locale,
+                    ko: "👆 위 내용을 보고 정해주세요: 메모와 함께 재개하면 그 메모가 다음 실행에 전달됩니다",
+                    en: "👆 Decide on the above: a note you resume with is told to the next run")
             };
-            let rows = escalation_buttons(&sprint.id, record.seq, self.config.pipeline.locale);
-            self.post_in(thread, &offer(text, rows, record, "settle"), &[])
+            let rows = escalation_buttons(&sprint.id, record.seq, locale);
+            self.post_in(thread, &offer(&text, rows, record, "settle"), &[])
                 .await?;
         }
         if entering_done {
             // The decision comes after the evidence it is made on: on a phone, one reads
             // the summary down to its buttons.
-            let text = match self.config.pipeline.locale {
-                crate::config::Locale::Ko => "👆 위 요약을 보고 결정해주세요",
-                crate::config::Locale::En => "👆 Decide on the summary above",
-            };
-            let rows = done_buttons(&sprint.id, record.seq, self.config.pipeline.locale);
+            let locale = self.config.pipeline.locale;
+            let text = say!(locale,
+                ko: "👆 위 요약을 보고 결정해주세요",
+                en: "👆 Decide on the summary above");
+            let rows = done_buttons(&sprint.id, record.seq, locale);
             let sent = self
-                .post_in(thread, &offer(text, rows, record, "decide"), &[])
+                .post_in(thread, &offer(&text, rows, record, "decide"), &[])
                 .await?;
             post.done_message_id = i64::try_from(sent.id.get()).ok();
             self.store.save_forum_post(&post).await?;
@@ -232,22 +229,14 @@ impl Bridge {
             other => other.to_string(),
         };
         let verified = crate::discord::render::cut(&verified, 600);
-        let ko = self.config.pipeline.locale == crate::config::Locale::Ko;
-        let mut text = format!(
-            "{} {}",
-            if ko {
-                "📦 배포물:"
-            } else {
-                "📦 Deployed:"
-            },
-            inert::line(&deployed.deploy_artifact_path)
-        );
+        let locale = self.config.pipeline.locale;
+        let artifact = inert::line(&deployed.deploy_artifact_path);
+        let mut text = say!(locale, ko: "📦 배포물: {artifact}", en: "📦 Deployed: {artifact}");
         if !verified.trim().is_empty() {
-            text.push_str(&format!(
-                "\n{} {}",
-                if ko { "🔎 확인:" } else { "🔎 Verified:" },
-                inert::line(&verified)
-            ));
+            let verified = inert::line(&verified);
+            text.push_str(
+                &say!(locale, ko: "\n🔎 확인: {verified}", en: "\n🔎 Verified: {verified}"),
+            );
         }
         Ok(Some(text))
     }
@@ -342,16 +331,10 @@ impl Bridge {
                     // what they cannot see.
                     tracing::warn!(error = %why, "no patch to attach");
                     let why = inert::line(&why);
-                    summary.text.push_str(&match self.config.pipeline.locale {
-                        crate::config::Locale::Ko => format!(
-                            "\n⚠️ 패치를 만들 수 없습니다: {why}. 이 요약만 보고 승인하지 마세요 (`hanarang sprint diff {}`)",
-                            sprint.id
-                        ),
-                        crate::config::Locale::En => format!(
-                            "\n⚠️ The patch could not be made: {why}. Do not approve from this summary alone (`hanarang sprint diff {}`)",
-                            sprint.id
-                        ),
-                    });
+                    let id = &sprint.id;
+                    summary.text.push_str(&say!(self.config.pipeline.locale,
+                        ko: "\n⚠️ 패치를 만들 수 없습니다: {why}. 이 요약만 보고 승인하지 마세요 (`hanarang sprint diff {id}`)",
+                        en: "\n⚠️ The patch could not be made: {why}. Do not approve from this summary alone (`hanarang sprint diff {id}`)"));
                 }
             }
         }

@@ -2,6 +2,7 @@
 //! title among the forum's open and archived posts), or a new one.
 
 use super::*;
+use crate::say;
 
 impl Bridge {
     /// The sprint's forum post, created on first need with the board as its first message.
@@ -122,17 +123,10 @@ impl Bridge {
                 kept = recorded.thread_id,
                 "another bot recorded a post for this sprint first; this one points to it"
             );
-            let pointer = match self.config.pipeline.locale {
-                crate::config::Locale::Ko => {
-                    format!(
-                        "ℹ️ {}는 <#{}>에서 이어집니다",
-                        sprint.id, recorded.thread_id
-                    )
-                }
-                crate::config::Locale::En => {
-                    format!("ℹ️ {} goes on in <#{}>", sprint.id, recorded.thread_id)
-                }
-            };
+            let (sprint_id, kept) = (&sprint.id, recorded.thread_id);
+            let pointer = say!(self.config.pipeline.locale,
+                ko: "ℹ️ {sprint_id}는 <#{kept}>에서 이어집니다",
+                en: "ℹ️ {sprint_id} goes on in <#{kept}>");
             let edit = EditMessage::new()
                 .content(pointer)
                 .allowed_mentions(CreateAllowedMentions::new());
@@ -146,16 +140,10 @@ impl Bridge {
         // The sprint's board shows this text now: the same is not sent again.
         self.with(|s| s.boards.entry(sprint.id.clone()).or_default().shown = Some(board));
         if replacing.is_some() {
-            let note = match self.config.pipeline.locale {
-                crate::config::Locale::Ko => format!(
-                    "ℹ️ {}의 이전 포스트가 삭제되어 여기서 이어갑니다 (이전 기록: `hanarang sprint log {}`)",
-                    sprint.id, sprint.id
-                ),
-                crate::config::Locale::En => format!(
-                    "ℹ️ {}'s earlier post was deleted; it continues here (what came before: `hanarang sprint log {}`)",
-                    sprint.id, sprint.id
-                ),
-            };
+            let sprint_id = &sprint.id;
+            let note = say!(self.config.pipeline.locale,
+                ko: "ℹ️ {sprint_id}의 이전 포스트가 삭제되어 여기서 이어갑니다 (이전 기록: `hanarang sprint log {sprint_id}`)",
+                en: "ℹ️ {sprint_id}'s earlier post was deleted; it continues here (what came before: `hanarang sprint log {sprint_id}`)");
             let message = CreateMessage::new()
                 .content(note)
                 .allowed_mentions(CreateAllowedMentions::new());

@@ -314,185 +314,76 @@ impl Bridge {
     /// line failed for now waits on its own backoff, its later lines with it.
     pub async fn run(
         self,
-        mut events: broadcast::Receiver<std::sync::Arc<crate::orchestrator::Committed>>,
-        mut steps: broadcast::Receiver<std::sync::Arc<crate::orchestrator::LiveStep>>,
+        events: broadcast::Receiver<std::sync::Arc<crate::orchestrator::Committed>>,
+        steps: broadcast::Receiver<std::sync::Arc<crate::orchestrator::LiveStep>>,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), super::StartError> {
         tokio::pin!(shutdown);
+        let shared = self.store.scope().is_some();
+        let news = self.listen(shared).await;
+        let mut driver = Driver::new(self, shared, news, events, steps);
+        loop {
+            let now = Instant::now();
+            driver.after_failure(now).await;
+            driver.retry_when_due(now);
+            if !driver.read_when_due().await {
+                continue;
+            }
+            driver.start_lines().await;
+            driver.start_boards(now);
+            if let Some(end) = driver.wait(now, shutdown.as_mut()).await {
+                return end;
+            }
+        }
+    }
+
+    /// The notifier the database tells of other hosts' transitions on, when it is shared.
+    async fn listen(&self, shared: bool) -> Arc<tokio::sync::Notify> {
         // Sharing a PostgreSQL database, other hosts commit transitions too: the database
         // tells of each, and a poll every second is the safety net.
-        let news = std::sync::Arc::new(tokio::sync::Notify::new());
-        let shared = self.store.scope().is_some();
+        let news = Arc::new(tokio::sync::Notify::new());
         if shared && let Err(e) = self.store.listen(news.clone()).await {
             tracing::warn!(error = %e, "cannot listen for other hosts' transitions: polling");
         }
-        // Each line and each round of board edits is a task of its own, so none waits for
-        // this loop to look after it.
-        let bridge = Arc::new(self);
-        let queue = Arc::new(tokio::sync::Mutex::new(Queue::default()));
-        let mut lines: JoinSet<Result<Turn, DeliveryError>> = JoinSet::new();
-        let mut sprint_of: HashMap<tokio::task::Id, String> = HashMap::new();
-        let mut boards: JoinSet<Duration> = JoinSet::new();
-        // The first round also marks the notes given while no bot ran.
-        let mut boards_due: Option<Instant> = Some(Instant::now());
-        let mut read_due = true;
-        let mut events_open = true;
-        let mut steps_open = true;
-        // The database failed: nothing starts until the lines on their way are back,
-        // then all is read again from the database after a backoff.
-        let mut failed: Option<DeliveryError> = None;
-        let mut store_failures = 0u32;
-        let mut retry_at: Option<Instant> = None;
-        loop {
-            let now = Instant::now();
-            if failed.is_some() && lines.is_empty() {
-                if let Some(e) = failed.take() {
-                    store_failures = store_failures.saturating_add(1);
-                    tracing::warn!(error = %e, retry_in = ?backoff(store_failures), "Discord delivery stopped on an error (the database, or a delivery that ended without an answer); it reads the log again from its cursor after a wait");
-                    retry_at = Some(now + backoff(store_failures));
-                }
-                *queue.lock().await = Queue::default();
-            }
-            if retry_at.is_some_and(|at| at <= now) {
-                retry_at = None;
-                read_due = true;
-            }
-            if read_due && failed.is_none() && retry_at.is_none() {
-                read_due = false;
-                match bridge.read(&mut *queue.lock().await).await {
-                    Ok(more) => read_due = more,
-                    Err(e) => {
-                        failed = Some(e);
-                        continue;
-                    }
-                }
-            }
-            if failed.is_none() && bridge.lead.as_ref().is_none_or(super::Lead::holds) {
-                let room = AT_ONCE.saturating_sub(lines.len());
-                for record in bridge.next_lines(&mut *queue.lock().await, room) {
-                    let sprint = record.sprint_id.clone();
-                    let (bridge, queue) = (bridge.clone(), queue.clone());
-                    let span = tracing::info_span!("deliver", sprint = %record.sprint_id, seq = record.seq);
-                    let task = lines.spawn(
-                        async move {
-                            // The lease may have run out while the line waited to start.
-                            if bridge.lead.as_ref().is_some_and(|l| !l.holds()) {
-                                return Ok(Turn::Waits);
-                            }
-                            let turn = bridge.deliver_in_turn(&record).await?;
-                            if turn != Turn::Waits {
-                                bridge.done_with(&record, turn, &queue).await?;
-                            }
-                            Ok(turn)
-                        }
-                        .instrument(span),
-                    );
-                    sprint_of.insert(task.id(), sprint);
-                }
-            }
-            if boards.is_empty() && boards_due.is_some_and(|at| at <= now) {
-                boards_due = None;
-                let bridge = bridge.clone();
-                boards.spawn(async move {
-                    let running = match shared {
-                        true => bridge.read_steps().await.unwrap_or_else(|e| {
-                            tracing::warn!(error = %e, "running sisters' steps could not be read");
-                            true
-                        }),
-                        false => false,
-                    };
-                    let mut next = bridge.flush_boards().await;
-                    if running {
-                        next = next.min(BOARD_INTERVAL);
-                    }
-                    match bridge.mark_notes().await {
-                        Ok(false) => next,
-                        Ok(true) => next.min(NOTES_POLL),
-                        Err(e) => {
-                            tracing::warn!(error = %e, "notes could not be marked as given; will retry");
-                            next.min(NOTES_POLL)
-                        }
-                    }
-                });
-            }
-            let wake = bridge
-                .with(|s| {
-                    s.waiting
-                        .values()
-                        .map(|w| w.until)
-                        .chain(s.global_wait)
-                        .filter(|&until| until > now)
-                        .min()
-                })
-                .into_iter()
-                .chain(boards_due.filter(|_| boards.is_empty()))
-                .chain(retry_at)
-                .chain(shared.then(|| now + SHARED_POLL))
-                .min();
-            tokio::select! {
-                () = &mut shutdown => {
-                    // The lines on their way are let finish: cancelling one could post it
-                    // with its cursor never written, and post it again at the next start.
-                    while lines.join_next().await.is_some() {}
-                    return Ok(());
-                }
-                Some(ended) = lines.join_next_with_id(), if !lines.is_empty() => {
-                    let (id, turn) = match ended {
-                        Ok((id, turn)) => (id, turn),
-                        Err(e) => (e.id(), Err(DeliveryError::Lost(e.to_string()))),
-                    };
-                    let Some(sprint) = sprint_of.remove(&id) else {
-                        continue;
-                    };
-                    let mut q = queue.lock().await;
-                    q.busy.remove(&sprint);
-                    match turn {
-                        Ok(Turn::Waits) => {}
-                        Ok(Turn::Delivered | Turn::Before) => {
-                            // Only a line done with, its cursor written, shows the database
-                            // works (a read alone does not: it may take no writes).
-                            store_failures = 0;
-                            q.pop(&sprint);
-                            boards_due = Some(Instant::now());
-                        }
-                        Err(e) if e.is_refused() => {
-                            drop(q);
-                            while lines.join_next().await.is_some() {}
-                            return Err(super::StartError::TokenRefused(
-                                bridge.discord.token_source(),
-                                e.to_string(),
-                            ));
-                        }
-                        Err(e) => failed = failed.take().or(Some(e)),
-                    }
-                }
-                Some(next) = boards.join_next(), if !boards.is_empty() => {
-                    // Boards that changed meanwhile are due again after their interval.
-                    let next = Instant::now() + next.unwrap_or(BOARD_INTERVAL);
-                    boards_due = Some(boards_due.map_or(next, |due| due.min(next)));
-                }
-                // Any news (or a lag) means: read the log again.
-                r = events.recv(), if events_open => {
-                    events_open = !matches!(r, Err(broadcast::error::RecvError::Closed));
-                    read_due = true;
-                }
-                // A running sister's step: its board is edited within the interval (a
-                // burst of steps shows the latest).
-                r = steps.recv(), if steps_open => match r {
-                    Ok(step) => {
-                        if bridge.note_step(&step) {
-                            let now = Instant::now();
-                            boards_due = Some(boards_due.map_or(now, |due| due.min(now)));
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(broadcast::error::RecvError::Closed) => steps_open = false,
-                },
-                () = news.notified() => read_due = true,
-                () = bridge.notes.notified() => {
-                    boards_due = Some(boards_due.map_or(now, |due| due.min(now)));
-                }
-                () = sleep_until(wake) => read_due |= shared,
+        news
+    }
+
+    /// Delivers `record`'s line in its turn and records it done with, unless it waits.
+    async fn deliver_line(
+        &self,
+        record: &TransitionRecord,
+        queue: &tokio::sync::Mutex<Queue>,
+    ) -> Result<Turn, DeliveryError> {
+        // The lease may have run out while the line waited to start.
+        if self.lead.as_ref().is_some_and(|l| !l.holds()) {
+            return Ok(Turn::Waits);
+        }
+        let turn = self.deliver_in_turn(record).await?;
+        if turn != Turn::Waits {
+            self.done_with(record, turn, queue).await?;
+        }
+        Ok(turn)
+    }
+
+    /// One round of board edits, and of marking the notes given: how long until the next.
+    async fn board_round(&self, shared: bool) -> Duration {
+        let running = match shared {
+            true => self.read_steps().await.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "running sisters' steps could not be read");
+                true
+            }),
+            false => false,
+        };
+        let mut next = self.flush_boards().await;
+        if running {
+            next = next.min(BOARD_INTERVAL);
+        }
+        match self.mark_notes().await {
+            Ok(false) => next,
+            Ok(true) => next.min(NOTES_POLL),
+            Err(e) => {
+                tracing::warn!(error = %e, "notes could not be marked as given; will retry");
+                next.min(NOTES_POLL)
             }
         }
     }
@@ -588,5 +479,246 @@ impl Bridge {
             });
         }
         Ok(())
+    }
+}
+
+/// `Bridge::run`'s loop: what it keeps from one turn to the next, and its steps.
+struct Driver {
+    bridge: Arc<Bridge>,
+    /// The database is shared with other hosts: it is read every `SHARED_POLL` too.
+    shared: bool,
+    /// Told by the database of other hosts' transitions.
+    news: Arc<tokio::sync::Notify>,
+    events: broadcast::Receiver<Arc<crate::orchestrator::Committed>>,
+    events_open: bool,
+    steps: broadcast::Receiver<Arc<crate::orchestrator::LiveStep>>,
+    steps_open: bool,
+    queue: Arc<tokio::sync::Mutex<Queue>>,
+    /// Each line and each round of board edits is a task of its own, so none waits for
+    /// this loop to look after it.
+    lines: JoinSet<Result<Turn, DeliveryError>>,
+    sprint_of: HashMap<tokio::task::Id, String>,
+    boards: JoinSet<Duration>,
+    boards_due: Option<Instant>,
+    read_due: bool,
+    /// The database failed: nothing starts until the lines on their way are back,
+    /// then all is read again from the database after a backoff.
+    failed: Option<DeliveryError>,
+    store_failures: u32,
+    retry_at: Option<Instant>,
+}
+
+impl Driver {
+    /// The loop of `bridge`, due to read the log and to edit the boards at once.
+    fn new(
+        bridge: Bridge,
+        shared: bool,
+        news: Arc<tokio::sync::Notify>,
+        events: broadcast::Receiver<Arc<crate::orchestrator::Committed>>,
+        steps: broadcast::Receiver<Arc<crate::orchestrator::LiveStep>>,
+    ) -> Driver {
+        Driver {
+            bridge: Arc::new(bridge),
+            shared,
+            news,
+            events,
+            events_open: true,
+            steps,
+            steps_open: true,
+            queue: Arc::new(tokio::sync::Mutex::new(Queue::default())),
+            lines: JoinSet::new(),
+            sprint_of: HashMap::new(),
+            boards: JoinSet::new(),
+            // The first round also marks the notes given while no bot ran.
+            boards_due: Some(Instant::now()),
+            read_due: true,
+            failed: None,
+            store_failures: 0,
+            retry_at: None,
+        }
+    }
+
+    /// A failure with no line left on its way: the backoff starts and the queue is emptied.
+    async fn after_failure(&mut self, now: Instant) {
+        if !self.lines.is_empty() {
+            return;
+        }
+        let Some(e) = self.failed.take() else {
+            return;
+        };
+        self.store_failures = self.store_failures.saturating_add(1);
+        tracing::warn!(error = %e, retry_in = ?backoff(self.store_failures), "Discord delivery stopped on an error (the database, or a delivery that ended without an answer); it reads the log again from its cursor after a wait");
+        self.retry_at = Some(now + backoff(self.store_failures));
+        *self.queue.lock().await = Queue::default();
+    }
+
+    /// The backoff after a failure is over: the log is due to be read again.
+    fn retry_when_due(&mut self, now: Instant) {
+        if self.retry_at.is_some_and(|at| at <= now) {
+            self.retry_at = None;
+            self.read_due = true;
+        }
+    }
+
+    /// Reads the log when it is due and no failure waits; `false` when the read failed.
+    async fn read_when_due(&mut self) -> bool {
+        if !self.read_due || self.failed.is_some() || self.retry_at.is_some() {
+            return true;
+        }
+        self.read_due = false;
+        match self.bridge.read(&mut *self.queue.lock().await).await {
+            Ok(more) => {
+                self.read_due = more;
+                true
+            }
+            Err(e) => {
+                self.failed = Some(e);
+                false
+            }
+        }
+    }
+
+    /// Starts the next lines there is room for, unless a failure waits or the lease is out.
+    async fn start_lines(&mut self) {
+        if self.failed.is_some() || !self.bridge.lead.as_ref().is_none_or(super::Lead::holds) {
+            return;
+        }
+        let room = AT_ONCE.saturating_sub(self.lines.len());
+        let queue = self.queue.clone();
+        for record in self.bridge.next_lines(&mut *queue.lock().await, room) {
+            self.start_line(record);
+        }
+    }
+
+    /// Starts delivering `record`'s line as a task of its own.
+    fn start_line(&mut self, record: TransitionRecord) {
+        let sprint = record.sprint_id.clone();
+        let (bridge, queue) = (self.bridge.clone(), self.queue.clone());
+        let span = tracing::info_span!("deliver", sprint = %record.sprint_id, seq = record.seq);
+        let task = self
+            .lines
+            .spawn(async move { bridge.deliver_line(&record, &queue).await }.instrument(span));
+        self.sprint_of.insert(task.id(), sprint);
+    }
+
+    /// Starts a round of board edits when one is due and none is under way.
+    fn start_boards(&mut self, now: Instant) {
+        if !self.boards.is_empty() || self.boards_due.is_none_or(|at| at > now) {
+            return;
+        }
+        self.boards_due = None;
+        let (bridge, shared) = (self.bridge.clone(), self.shared);
+        self.boards
+            .spawn(async move { bridge.board_round(shared).await });
+    }
+
+    /// When to look again unprompted: a backoff's end, boards due, a retry, the next poll.
+    fn wake(&self, now: Instant) -> Option<Instant> {
+        self.bridge
+            .with(|s| {
+                s.waiting
+                    .values()
+                    .map(|w| w.until)
+                    .chain(s.global_wait)
+                    .filter(|&until| until > now)
+                    .min()
+            })
+            .into_iter()
+            .chain(self.boards_due.filter(|_| self.boards.is_empty()))
+            .chain(self.retry_at)
+            .chain(self.shared.then(|| now + SHARED_POLL))
+            .min()
+    }
+
+    /// Waits for what comes next and looks after it: `Some` with how `run` ends.
+    async fn wait(
+        &mut self,
+        now: Instant,
+        shutdown: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+    ) -> Option<Result<(), super::StartError>> {
+        let wake = self.wake(now);
+        tokio::select! {
+            () = shutdown => {
+                self.finish().await;
+                return Some(Ok(()));
+            }
+            Some(ended) = self.lines.join_next_with_id(), if !self.lines.is_empty() => {
+                return self.line_ended(ended).await;
+            }
+            Some(next) = self.boards.join_next(), if !self.boards.is_empty() => {
+                // Boards that changed meanwhile are due again after their interval.
+                self.boards_due_by(Instant::now() + next.unwrap_or(BOARD_INTERVAL));
+            }
+            // Any news (or a lag) means: read the log again.
+            r = self.events.recv(), if self.events_open => {
+                self.events_open = !matches!(r, Err(broadcast::error::RecvError::Closed));
+                self.read_due = true;
+            }
+            r = self.steps.recv(), if self.steps_open => self.step(r),
+            () = self.news.notified() => self.read_due = true,
+            () = self.bridge.notes.notified() => self.boards_due_by(now),
+            () = sleep_until(wake) => self.read_due |= self.shared,
+        }
+        None
+    }
+
+    /// Waits for every line on its way to end.
+    async fn finish(&mut self) {
+        // The lines on their way are let finish: cancelling one could post it with its
+        // cursor never written, and post it again at the next start.
+        while self.lines.join_next().await.is_some() {}
+    }
+
+    /// A line's task ended: its sprint goes on, or its failure is kept (`Some`: token refused).
+    async fn line_ended(
+        &mut self,
+        ended: Result<(tokio::task::Id, Result<Turn, DeliveryError>), tokio::task::JoinError>,
+    ) -> Option<Result<(), super::StartError>> {
+        let (id, turn) = match ended {
+            Ok((id, turn)) => (id, turn),
+            Err(e) => (e.id(), Err(DeliveryError::Lost(e.to_string()))),
+        };
+        let sprint = self.sprint_of.remove(&id)?;
+        let mut q = self.queue.lock().await;
+        q.busy.remove(&sprint);
+        match turn {
+            Ok(Turn::Waits) => {}
+            Ok(Turn::Delivered | Turn::Before) => {
+                // Only a line done with, its cursor written, shows the database
+                // works (a read alone does not: it may take no writes).
+                self.store_failures = 0;
+                q.pop(&sprint);
+                self.boards_due = Some(Instant::now());
+            }
+            Err(e) if e.is_refused() => {
+                drop(q);
+                self.finish().await;
+                return Some(Err(super::StartError::TokenRefused(
+                    self.bridge.discord.token_source(),
+                    e.to_string(),
+                )));
+            }
+            Err(e) => self.failed = self.failed.take().or(Some(e)),
+        }
+        None
+    }
+
+    /// A running sister's step: its board is due within the interval.
+    fn step(&mut self, r: Result<Arc<crate::orchestrator::LiveStep>, broadcast::error::RecvError>) {
+        // A burst of steps shows the latest.
+        match r {
+            Ok(step) => {
+                if self.bridge.note_step(&step) {
+                    self.boards_due_by(Instant::now());
+                }
+            }
+            Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Err(broadcast::error::RecvError::Closed) => self.steps_open = false,
+        }
+    }
+
+    /// The boards are due by `at` at the latest.
+    fn boards_due_by(&mut self, at: Instant) {
+        self.boards_due = Some(self.boards_due.map_or(at, |due| due.min(at)));
     }
 }
