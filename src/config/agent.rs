@@ -4,114 +4,152 @@
 use super::*;
 use crate::domain::Stage;
 
-/// `[agent]`: how every sister is spawned, unless its own table overrides it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentConfig {
-    #[serde(default = "default_program")]
-    pub program: String,
-    #[serde(default = "default_args")]
-    pub args: Vec<String>,
-    /// JSON Pointer to the message inside the sister's stdout JSON; `""` is the whole value.
-    #[serde(default)]
-    pub output_pointer: String,
-    #[serde(default = "default_max_output_bytes")]
-    pub max_output_bytes: u64,
-    #[serde(default = "default_kill_grace")]
-    pub kill_grace: Dur,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stall_timeout: Option<Dur>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    /// Where in the stdout envelope the CLI reports what the run cost.
-    #[serde(default, skip_serializing_if = "UsagePointers::is_unset")]
-    pub usage: UsagePointers,
-    /// Where the message is when nothing is at `output_pointer`: a string holding it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fallback_pointer: Option<String>,
-    /// What the agent prints when it hits its usage or rate limit.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pause_on: Vec<PauseRule>,
-    /// How long a pause lasts when the message names no reset time.
-    #[serde(default = "default_pause")]
-    pub pause_default: Dur,
-    /// Where in the stdout envelope the CLI reports its session id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_pointer: Option<String>,
-    /// The args that continue a recorded session (`{session}`), for a retry of the stage.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resume_args: Option<Vec<String>>,
-    /// The CLI prints an event stream (one JSON event a line) in this form: its steps show
-    /// while it runs, and the envelope is read from the stream's final event.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stream: Option<EventStream>,
-    /// Where a confined sister may write besides its workdir, its artifact folder and the
-    /// temporary folder: the CLI's own state (`~/.claude`). `~/` is the user's home; a
-    /// relative path starts at the config file's folder.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub writable: Vec<String>,
-    /// `"required"`: no sister starts unconfined; `"auto"`: confined where
-    /// the kernel has Landlock.
-    #[serde(default)]
-    pub confine: Confine,
-    /// Who a sister's commits are by (author and committer): `Name <email>`, with
-    /// `{actor}` (its name) and `{host}` (`[host] name`). So `git log` says which sister
-    /// made each commit, and no sister borrows a person's identity.
-    #[serde(default = "default_git_author")]
-    pub git_author: String,
-    /// The agents that take a stage over when this one is at its usage limit, in order:
-    /// preset names or `[agent.profiles.NAME]` names. A sister's own
-    /// `fallback` replaces it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub fallback: Vec<String>,
-    /// `[agent.profiles.NAME]`: named agent tables a `fallback` may name.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub profiles: BTreeMap<String, SisterConfig>,
-    #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
-    pub harang: SisterConfig,
-    #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
-    pub narang: SisterConfig,
-    #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
-    pub darang: SisterConfig,
-    #[serde(default, skip_serializing_if = "SisterConfig::is_unset")]
-    pub erang: SisterConfig,
+/// Declares `[agent]` and a sister's table (`[agent.NAME]`, a reviewer's, a profile) from
+/// one list of keys, so a key is declared once:
+/// - `inherited`: `[agent]` holds a value (its default here); a sister's table may set it
+///   (`Option` there), and its own value wins;
+/// - `optional`: unset unless some table sets it; the sister's wins;
+/// - `agent` and `sister`: the keys only one of them has (`env` is in both: it merges).
+macro_rules! agent_tables {
+    (
+        inherited { $( $(#[$im:meta])* $i:ident : $it:ty = $id:expr $(, skip if $iskip:literal)? ; )* }
+        optional { $( $(#[$om:meta])* $o:ident : $ot:ty ; )* }
+        agent { $( $(#[$am:meta])* $a:ident : $at:ty = $ad:expr $(, skip if $askip:literal)? ; )* }
+        sister { $( $(#[$sm:meta])* $s:ident : $st:ty ; )* }
+    ) => {
+        /// `[agent]`: how every sister is spawned, unless its own table overrides it.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        pub struct AgentConfig {
+            $( $(#[$im])* $(#[serde(skip_serializing_if = $iskip)])? pub $i: $it, )*
+            $( $(#[$om])* #[serde(skip_serializing_if = "Option::is_none")] pub $o: Option<$ot>, )*
+            $( $(#[$am])* $(#[serde(skip_serializing_if = $askip)])? pub $a: $at, )*
+        }
+
+        impl Default for AgentConfig {
+            fn default() -> Self {
+                AgentConfig {
+                    $( $i: $id, )*
+                    $( $o: None, )*
+                    $( $a: $ad, )*
+                }
+            }
+        }
+
+        /// `[agent.<sister>]`: overrides of `[agent]` for one sister, plus its timeout.
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct SisterConfig {
+            $( $(#[$im])* #[serde(default, skip_serializing_if = "Option::is_none")] pub $i: Option<$it>, )*
+            $( $(#[$om])* #[serde(default, skip_serializing_if = "Option::is_none")] pub $o: Option<$ot>, )*
+            $( $(#[$sm])* pub $s: $st, )*
+        }
+
+        impl SisterConfig {
+            /// The keys this table sets over `under`'s (a reviewer's over the reviewer's);
+            /// its env merged over theirs; its own reviewers none.
+            pub(super) fn over(&self, under: &SisterConfig) -> SisterConfig {
+                let mut env = under.env.clone();
+                env.extend(self.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+                SisterConfig {
+                    $( $i: self.$i.clone().or_else(|| under.$i.clone()), )*
+                    $( $o: self.$o.clone().or_else(|| under.$o.clone()), )*
+                    env,
+                    timeout: self.timeout.or(under.timeout),
+                    fallback: self.fallback.clone().or_else(|| under.fallback.clone()),
+                    reviewers: BTreeMap::new(),
+                }
+            }
+        }
+
+        impl AgentConfig {
+            /// `own`'s keys over `[agent]`'s, as one `[agent]`: its env merged over this one.
+            fn under(&self, own: &SisterConfig) -> AgentConfig {
+                let mut env = self.env.clone();
+                env.extend(own.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+                AgentConfig {
+                    $( $i: own.$i.clone().unwrap_or_else(|| self.$i.clone()), )*
+                    $( $o: own.$o.clone().or_else(|| self.$o.clone()), )*
+                    env,
+                    ..self.clone()
+                }
+            }
+        }
+    };
 }
 
-impl Default for AgentConfig {
-    fn default() -> Self {
-        AgentConfig {
-            program: default_program(),
-            args: default_args(),
-            output_pointer: String::new(),
-            max_output_bytes: default_max_output_bytes(),
-            kill_grace: default_kill_grace(),
-            stall_timeout: None,
-            env: BTreeMap::new(),
-            usage: UsagePointers::default(),
-            fallback_pointer: None,
-            pause_on: Vec::new(),
-            pause_default: default_pause(),
-            session_pointer: None,
-            resume_args: None,
-            stream: None,
-            writable: Vec::new(),
-            confine: Confine::default(),
-            git_author: default_git_author(),
-            fallback: Vec::new(),
-            profiles: BTreeMap::new(),
-            harang: SisterConfig::default(),
-            narang: SisterConfig::default(),
-            darang: SisterConfig::default(),
-            erang: SisterConfig::default(),
-        }
+agent_tables! {
+    inherited {
+        program: String = default_program();
+        args: Vec<String> = default_args();
+        /// JSON Pointer to the message inside the sister's stdout JSON; `""` is the whole value.
+        output_pointer: String = String::new();
+        max_output_bytes: u64 = DEFAULT_MAX_OUTPUT_BYTES as u64;
+        kill_grace: Dur = Dur(Duration::from_secs(10));
+        /// Where in the stdout envelope the CLI reports what the run cost.
+        usage: UsagePointers = UsagePointers::default(), skip if "UsagePointers::is_unset";
+        /// What the agent prints when it hits its usage or rate limit.
+        pause_on: Vec<PauseRule> = Vec::new(), skip if "Vec::is_empty";
+        /// How long a pause lasts when the message names no reset time.
+        pause_default: Dur = Dur(Duration::from_secs(30 * 60));
+        /// Where a confined sister may write besides its workdir, its artifact folder and
+        /// the temporary folder: the CLI's own state (`~/.claude`). `~/` is the user's home;
+        /// a relative path starts at the config file's folder. A sister's replaces it.
+        writable: Vec<String> = Vec::new(), skip if "Vec::is_empty";
+    }
+    optional {
+        stall_timeout: Dur;
+        /// Where the message is when nothing is at `output_pointer`: a string holding it.
+        fallback_pointer: String;
+        /// Where in the stdout envelope the CLI reports its session id.
+        session_pointer: String;
+        /// The args that continue a recorded session (`{session}`), for a retry of the stage.
+        resume_args: Vec<String>;
+        /// The CLI prints an event stream (one JSON event a line) in this form: its steps
+        /// show while it runs, and the envelope is read from the stream's final event.
+        stream: EventStream;
+    }
+    agent {
+        env: BTreeMap<String, String> = BTreeMap::new(), skip if "BTreeMap::is_empty";
+        /// `"required"`: no sister starts unconfined; `"auto"`: confined where
+        /// the kernel has Landlock.
+        confine: Confine = Confine::default();
+        /// Who a sister's commits are by (author and committer): `Name <email>`, with
+        /// `{actor}` (its name) and `{host}` (`[host] name`). So `git log` says which sister
+        /// made each commit, and no sister borrows a person's identity.
+        git_author: String = default_git_author();
+        /// The agents that take a stage over when this one is at its usage limit, in order:
+        /// preset names or `[agent.profiles.NAME]` names. A sister's own
+        /// `fallback` replaces it.
+        fallback: Vec<String> = Vec::new(), skip if "Vec::is_empty";
+        /// `[agent.profiles.NAME]`: named agent tables a `fallback` may name.
+        profiles: BTreeMap<String, SisterConfig> = BTreeMap::new(), skip if "BTreeMap::is_empty";
+        harang: SisterConfig = SisterConfig::default(), skip if "SisterConfig::is_unset";
+        narang: SisterConfig = SisterConfig::default(), skip if "SisterConfig::is_unset";
+        darang: SisterConfig = SisterConfig::default(), skip if "SisterConfig::is_unset";
+        erang: SisterConfig = SisterConfig::default(), skip if "SisterConfig::is_unset";
+    }
+    sister {
+        /// Added to (and overriding) `[agent].env` for this sister.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        env: BTreeMap<String, String>;
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout: Option<Dur>;
+        /// Replaces `[agent].fallback` for this sister (`[]`: none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fallback: Option<Vec<String>>;
+        /// `[agent.darang.reviewers.NAME]`: reviewers of one round that run in parallel,
+        /// each over the reviewer's table. Only the reviewer has them.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        reviewers: BTreeMap<String, SisterConfig>;
     }
 }
 
-pub(super) fn default_program() -> String {
+fn default_program() -> String {
     "openclaw".into()
 }
 
-pub(super) fn default_args() -> Vec<String> {
+fn default_args() -> Vec<String> {
     [
         "spawn",
         "--role",
@@ -125,18 +163,6 @@ pub(super) fn default_args() -> Vec<String> {
     ]
     .map(String::from)
     .to_vec()
-}
-
-pub(super) fn default_max_output_bytes() -> u64 {
-    DEFAULT_MAX_OUTPUT_BYTES as u64
-}
-
-pub(super) fn default_kill_grace() -> Dur {
-    Dur(Duration::from_secs(10))
-}
-
-pub(super) fn default_pause() -> Dur {
-    Dur(Duration::from_secs(30 * 60))
 }
 
 /// Whether sisters may run unconfined where Landlock is missing.
@@ -181,53 +207,6 @@ pub enum PauseSource {
     Any,
 }
 
-/// `[agent.<sister>]`: overrides of `[agent]` for one sister, plus its timeout.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SisterConfig {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub program: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub args: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_pointer: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_output_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kill_grace: Option<Dur>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stall_timeout: Option<Dur>,
-    /// Added to (and overriding) `[agent].env` for this sister.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<UsagePointers>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fallback_pointer: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pause_on: Option<Vec<PauseRule>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pause_default: Option<Dur>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_pointer: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resume_args: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stream: Option<EventStream>,
-    /// Replaces `[agent].writable` for this sister.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub writable: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<Dur>,
-    /// Replaces `[agent].fallback` for this sister (`[]`: none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<Vec<String>>,
-    /// `[agent.darang.reviewers.NAME]`: reviewers of one round that run in parallel, each
-    /// over `[agent.darang]`. Only darang has them.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub reviewers: BTreeMap<String, SisterConfig>,
-}
-
 /// JSON Pointers into a CLI's stdout envelope to what the run cost, as the CLI counted it
 /// (Claude Code: `/usage/input_tokens`, `/usage/output_tokens`, `/total_cost_usd`). Found
 /// figures override what the message says of itself.
@@ -251,47 +230,6 @@ impl UsagePointers {
 impl SisterConfig {
     fn is_unset(&self) -> bool {
         *self == SisterConfig::default()
-    }
-}
-
-impl SisterConfig {
-    /// This table's keys over `under`'s (a reviewer's over darang's); its env merged over
-    /// theirs.
-    pub(super) fn over(&self, under: &SisterConfig) -> SisterConfig {
-        let mut env = under.env.clone();
-        env.extend(self.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        SisterConfig {
-            program: self.program.clone().or_else(|| under.program.clone()),
-            args: self.args.clone().or_else(|| under.args.clone()),
-            output_pointer: self
-                .output_pointer
-                .clone()
-                .or_else(|| under.output_pointer.clone()),
-            max_output_bytes: self.max_output_bytes.or(under.max_output_bytes),
-            kill_grace: self.kill_grace.or(under.kill_grace),
-            stall_timeout: self.stall_timeout.or(under.stall_timeout),
-            env,
-            usage: self.usage.clone().or_else(|| under.usage.clone()),
-            fallback_pointer: self
-                .fallback_pointer
-                .clone()
-                .or_else(|| under.fallback_pointer.clone()),
-            pause_on: self.pause_on.clone().or_else(|| under.pause_on.clone()),
-            pause_default: self.pause_default.or(under.pause_default),
-            session_pointer: self
-                .session_pointer
-                .clone()
-                .or_else(|| under.session_pointer.clone()),
-            resume_args: self
-                .resume_args
-                .clone()
-                .or_else(|| under.resume_args.clone()),
-            stream: self.stream.or(under.stream),
-            writable: self.writable.clone().or_else(|| under.writable.clone()),
-            timeout: self.timeout.or(under.timeout),
-            fallback: self.fallback.clone().or_else(|| under.fallback.clone()),
-            reviewers: BTreeMap::new(),
-        }
     }
 }
 
@@ -385,50 +323,31 @@ impl AgentConfig {
         own: &SisterConfig,
         reviewer: Option<&str>,
     ) -> SisterSpec {
-        let mut env = self.env.clone();
-        env.extend(own.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let a = self.under(own);
         SisterSpec {
             actor,
-            program: own.program.clone().unwrap_or_else(|| self.program.clone()),
-            args: own.args.clone().unwrap_or_else(|| self.args.clone()),
-            output_pointer: own
-                .output_pointer
-                .clone()
-                .unwrap_or_else(|| self.output_pointer.clone()),
-            max_output_bytes: usize::try_from(
-                own.max_output_bytes.unwrap_or(self.max_output_bytes),
-            )
-            .unwrap_or(usize::MAX),
-            kill_grace: own.kill_grace.unwrap_or(self.kill_grace).0,
-            stall_timeout: own.stall_timeout.or(self.stall_timeout).map(|d| d.0),
-            env,
-            usage: own.usage.clone().unwrap_or_else(|| self.usage.clone()),
-            fallback_pointer: own
-                .fallback_pointer
-                .clone()
-                .or_else(|| self.fallback_pointer.clone()),
-            pause_on: own
-                .pause_on
-                .clone()
-                .unwrap_or_else(|| self.pause_on.clone()),
-            pause_default: own.pause_default.unwrap_or(self.pause_default).0,
-            session_pointer: own
-                .session_pointer
-                .clone()
-                .or_else(|| self.session_pointer.clone()),
-            resume_args: own.resume_args.clone().or_else(|| self.resume_args.clone()),
-            stream: own.stream.or(self.stream),
-            writable: own
-                .writable
-                .clone()
-                .unwrap_or_else(|| self.writable.clone()),
+            program: a.program,
+            args: a.args,
+            output_pointer: a.output_pointer,
+            max_output_bytes: usize::try_from(a.max_output_bytes).unwrap_or(usize::MAX),
+            kill_grace: a.kill_grace.0,
+            stall_timeout: a.stall_timeout.map(|d| d.0),
+            env: a.env,
+            usage: a.usage,
+            fallback_pointer: a.fallback_pointer,
+            pause_on: a.pause_on,
+            pause_default: a.pause_default.0,
+            session_pointer: a.session_pointer,
+            resume_args: a.resume_args,
+            stream: a.stream,
+            writable: a.writable,
             timeout: own.timeout.map_or(actor.info().timeout, |d| d.0),
             reviewer: reviewer.map(str::to_string),
         }
     }
 }
 
-pub(super) fn default_git_author() -> String {
+fn default_git_author() -> String {
     "{actor} (hanarang) <hanarang@{host}>".into()
 }
 

@@ -132,17 +132,6 @@ pub enum DarangVerdict {
     Abort,
 }
 
-impl From<DarangVerdict> for crate::pipeline::review_round::ReviewVerdict {
-    fn from(v: DarangVerdict) -> Self {
-        use crate::pipeline::review_round::ReviewVerdict;
-        match v {
-            DarangVerdict::Approve => ReviewVerdict::Approve,
-            DarangVerdict::RequestChanges => ReviewVerdict::RequestChanges,
-            DarangVerdict::Abort => ReviewVerdict::Abort,
-        }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReviewPayload {
@@ -245,9 +234,11 @@ impl HandoffMessage {
                 NarangVerdict::ImplDone => Verdict::ImplDone,
                 NarangVerdict::Error => Verdict::Error,
             },
-            HandoffMessage::Darang(m) => {
-                crate::pipeline::review_round::ReviewVerdict::from(m.verdict).verdict()
-            }
+            HandoffMessage::Darang(m) => match m.verdict {
+                DarangVerdict::Approve => Verdict::Approve,
+                DarangVerdict::RequestChanges => Verdict::RequestChanges,
+                DarangVerdict::Abort => Verdict::Abort,
+            },
             HandoffMessage::Erang(m) => match m.verdict {
                 ErangVerdict::DeployDone => Verdict::DeployDone,
                 ErangVerdict::DeployFailed => Verdict::DeployFailed,

@@ -6,9 +6,8 @@
 use std::time::Duration;
 
 use crate::config::{Config, Locale};
-use crate::domain::{Actor, short_commit};
+use crate::domain::{Actor, Verdict, short_commit};
 use crate::pipeline::fsm::{Escalation, Note};
-use crate::pipeline::review_round::ReviewVerdict;
 use crate::pipeline::{Event, Stage, State};
 use crate::say;
 use crate::store::{Sprint, TransitionRecord};
@@ -277,13 +276,12 @@ fn moved(t: &TransitionRecord, cx: &Context<'_>) -> Line {
     match (&detail, t.from, t.to) {
         (Event::Reviewed { reviewer, verdict }, _, _) => {
             let (emoji, who) = (Stage::Reviewing.actor().emoji(), reviewer_name(reviewer, l));
-            let verdict = verdict.verdict();
             plain(say!(l,
                 ko: "{emoji} {who} 판정: {verdict} (라운드 {round})",
                 en: "{emoji} {who}'s verdict: {verdict} (round {round})"))
         }
         (Event::ReviewMerged { verdicts }, State::Reviewing, State::Implementing) => {
-            let asked = said(verdicts, ReviewVerdict::RequestChanges);
+            let asked = said(verdicts, Verdict::RequestChanges);
             let implementer = sister(Stage::Implementing.actor(), l);
             plain(say!(l,
                 ko: "🔁 리뷰 종합: 변경 요청 ({asked}) — {implementer}가 라운드 {round} 구현",
@@ -381,10 +379,7 @@ fn moved(t: &TransitionRecord, cx: &Context<'_>) -> Line {
 }
 
 /// The names of the reviewers whose verdict was `verdict`, as a list.
-fn said(
-    verdicts: &std::collections::BTreeMap<String, ReviewVerdict>,
-    verdict: ReviewVerdict,
-) -> String {
+fn said(verdicts: &std::collections::BTreeMap<String, Verdict>, verdict: Verdict) -> String {
     let names: Vec<&str> = verdicts
         .iter()
         .filter(|(_, v)| **v == verdict)
@@ -435,7 +430,7 @@ fn aborted(event: &Event, from: State, cx: &Context<'_>) -> String {
             say!(l, ko: "{who}가 중단 판정 — {reason}", en: "{who} called it off — {reason}")
         }
         Event::ReviewMerged { verdicts } => {
-            let who = reviewer_name(&said(verdicts, ReviewVerdict::Abort), l);
+            let who = reviewer_name(&said(verdicts, Verdict::Abort), l);
             say!(l, ko: "{who}가 중단 판정", en: "{who} called it off")
         }
         _ => from.to_string(),

@@ -8,7 +8,7 @@ use crate::handoff::HandoffDocument;
 use crate::handoff::message::{
     ChecklistResult, HandoffMessage, ReviewIssue, ReviewPayload, Severity,
 };
-use crate::pipeline::review_round::{Merged, Review, ReviewVerdict, merge};
+use crate::pipeline::review_round::{Merged, Review, is_review, merge};
 use crate::sister::RunOutcome;
 use crate::store::{Run, review_round};
 
@@ -127,7 +127,7 @@ fn review_of(reviewer: &str, m: &HandoffMessage) -> Option<Review<ReviewIssue, C
     let review = m.review()?;
     Some(Review {
         reviewer: reviewer.to_string(),
-        verdict: ReviewVerdict::of(m.verdict())?,
+        verdict: Some(m.verdict()).filter(|v| is_review(*v))?,
         issues: review.issues.clone(),
         failed: review
             .checklist_results

@@ -410,9 +410,8 @@ impl Orchestrator {
             let sprints: Vec<String> = pending.iter().map(|c| c.sprint_id.clone()).collect();
             for (i, command) in pending.into_iter().enumerate() {
                 if self.wants_id(&command.sprint_id).await? {
-                    // A later command of this batch for the same sprint (an abort right
-                    // after an approval) is applied before its sister starts.
-                    self.hold_spawns = sprints[i + 1..].contains(&command.sprint_id);
+                    let later = sprints[i + 1..].iter().map(String::as_str);
+                    self.hold_spawns = pipeline::holds_spawn(&command.sprint_id, later);
                     self.apply_command(command).await?;
                 } else if let Some(only) = &self.only {
                     // Said at once, rather than left for a `serve` that cannot start while
@@ -542,10 +541,7 @@ impl Orchestrator {
 
     /// Whether this host runs as many sisters as `[host] max_sisters` lets it.
     fn at_cap(&self) -> bool {
-        self.config
-            .host
-            .max_sisters
-            .is_some_and(|cap| self.memory.running_count() >= cap as usize)
+        pipeline::at_cap(self.config.host.max_sisters, self.memory.running_count())
     }
 
     /// Another host took the sprint over: nothing more is written for it here.

@@ -9,7 +9,7 @@
 
 use super::{Orchestrator, OrchestratorError};
 use crate::handoff::message::HandoffMessage;
-use crate::pipeline::review_round::ReviewVerdict;
+use crate::pipeline::review_round::is_review;
 use crate::pipeline::review_round::{ReviewerRun, Round, round};
 use crate::pipeline::{Event, State};
 use crate::sister::RunOutcome;
@@ -39,7 +39,8 @@ impl Orchestrator {
                         serde_json::from_value::<HandoffMessage>(m.clone())
                             .ok()
                             .filter(|m| m.review().is_some())
-                            .and_then(|m| ReviewVerdict::of(m.verdict()))
+                            .map(|m| m.verdict())
+                            .filter(|v| is_review(*v))
                     }
                     _ => None,
                 };

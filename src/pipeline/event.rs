@@ -4,7 +4,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::Stage;
-use super::review_round::ReviewVerdict;
 use super::review_round::{Review, merge};
 use crate::domain::FailureKind;
 use crate::domain::{Actor, Verdict};
@@ -42,7 +41,7 @@ pub enum Event {
     ///: the sprint stays in review until every one has.
     Reviewed {
         reviewer: String,
-        verdict: ReviewVerdict,
+        verdict: Verdict,
     },
     /// One reviewer's run (its `attempt`-th for the round) ended without a valid message:
     /// it runs again alone, or the stage escalates.
@@ -54,7 +53,7 @@ pub enum Event {
     /// Every reviewer of the round has answered (or one aborted): their verdicts, merged
     /// by `review::merge` into darang's.
     ReviewMerged {
-        verdicts: std::collections::BTreeMap<String, ReviewVerdict>,
+        verdicts: std::collections::BTreeMap<String, Verdict>,
     },
     Approve {
         by: String,
@@ -158,17 +157,13 @@ impl Event {
             Event::Reported { actor, verdict, .. } => format!("{actor}:{verdict}"),
             Event::Failed { failure } => format!("failed:{}", failure.kind.as_str()),
             Event::Reviewed { reviewer, verdict } => {
-                format!(
-                    "{}/{reviewer}:{}",
-                    Stage::Reviewing.actor(),
-                    verdict.verdict()
-                )
+                format!("{}/{reviewer}:{verdict}", Stage::Reviewing.actor())
             }
             Event::ReviewerFailed {
                 reviewer, failure, ..
             } => format!("failed/{reviewer}:{}", failure.kind.as_str()),
             Event::ReviewMerged { verdicts } => {
-                let merged = merged_verdict(verdicts).verdict().verdict();
+                let merged = merged_verdict(verdicts).verdict();
                 format!("{}:{merged}", Stage::Reviewing.actor())
             }
             Event::Approve { .. } => "approve".into(),
@@ -339,7 +334,7 @@ pub enum Note {
 
 /// The round's verdict from its reviewers' (the merge rule, on verdicts alone).
 pub fn merged_verdict(
-    verdicts: &std::collections::BTreeMap<String, ReviewVerdict>,
+    verdicts: &std::collections::BTreeMap<String, Verdict>,
 ) -> super::review_round::Merged<(), ()> {
     let reviews: Vec<Review<(), ()>> = verdicts
         .iter()

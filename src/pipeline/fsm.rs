@@ -268,7 +268,7 @@ pub fn apply(
 
         Event::ReviewMerged { verdicts } => match at.state {
             State::Reviewing => {
-                let verdict = merged_verdict(verdicts).verdict().verdict();
+                let verdict = merged_verdict(verdicts).verdict();
                 let reported = Event::Reported {
                     actor: Stage::Reviewing.actor(),
                     verdict,
@@ -576,7 +576,7 @@ pub fn asks(at: Position, event: &Event) -> (bool, bool) {
                 actor.stage() == Stage::Reviewing && *verdict == Verdict::Approve
             }
             Event::ReviewMerged { verdicts } => {
-                merged_verdict(verdicts).verdict().verdict() == Verdict::Approve
+                merged_verdict(verdicts).verdict() == Verdict::Approve
             }
             _ => false,
         };

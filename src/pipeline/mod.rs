@@ -16,6 +16,7 @@ pub use fsm::{Event, Facts, Failure, Position, Refusal, Stage, State, Transition
 pub use policy::{Backoff, Policy};
 pub use rules::{
     Answer, Budget, Interrupt, LastRun, NoteGiven, Pick, ProgressCheck, RunEndIs, RunResult,
-    after_pause, event_of, interrupt_of, interrupts, next_run_at, note_due, paused_agents,
-    pick_agent, progress_check, protocol_violation, resumed_session, run_end_is, waits,
+    after_pause, at_cap, event_of, holds_spawn, interrupt_of, interrupts, next_run_at, note_due,
+    paused_agents, pick_agent, progress_check, protocol_violation, resumed_session, run_end_is,
+    waits,
 };

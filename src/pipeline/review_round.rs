@@ -12,43 +12,18 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use crate::domain::{RunOutcome, Verdict};
+use crate::domain::{RunOutcome, Stage, Verdict};
 
-/// What one reviewer may answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ReviewVerdict {
-    Approve,
-    RequestChanges,
-    Abort,
-}
-
-impl ReviewVerdict {
-    /// A reviewer's verdict among darang's; `None` for any other actor's.
-    pub fn of(verdict: Verdict) -> Option<ReviewVerdict> {
-        match verdict {
-            Verdict::Approve => Some(ReviewVerdict::Approve),
-            Verdict::RequestChanges => Some(ReviewVerdict::RequestChanges),
-            Verdict::Abort => Some(ReviewVerdict::Abort),
-            _ => None,
-        }
-    }
-
-    /// The same verdict, as darang's.
-    pub fn verdict(self) -> Verdict {
-        match self {
-            ReviewVerdict::Approve => Verdict::Approve,
-            ReviewVerdict::RequestChanges => Verdict::RequestChanges,
-            ReviewVerdict::Abort => Verdict::Abort,
-        }
-    }
+/// Whether `verdict` is one a reviewer may answer (`APPROVE`, `REQUEST_CHANGES`, `ABORT`).
+pub fn is_review(verdict: Verdict) -> bool {
+    Stage::Reviewing.actor().verdicts().contains(&verdict)
 }
 
 /// One reviewer's verdict of a round, with what it found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Review<I, C> {
     pub reviewer: String,
-    pub verdict: ReviewVerdict,
+    pub verdict: Verdict,
     pub issues: Vec<I>,
     /// Its checklist items that failed.
     pub failed: Vec<C>,
@@ -80,11 +55,11 @@ pub enum Merged<I, C> {
 }
 
 impl<I, C> Merged<I, C> {
-    pub fn verdict(&self) -> ReviewVerdict {
+    pub fn verdict(&self) -> Verdict {
         match self {
-            Merged::Abort { .. } => ReviewVerdict::Abort,
-            Merged::RequestChanges { .. } => ReviewVerdict::RequestChanges,
-            Merged::Approve => ReviewVerdict::Approve,
+            Merged::Abort { .. } => Verdict::Abort,
+            Merged::RequestChanges { .. } => Verdict::RequestChanges,
+            Merged::Approve => Verdict::Approve,
         }
     }
 }
@@ -102,18 +77,18 @@ pub fn merge<I: Clone, C: Clone>(reviews: &[Review<I, C>]) -> Merged<I, C> {
             .then_with(|| strictness(b.verdict).cmp(&strictness(a.verdict)))
     });
     sorted.dedup_by(|b, a| a.reviewer == b.reviewer);
-    let named = |v: ReviewVerdict| -> Vec<String> {
+    let named = |v: Verdict| -> Vec<String> {
         sorted
             .iter()
             .filter(|r| r.verdict == v)
             .map(|r| r.reviewer.clone())
             .collect()
     };
-    let aborted = named(ReviewVerdict::Abort);
+    let aborted = named(Verdict::Abort);
     if !aborted.is_empty() {
         return Merged::Abort { by: aborted };
     }
-    let asked = named(ReviewVerdict::RequestChanges);
+    let asked = named(Verdict::RequestChanges);
     if asked.is_empty() {
         return Merged::Approve;
     }
@@ -146,7 +121,7 @@ pub struct ReviewerRun<'a> {
     /// `None` while it runs.
     pub outcome: Option<RunOutcome>,
     /// The verdict of its valid answer, when it gave one.
-    pub verdict: Option<ReviewVerdict>,
+    pub verdict: Option<Verdict>,
 }
 
 /// What a round of several reviewers asks for now.
@@ -154,7 +129,7 @@ pub struct ReviewerRun<'a> {
 pub enum Round {
     /// Every reviewer answered, or one aborted (the others are told to stop): the
     /// verdicts to merge (`Event::ReviewMerged`).
-    Merge(BTreeMap<String, ReviewVerdict>),
+    Merge(BTreeMap<String, Verdict>),
     /// Each reviewer with no verdict and no run in flight, with the attempt its next run
     /// is; a reviewer whose run is in flight is waited for.
     Start(Vec<(String, u32)>),
@@ -187,7 +162,7 @@ pub fn round(reviewers: &[&str], runs: &[ReviewerRun<'_>], max_attempts: u32) ->
         };
         due.push((name.to_string(), attempt));
     }
-    let aborted = verdicts.values().any(|v| *v == ReviewVerdict::Abort);
+    let aborted = verdicts.values().any(|v| *v == Verdict::Abort);
     if aborted || verdicts.len() == reviewers.len() {
         Round::Merge(verdicts)
     } else {
@@ -195,20 +170,21 @@ pub fn round(reviewers: &[&str], runs: &[ReviewerRun<'_>], max_attempts: u32) ->
     }
 }
 
-fn strictness(v: ReviewVerdict) -> u8 {
+fn strictness(v: Verdict) -> u8 {
     match v {
-        ReviewVerdict::Approve => 0,
-        ReviewVerdict::RequestChanges => 1,
-        ReviewVerdict::Abort => 2,
+        Verdict::Approve => 0,
+        Verdict::RequestChanges => 1,
+        // `ABORT`, and any verdict no reviewer may give (never recorded as a review).
+        _ => 2,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ReviewVerdict::{Abort, Approve, RequestChanges};
+    use Verdict::{Abort, Approve, RequestChanges};
 
-    fn review(reviewer: &str, verdict: ReviewVerdict, issues: &[&str]) -> Review<String, String> {
+    fn review(reviewer: &str, verdict: Verdict, issues: &[&str]) -> Review<String, String> {
         Review {
             reviewer: reviewer.into(),
             verdict,
@@ -219,7 +195,7 @@ mod tests {
 
     #[test]
     fn the_rule_by_table() {
-        let table: &[(&[(&str, ReviewVerdict)], ReviewVerdict)] = &[
+        let table: &[(&[(&str, Verdict)], Verdict)] = &[
             (&[("static", Approve), ("runtime", Approve)], Approve),
             (
                 &[("static", Approve), ("runtime", RequestChanges)],

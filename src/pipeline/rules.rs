@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::fsm::{Event, Failure, Note, Position, Transition};
-use super::review_round::ReviewVerdict;
+use super::review_round::is_review;
 use crate::domain::{Actor, FailureKind, RunOutcome, Verdict};
 
 /// What a sister's valid message said, as the rules need it.
@@ -41,12 +41,10 @@ pub fn event_of(run: RunResult<'_>, now_ms: i64) -> Event {
     };
     match (run.outcome, run.answer, run.reviewer) {
         // One of several reviewers: its answer, or its failure, is its own.
-        (RunOutcome::Handoff, Some(answer), Some((reviewer, _)))
-            if let Some(verdict) = ReviewVerdict::of(answer.verdict) =>
-        {
+        (RunOutcome::Handoff, Some(answer), Some((reviewer, _))) if is_review(answer.verdict) => {
             Event::Reviewed {
                 reviewer: reviewer.to_string(),
-                verdict,
+                verdict: answer.verdict,
             }
         }
         (outcome, _, Some((reviewer, attempt)))
@@ -257,6 +255,20 @@ pub fn waits(next_run_at: Option<i64>, now_ms: i64) -> Option<Duration> {
     ))
 }
 
+/// Whether a host running `running` sisters may start another: not at its cap
+/// (`[host] max_sisters`; none: no cap). At its cap it claims and starts nothing; the end
+/// of one of its runs wakes the loop.
+pub fn at_cap(max_sisters: Option<u32>, running: usize) -> bool {
+    max_sisters.is_some_and(|cap| running >= cap as usize)
+}
+
+/// Whether the sister a command would start waits: a later command of the same batch for
+/// the same sprint (an abort right after an approval) is applied before it starts.
+/// `later`: the sprints of the commands after this one.
+pub fn holds_spawn<'a>(sprint_id: &str, mut later: impl Iterator<Item = &'a str>) -> bool {
+    later.any(|id| id == sprint_id)
+}
+
 /// The stage's last run, as the rule for resuming its session reads it.
 #[derive(Debug, Clone, Copy)]
 pub struct LastRun<'a> {
@@ -395,7 +407,7 @@ pub fn progress_check(round: u32, event: &Event) -> Option<ProgressCheck> {
             ..
         } => Some(ProgressCheck::FindingsRepeated),
         Event::ReviewMerged { verdicts }
-            if super::merged_verdict(verdicts).verdict().verdict() == Verdict::RequestChanges =>
+            if super::merged_verdict(verdicts).verdict() == Verdict::RequestChanges =>
         {
             Some(ProgressCheck::FindingsRepeated)
         }
@@ -454,6 +466,22 @@ mod tests {
     use super::*;
     use crate::domain::Stage;
 
+    #[test]
+    fn a_host_at_its_cap_starts_nothing_and_one_without_a_cap_is_never_at_it() {
+        assert!(!at_cap(None, 1_000));
+        assert!(!at_cap(Some(2), 1));
+        assert!(at_cap(Some(2), 2));
+        assert!(at_cap(Some(2), 3));
+    }
+
+    #[test]
+    fn a_later_command_for_the_same_sprint_holds_its_spawn() {
+        let later = ["SPRINT-002", "SPRINT-001"];
+        assert!(holds_spawn("SPRINT-001", later.into_iter()));
+        assert!(!holds_spawn("SPRINT-003", later.into_iter()));
+        assert!(!holds_spawn("SPRINT-001", std::iter::empty()));
+    }
+
     fn reported(actor: Actor, verdict: Verdict) -> Event {
         Event::Reported {
             actor,
@@ -489,18 +517,15 @@ mod tests {
             progress_check(2, &reported(Stage::Implementing.actor(), Verdict::Error)),
             None
         );
-        let merged = |pairs: &[(&str, ReviewVerdict)]| Event::ReviewMerged {
+        let merged = |pairs: &[(&str, Verdict)]| Event::ReviewMerged {
             verdicts: pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
         };
-        let one_asks = merged(&[
-            ("a", ReviewVerdict::Approve),
-            ("b", ReviewVerdict::RequestChanges),
-        ]);
+        let one_asks = merged(&[("a", Verdict::Approve), ("b", Verdict::RequestChanges)]);
         assert_eq!(
             progress_check(2, &one_asks),
             Some(ProgressCheck::FindingsRepeated)
         );
-        let all_approve = merged(&[("a", ReviewVerdict::Approve), ("b", ReviewVerdict::Approve)]);
+        let all_approve = merged(&[("a", Verdict::Approve), ("b", Verdict::Approve)]);
         assert_eq!(progress_check(2, &all_approve), None);
     }
 

@@ -3,16 +3,17 @@
 //! implementer, and the rule holds for every round (any ABORT aborts; else any
 //! REQUEST_CHANGES asks, with every reviewer's findings; else approved).
 
-use hanarang::pipeline::review_round::{Merged, Review, ReviewVerdict, merge};
+use hanarang::domain::Verdict;
+use hanarang::pipeline::review_round::{Merged, Review, merge};
 use proptest::prelude::*;
 
 type Round = Vec<Review<String, String>>;
 
-fn verdict() -> impl Strategy<Value = ReviewVerdict> {
+fn verdict() -> impl Strategy<Value = Verdict> {
     prop_oneof![
-        Just(ReviewVerdict::Approve),
-        Just(ReviewVerdict::RequestChanges),
-        Just(ReviewVerdict::Abort),
+        Just(Verdict::Approve),
+        Just(Verdict::RequestChanges),
+        Just(Verdict::Abort),
     ]
 }
 
@@ -60,15 +61,15 @@ proptest! {
     fn the_rule_holds_for_every_round(round in round()) {
         let any = |v| round.iter().any(|r| r.verdict == v);
         let merged = merge(&round);
-        if any(ReviewVerdict::Abort) {
+        if any(Verdict::Abort) {
             prop_assert!(matches!(merged, Merged::Abort { .. }), "{:?}", merged);
-        } else if any(ReviewVerdict::RequestChanges) {
+        } else if any(Verdict::RequestChanges) {
             let Merged::RequestChanges { by, issues, failed } = merged else {
                 return Err(TestCaseError::fail("expected a request for changes"));
             };
             let asked: Vec<&str> = round
                 .iter()
-                .filter(|r| r.verdict == ReviewVerdict::RequestChanges)
+                .filter(|r| r.verdict == Verdict::RequestChanges)
                 .map(|r| r.reviewer.as_str())
                 .collect();
             prop_assert_eq!(by.len(), asked.len());
