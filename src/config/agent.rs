@@ -145,6 +145,16 @@ agent_tables! {
     }
 }
 
+/// What is said of a sister that runs the design's default command (no preset and no
+/// program set): `openclaw spawn …` is the design's own wrapper, a command the OpenClaw CLI
+/// does not have. `None` for any other command. Said by `config check` and `doctor`.
+pub fn design_default(spec: &SisterSpec) -> Option<(&'static str, &'static str)> {
+    (spec.program == default_program() && spec.args == default_args()).then_some((
+        "neither agent.preset nor agent.program is set: sisters run the design's `openclaw spawn …`, a wrapper the OpenClaw CLI does not have",
+        "set agent.preset = \"claude-code\", \"codex\" or \"openclaw\" (or agent.program and agent.args) for the agent CLI you use",
+    ))
+}
+
 fn default_program() -> String {
     "openclaw".into()
 }

@@ -329,6 +329,9 @@ fn programs(config: &Config) -> Vec<Check> {
     specs
         .map(|(who, table, spec)| {
             let name = format!("agent {who}");
+            if let Some((what, fix)) = config::design_default(&spec) {
+                return Check::warn(name, what, fix);
+            }
             if let Some(old) = openclaw_without_node_24(&spec) {
                 return Check::fail(
                     name,

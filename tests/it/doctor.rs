@@ -397,3 +397,49 @@ fn doctor_runs_the_presets_cli_and_warns_outside_its_tested_versions() {
         "{newer}"
     );
 }
+
+/// With neither `preset` nor `program`, the sisters would run the design's `openclaw spawn
+/// …`, which no installed CLI answers: `config check` (still valid) and `doctor` say so,
+/// naming both keys; one line choosing a preset silences them.
+#[test]
+fn no_preset_and_no_program_is_said_with_both_keys() {
+    let dir = support::TempDir::new("design-default");
+    std::fs::create_dir_all(dir.path().join("work")).unwrap();
+    let config = dir.path().join("config.toml");
+    let base = "[database]\nurl = \"sqlite://h.db\"\n[projects.app]\nworkdir = \"work\"\n";
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_hanarang"))
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .output()
+            .expect("run hanarang")
+    };
+    std::fs::write(&config, base).unwrap();
+    let check = run(&["config", "check"]);
+    let said = String::from_utf8_lossy(&check.stderr).into_owned();
+    assert_eq!(check.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("warning: neither agent.preset nor agent.program is set")
+            && said.contains("openclaw spawn"),
+        "{said}"
+    );
+    let doctor = String::from_utf8_lossy(&run(&["doctor"]).stdout).into_owned();
+    for sister in ["harang", "narang", "darang", "erang"] {
+        assert!(
+            doctor.contains(&format!(
+                "warn agent {sister}: neither agent.preset nor agent.program is set"
+            )),
+            "{doctor}"
+        );
+    }
+    assert!(doctor.contains("fix: set agent.preset = "), "{doctor}");
+
+    std::fs::write(&config, format!("{base}[agent]\npreset = \"codex\"\n")).unwrap();
+    let check = run(&["config", "check"]);
+    let said = String::from_utf8_lossy(&check.stderr).into_owned();
+    assert_eq!(check.status.code(), Some(0), "{said}");
+    assert!(!said.contains("agent.preset"), "{said}");
+    let doctor = String::from_utf8_lossy(&run(&["doctor"]).stdout).into_owned();
+    assert!(!doctor.contains("neither agent.preset"), "{doctor}");
+}
