@@ -1,4 +1,4 @@
-//! `[agent]`, its per-sister tables and darang's reviewers, and how they resolve into
+//! `[agent]`, its per-sister tables and the reviewer's parallel reviewers, and how they resolve into
 //! one `SisterSpec` per sister (its table over `[agent]` over the defaults).
 
 use super::*;
@@ -267,7 +267,7 @@ pub struct SisterSpec {
     /// Where it may write besides its workdir, artifact folder and the temporary folder.
     pub writable: Vec<String>,
     pub timeout: Duration,
-    /// The reviewer this is (`HANARANG_REVIEWER`, `{reviewer}`), when darang has several.
+    /// The reviewer this is (`HANARANG_REVIEWER`, `{reviewer}`), when the reviewer has several.
     pub reviewer: Option<String>,
 }
 

@@ -73,8 +73,8 @@ pub(super) fn preset_profiles(table: &mut toml::Table) {
 }
 
 impl Config {
-    /// A sister's (or one of darang's reviewers') agents in the order they take its stage
-    /// over: its own agent, then its fallbacks (its table's `fallback`, else darang's for a
+    /// A sister's (or one of the reviewer's parallel reviewers') agents in the order they take its stage
+    /// over: its own agent, then its fallbacks (its table's `fallback`, else the reviewer's for a
     /// reviewer, else `[agent]`'s), each profile followed by its own fallbacks, none twice.
     pub fn chain(&self, actor: Actor, reviewer: Option<&str>) -> Vec<AgentChoice> {
         let a = &self.agent;

@@ -139,7 +139,7 @@ pub struct Presets {
     pub top: Option<&'static str>,
 }
 
-/// Replaces every `preset = NAME` in `[agent]`, its sister tables and darang's reviewers
+/// Replaces every `preset = NAME` in `[agent]`, its sister tables and the reviewer's parallel reviewers
 /// by the keys it stands for (a table's own keys win). Unknown names are problems that
 /// name the key; the table is then left as it is.
 pub(super) fn expand(table: &mut toml::Table) -> (Presets, Vec<ConfigProblem>) {
@@ -314,7 +314,7 @@ const SHOWN: [&str; 10] = [
 ];
 
 impl super::Config {
-    /// Where each of a sister's (or one of darang's reviewers') spawn keys comes from:
+    /// Where each of a sister's (or one of the reviewer's parallel reviewers') spawn keys comes from:
     /// `(key, origin)`, the origin a preset (and where it was named), a table, or
     /// `default`.
     pub fn origins(&self, actor: Actor, reviewer: Option<&str>) -> Vec<(&'static str, String)> {

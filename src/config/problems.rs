@@ -96,7 +96,7 @@ impl Config {
         }
     }
 
-    /// `[agent]`, each sister's table, the reviewer's reviewers and the profiles.
+    /// `[agent]`, each sister's table, the reviewer's parallel reviewers and the profiles.
     fn check_agents(&self, problem: &mut impl FnMut(&str, String)) {
         let token_env = Some(self.token_env());
         let a = &self.agent;

@@ -12,7 +12,7 @@ pub struct ProjectConfig {
     /// The branch a sprint starts from; unset, the one checked out in the workdir.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_branch: Option<String>,
-    /// Where harang writes the plan, relative to the workdir, with the branch
+    /// Where the planner writes the plan, relative to the workdir, with the branch
     /// template's placeholders.
     #[serde(default = "default_plan_dir")]
     pub plan_dir: String,
@@ -30,7 +30,7 @@ pub struct ProjectConfig {
     /// only inside it (`read_inside`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<PathBuf>,
-    /// What deploying means for this project, for erang.
+    /// What deploying means for this project, for the deployer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deploy: Option<String>,
     /// A folder of `<actor>.md` files replacing the built-in role text; relative to the
@@ -246,7 +246,7 @@ mod tests {
             }
         }
 
-        /// narang's prompt in `folder`, as `projects.app.prompts` reads it.
+        /// the implementer's prompt in `folder`, as `projects.app.prompts` reads it.
         fn read(&self, folder: &Path) -> Result<String, Refused> {
             let project = ProjectConfig::at(self.work.clone());
             let own = [self.config.clone()];

@@ -270,7 +270,7 @@ pub fn contract_line(
     Some(say!(locale, ko: "계약 ({n}): {items}", en: "Contract ({n}): {items}"))
 }
 
-/// The board's line of darang's reviewers, when it has several: where each stands in the
+/// The board's line of the reviewer's parallel reviewers, when it has several: where each stands in the
 /// round under way (or its verdict). `None` without reviewers' runs in the round.
 pub fn reviewers_line(runs: &[crate::store::Run], locale: Locale) -> Option<String> {
     let mut latest: std::collections::BTreeMap<&str, &crate::store::Run> =

@@ -1,4 +1,4 @@
-//! Facts beat claims: when the workdir is a git repository, narang's `IMPL_DONE` is
+//! Facts beat claims: when the workdir is a git repository, the implementer's `IMPL_DONE` is
 //! checked against it — the branch exists, and every listed commit resolves and is
 //! reachable from that branch.
 

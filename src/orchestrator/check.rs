@@ -1,5 +1,5 @@
-//! The project's check as the loop hands it on: narang's run is given the
-//! check to pass, darang is told it passed, and narang's next attempt after
+//! The project's check as the loop hands it on: the implementer's run is given the
+//! check to pass, the reviewer is told it passed, and the implementer's next attempt after
 //! `check_failed` is told how it failed.
 
 use super::Orchestrator;
@@ -12,7 +12,7 @@ use crate::sister::contract::CheckResult;
 use crate::sister::{CheckReport, RunReport};
 use crate::store::{CheckRecord, Run, Sprint};
 
-/// The check narang's run must pass after its `IMPL_DONE`, when the project sets one.
+/// The check the implementer's run must pass after its `IMPL_DONE`, when the project sets one.
 pub(super) fn for_run(project: Option<&ProjectConfig>, actor: Actor) -> Option<Check> {
     let project =
         project.filter(|p| actor.stage() == Stage::Implementing && !p.check.is_empty())?;
@@ -38,8 +38,8 @@ pub(super) fn record(run_id: &str, report: &RunReport, at: i64) -> Option<CheckR
 }
 
 impl Orchestrator {
-    /// What the stage's next run is told of the project's check: darang (each reviewer
-    /// too), of the check that passed on the implementation it reviews (`reviewed`); narang,
+    /// What the stage's next run is told of the project's check: the reviewer (each reviewer
+    /// too), of the check that passed on the implementation it reviews (`reviewed`); the implementer,
     /// of the check that failed its previous attempt.
     pub(super) async fn check_result(
         &self,

@@ -24,7 +24,7 @@ pub(super) struct Composed {
     pub(super) started_at: i64,
     /// The sprint's runs, this one included (as it starts).
     pub(super) runs: Vec<Run>,
-    /// Which of darang's reviewers it is, when it has several.
+    /// Which of the reviewer's parallel reviewers it is, when it has several.
     pub(super) reviewer: Option<String>,
     /// The run whose agent session it continues.
     pub(super) resumes: Option<String>,
@@ -87,7 +87,7 @@ impl Orchestrator {
         }
     }
 
-    /// The next run of one of darang's reviewers, its `attempt`-th of the round.
+    /// The next run of one of the reviewer's parallel reviewers, its `attempt`-th of the round.
     pub(super) async fn compose_reviewer(
         &self,
         sprint: &Sprint,

@@ -43,7 +43,7 @@ fn failed_item(item: &ChecklistResult) -> ReviewIssue {
 /// and failed checklist item with its reviewer's name (and who raised it, as the prompt
 /// names it: `darang/<reviewer>`), their documents merged (with the runs they came from),
 /// and the reviewer run that finished last (its parent). `None` when the runs end with no
-/// reviewer's answer (darang reviewed alone).
+/// reviewer's answer (the reviewer reviewed alone).
 pub(super) struct RoundFindings {
     pub issues: Vec<(ReviewIssue, String)>,
     pub handoff: Option<(HandoffDocument, String)>,

@@ -40,7 +40,7 @@ pub(super) struct Memory {
     /// keeps its project's pipeline lock.
     parked: HashMap<String, (Sprint, Vec<Run>)>,
     /// The check of the run whose end is being committed: the transition composes the
-    /// next run (darang, told it passed) before the commit writes the check.
+    /// next run (the reviewer, told it passed) before the commit writes the check.
     last_check: Option<CheckRecord>,
 }
 
@@ -107,7 +107,7 @@ impl Memory {
 
     /// A commit wrote `sprint`: kept where the loop looks for it next (its running runs,
     /// the stages to spawn from, or the resting sprints). A stage of several runs at once
-    /// (`fans_out`: darang's reviewers) is looked at again while some of them run.
+    /// (`fans_out`: the reviewer's parallel reviewers) is looked at again while some of them run.
     pub fn keep(&mut self, sprint: Sprint, runs: Option<Vec<Run>>, fans_out: bool) {
         let mut running = false;
         for r in self

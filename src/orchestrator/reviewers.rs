@@ -2,7 +2,7 @@
 //! `reviewing` stage is one run per reviewer, started together. Each answer is a
 //! transition of its own (`Event::Reviewed`), a failing reviewer retries alone
 //! (`Event::ReviewerFailed`), and when every reviewer of the round has answered, or one
-//! aborted, the verdicts are merged (`review::merge`) into darang's (`ReviewMerged`).
+//! aborted, the verdicts are merged (`review::merge`) into the reviewer's (`ReviewMerged`).
 //!
 //! What a round stands at is read from its runs, never kept apart, and judged by the pure
 //! rule `pipeline::review_round::round`.
@@ -16,12 +16,12 @@ use crate::sister::RunOutcome;
 use crate::store::{Sprint, review_round};
 
 impl Orchestrator {
-    /// Whether several reviewers share darang's stage (`[agent.darang.reviewers]`).
+    /// Whether several reviewers share the reviewer's stage (`[agent.darang.reviewers]`).
     pub(super) fn several_reviewers(&self) -> bool {
         !self.config.agent.reviewers().is_empty()
     }
 
-    /// Whether the sprint's stage is darang's with several reviewers.
+    /// Whether the sprint's stage is the reviewer's with several reviewers.
     pub(super) fn fans_out(&self, sprint: &Sprint) -> bool {
         sprint.state == State::Reviewing && self.several_reviewers()
     }

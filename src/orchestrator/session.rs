@@ -8,7 +8,7 @@ use crate::config::{Config, SisterSpec};
 use crate::domain::Actor;
 use crate::store::Run;
 
-/// The agent that runs the next run of `actor` (or of one of darang's reviewers), and how:
+/// The agent that runs the next run of `actor` (or of one of the reviewer's parallel reviewers), and how:
 /// the first of its chain not known (`paused`) to be at its usage limit now; when every
 /// one is (a person started the stage early), the one whose limit resets first.
 pub(super) fn agent_for(
@@ -44,7 +44,7 @@ impl Orchestrator {
     }
 }
 
-/// The run whose session the next run of `actor` (or of one of darang's reviewers)
+/// The run whose session the next run of `actor` (or of one of the reviewer's parallel reviewers)
 /// continues, and that session: its last run in this round, when that one stopped without
 /// finishing its work (paused at a usage limit, interrupted, timed out, or its answer
 /// rejected) and its CLI named a session, and the sister's CLI can resume one. A new

@@ -288,7 +288,7 @@ fn sprint_after(before: &Sprint, d: &Decision) -> Sprint {
 
 impl Orchestrator {
     /// What the rules must know of the work before a round goes on: at
-    /// narang's `IMPL_DONE` from round 2, whether the branch's head is where the round
+    /// the implementer's `IMPL_DONE` from round 2, whether the branch's head is where the round
     /// before's review saw it; at a review's `REQUEST_CHANGES` from round 2, whether its
     /// findings are the round before's. Returns the sprint's runs when it read them.
     async fn progress(

@@ -26,7 +26,7 @@ pub enum Event {
     Reported {
         actor: Actor,
         verdict: Verdict,
-        /// The sprint the message says it is about (harang's `payload.sprintId`).
+        /// The sprint the message says it is about (the planner's `payload.sprintId`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sprint_id: Option<String>,
         /// The sister's reason, for ERROR, DEPLOY_FAILED and ABORT.
@@ -37,7 +37,7 @@ pub enum Event {
     Failed {
         failure: Failure,
     },
-    /// One of darang's reviewers answered, while several review the round in parallel
+    /// One of the reviewer's parallel reviewers answered, while several review the round in parallel
     ///: the sprint stays in review until every one has.
     Reviewed {
         reviewer: String,
@@ -51,7 +51,7 @@ pub enum Event {
         failure: Failure,
     },
     /// Every reviewer of the round has answered (or one aborted): their verdicts, merged
-    /// by `review::merge` into darang's.
+    /// by `review::merge` into the reviewer's.
     ReviewMerged {
         verdicts: std::collections::BTreeMap<String, Verdict>,
     },
@@ -265,7 +265,7 @@ pub enum Escalation {
         spent_usd: f64,
         limit_usd: f64,
     },
-    /// narang answered `IMPL_DONE` in a later round with the branch where the round
+    /// the implementer answered `IMPL_DONE` in a later round with the branch where the round
     /// before left it: another review would be paid for nothing.
     NoProgress {
         round: u32,

@@ -55,7 +55,7 @@ pub struct Facts<'a> {
     pub sprint_id: &'a str,
     /// Whether a sister process of this sprint is running right now.
     pub sister_running: bool,
-    /// narang's `IMPL_DONE` left the branch's head where the round before's review saw
+    /// the implementer's `IMPL_DONE` left the branch's head where the round before's review saw
     /// it (known in a git workdir, from round 2): that head.
     pub unchanged_head: Option<&'a str>,
     /// The review's findings are the round before's (`rules::same_findings`, from round 2).

@@ -1,4 +1,4 @@
-//! The merge of one review round's verdicts, when darang reviews with
+//! The merge of one review round's verdicts, when the reviewer reviews with
 //! several reviewers: one pure rule, written here once. Any `ABORT` aborts the sprint;
 //! else any `REQUEST_CHANGES` sends it back to the implementer with every reviewer's
 //! issues and failed checklist items, each tagged with its reviewer; else (all `APPROVE`)

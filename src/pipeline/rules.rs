@@ -13,7 +13,7 @@ use crate::domain::{Actor, FailureKind, RunOutcome, Verdict};
 pub struct Answer<'a> {
     pub actor: Actor,
     pub verdict: Verdict,
-    /// The sprint the message says it is about (harang's `payload.sprintId`).
+    /// The sprint the message says it is about (the planner's `payload.sprintId`).
     pub sprint_id: Option<&'a str>,
     /// The sister's reason, for ERROR, DEPLOY_FAILED and ABORT.
     pub reason: Option<&'a str>,
@@ -29,7 +29,7 @@ pub struct RunResult<'a> {
     pub detail: &'a str,
     /// When a paused agent's usage limit resets (unix ms), if it said.
     pub resume_at_ms: Option<i64>,
-    /// One of darang's parallel reviewers: its name and which attempt of the round this was.
+    /// One of the reviewer's parallel reviewers: its name and which attempt of the round this was.
     pub reviewer: Option<(&'a str, u32)>,
 }
 
@@ -384,9 +384,9 @@ pub fn interrupt_of(event: &Event) -> Option<Interrupt> {
 /// nothing is stopped (`Escalation::NoProgress`, `SameFindings`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProgressCheck {
-    /// Narang's `IMPL_DONE`: is the branch's head where the round before's review saw it?
+    /// The implementer's `IMPL_DONE`: is the branch's head where the round before's review saw it?
     BranchMoved,
-    /// A review asking for changes (darang's, or the reviewers' merged): are its findings
+    /// A review asking for changes (the reviewer's, or the reviewers' merged): are its findings
     /// the round before's?
     FindingsRepeated,
 }
@@ -434,7 +434,7 @@ pub fn note_due(given: NoteGiven) -> bool {
 }
 
 /// A review round's findings as `same_findings` compares them: each issue's file and
-/// message (white space collapsed), from the round's valid darang messages.
+/// message (white space collapsed), from the round's valid review messages.
 pub fn findings<'a>(
     messages: impl IntoIterator<Item = &'a serde_json::Value>,
 ) -> std::collections::BTreeSet<(String, String)> {

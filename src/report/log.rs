@@ -430,7 +430,7 @@ fn print_run(r: &Run) {
     } else {
         "from sister"
     };
-    // One of several reviewers of a round: darang/NAME.
+    // One of several reviewers of a round: `<reviewer>/NAME`.
     let who = match &r.reviewer {
         Some(name) => format!("{}/{name}", r.actor.as_str()),
         None => r.actor.as_str().to_string(),

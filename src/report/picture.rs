@@ -1,5 +1,5 @@
 //! The sprint as a picture: a timeline with one row per sister (one per
-//! reviewer when darang has several), a bar per run coloured by its outcome, the rounds
+//! reviewer when the reviewer has several), a bar per run coloured by its outcome, the rounds
 //! marked and the time axis labelled — what a person approving from a phone reads at a
 //! glance. The layout is a pure function of the runs; drawing it is tiny-skia's, the
 //! text ab_glyph's with the DejaVu Sans shipped in `assets/fonts` (no system font is read).
@@ -117,7 +117,7 @@ pub struct Layout {
     pub ticks: Vec<(f32, String)>,
 }
 
-/// The rows: the sisters in pipeline order, darang's reviewers each on its own, and the
+/// The rows: the sisters in pipeline order, the reviewer's parallel reviewers each on its own, and the
 /// project's check between implementation and review when it ran.
 fn rows(runs: &[Run], checks: &[CheckRecord]) -> Vec<(Actor, Option<String>, String)> {
     let mut rows = Vec::new();

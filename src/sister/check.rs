@@ -1,4 +1,4 @@
-//! The project's own check (`check`), run by the orchestrator once narang's
+//! The project's own check (`check`), run by the orchestrator once the implementer's
 //! `IMPL_DONE` holds: like a sister (no shell, its own process group, bounded output,
 //! the whole group killed at `check_timeout` or a stop), so "the tests pass" is a fact.
 
@@ -22,7 +22,7 @@ use crate::git::facts;
 /// How many lines of the check's output its failure quotes.
 pub const TAIL_LINES: usize = 40;
 
-/// The project's check, as a narang run is given it.
+/// The project's check, as a run of the implementer is given it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
     /// The program and its arguments (never empty: config checks it).

@@ -39,7 +39,7 @@ pub struct ContractFile {
     pub workdir: String,
     /// The previous sister's validated message, when there is one.
     pub previous_message: Option<HandoffMessage>,
-    /// For narang after REQUEST_CHANGES: what the reviewer wants fixed.
+    /// For the implementer after REQUEST_CHANGES: what the reviewer wants fixed.
     #[serde(default)]
     pub review_issues: Vec<ReviewIssue>,
     /// The handoff document this session starts from.
@@ -76,7 +76,7 @@ pub struct ContractFile {
     /// or `synthesized by the orchestrator` (from a run, when it was handed off).
     #[serde(default)]
     pub handoff_by: Option<String>,
-    /// Where harang writes the plan: the workdir joined with the project's `plan_dir`.
+    /// Where the planner writes the plan: the workdir joined with the project's `plan_dir`.
     #[serde(default)]
     pub plan_dir: String,
     /// The branch the sprint's branch started from: recorded when the orchestrator made
@@ -109,21 +109,21 @@ pub struct ContractFile {
     /// What deploying means for the project (`deploy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deploy: Option<String>,
-    /// Which of darang's parallel reviewers this run is.
+    /// Which of the reviewer's parallel reviewers this run is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reviewer: Option<String>,
-    /// The project's check of narang's last `IMPL_DONE`: for darang, that it passed; for
-    /// narang after `check_failed`, how it failed.
+    /// The project's check of the implementer's last `IMPL_DONE`: for the reviewer, that it passed; for
+    /// the implementer after `check_failed`, how it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_result: Option<CheckResult>,
     /// What the project's check said at the sprint's base commit, before any of its work
-    /// (harang, narang, darang).
+    /// (the planner, the implementer, the reviewer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_check: Option<CheckResult>,
-    /// The forge's checks that failed on the pushed head, for narang's round after them.
+    /// The forge's checks that failed on the pushed head, for the implementer's round after them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forge_checks: Vec<crate::pipeline::fsm::FailedCheck>,
-    /// For erang after a merge on the forge: the merge commit on the base, checked out.
+    /// For the deployer after a merge on the forge: the merge commit on the base, checked out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<String>,
 }
@@ -132,7 +132,7 @@ pub struct ContractFile {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckResult {
-    /// The narang run it checked (at the base: the run it was made before).
+    /// The implementer's run it checked (at the base: the run it was made before).
     pub run: String,
     /// The program and its arguments.
     pub command: Vec<String>,

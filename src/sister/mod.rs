@@ -90,7 +90,7 @@ pub struct RunRequest {
     pub token_env: String,
     /// The project's text for this sister's job, replacing the built-in one.
     pub role_text: Option<String>,
-    /// The project's check, run after narang's `IMPL_DONE` holds (narang's runs only).
+    /// The project's check, run after the implementer's `IMPL_DONE` holds (the implementer's runs only).
     pub check: Option<Check>,
     /// The project's check, run at the sprint's base commit before the sister starts, its
     /// result put in the contract (the sprint's first run, when nothing recorded it yet).

@@ -185,8 +185,8 @@ fn request_text(contract: &ContractFile, request: &PersonRequest) -> String {
     }
 }
 
-/// What a sister is told of the project's check: that it passed (darang), or its failure
-/// quoted as the reason to try again (narang).
+/// What a sister is told of the project's check: that it passed (the reviewer), or its failure
+/// quoted as the reason to try again (the implementer).
 fn check_text(check: &CheckResult) -> String {
     let line = crate::domain::shell_line(&check.command);
     let took = std::time::Duration::from_millis(u64::try_from(check.duration_ms).unwrap_or(0));

@@ -1,6 +1,6 @@
 //! A spawned sister, supervised to its end: its pipes served beside the wait, its
 //! timeout, stall check and stop, and its whole process group killed whatever happened;
-//! then, for narang's `IMPL_DONE`, the project's check under the same stop.
+//! then, for the implementer's `IMPL_DONE`, the project's check under the same stop.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

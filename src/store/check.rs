@@ -9,7 +9,7 @@ use super::{Result, StoreError};
 /// One check, as recorded.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CheckRecord {
-    /// The narang run it checked (at the base: the run it was made for).
+    /// The implementer's run it checked (at the base: the run it was made for).
     #[serde(rename = "run")]
     pub run_id: String,
     /// The program and its arguments.

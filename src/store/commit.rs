@@ -111,7 +111,7 @@ pub struct NewRun<'a> {
     /// The workdir's git HEAD when it started, in a git workdir.
     pub git_head: Option<&'a str>,
     pub started_at: i64,
-    /// Which of darang's reviewers this run is, when it has several.
+    /// Which of the reviewer's parallel reviewers this run is, when it has several.
     pub reviewer: Option<&'a str>,
     /// The run whose session it continues, when it does.
     pub resumes: Option<&'a str>,

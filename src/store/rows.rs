@@ -297,7 +297,7 @@ pub struct Run {
     #[serde(skip)]
     pub number: i64,
     pub actor: Actor,
-    /// Which of darang's reviewers it is, when it has several.
+    /// Which of the reviewer's parallel reviewers it is, when it has several.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reviewer: Option<String>,
     pub round: u32,

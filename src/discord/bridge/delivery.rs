@@ -106,7 +106,7 @@ impl Bridge {
             let check = super::super::render::check_line(&check, self.config.pipeline.locale);
             line.text = format!("{check}\n{}", line.text);
         }
-        // A deploy's line says what was deployed and what was verified, as erang said it.
+        // A deploy's line says what was deployed and what was verified, as the deployer said it.
         if record.to == State::Deployed
             && let Some(deployed) = self.deployed_of(record).await?
         {
@@ -204,7 +204,7 @@ impl Bridge {
         Ok(())
     }
 
-    /// What erang reported of the deploy a transition into `deployed` follows: its artifact
+    /// What the deployer reported of the deploy a transition into `deployed` follows: its artifact
     /// and what it verified, as inert text (cut to a few lines).
     async fn deployed_of(
         &self,
@@ -241,7 +241,7 @@ impl Bridge {
         Ok(Some(text))
     }
 
-    /// The project's check of the run a transition follows, when one ran: after narang's
+    /// The project's check of the run a transition follows, when one ran: after the implementer's
     /// `IMPL_DONE` (it passed) or a `check_failed`.
     async fn check_of(
         &self,
