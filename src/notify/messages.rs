@@ -603,25 +603,18 @@ pub fn status_line(sprint: &Sprint, cx: &Context<'_>, now_ms: i64) -> Option<Str
 /// The words of `run`'s deploy question at the terminal.
 pub struct DeployPrompt {
     pub question: String,
-    pub what_to_change: &'static str,
-    pub note_needed: &'static str,
+    pub what_to_change: String,
+    pub note_needed: String,
 }
 
 pub fn deploy_prompt(sprint_id: &str, locale: Locale) -> DeployPrompt {
-    match locale {
-        Locale::Ko => DeployPrompt {
-            question: format!(
-                "{sprint_id} 배포할까요? [y] 배포 승인 / [n] 변경 요청 / [a] 중단 / [l] 나중에: "
-            ),
-            what_to_change: "무엇을 바꿀까요? ",
-            note_needed: "변경 요청에는 내용이 필요해요",
-        },
-        Locale::En => DeployPrompt {
-            question: format!(
-                "Deploy {sprint_id}? [y] approve / [n] request changes / [a] abort / [l] later: "
-            ),
-            what_to_change: "What should change? ",
-            note_needed: "a request for changes needs a note",
-        },
+    DeployPrompt {
+        question: say!(locale,
+            ko: "{sprint_id} 배포할까요? [y] 배포 승인 / [n] 변경 요청 / [a] 중단 / [l] 나중에: ",
+            en: "Deploy {sprint_id}? [y] approve / [n] request changes / [a] abort / [l] later: "),
+        what_to_change: say!(locale, ko: "무엇을 바꿀까요? ", en: "What should change? "),
+        note_needed: say!(locale,
+            ko: "변경 요청에는 내용이 필요해요",
+            en: "a request for changes needs a note"),
     }
 }
