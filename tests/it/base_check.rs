@@ -279,3 +279,44 @@ async fn an_abort_during_the_check_at_the_base_stops_it_before_the_planner_start
     assert_eq!(checks, Vec::new());
     p.stop().await;
 }
+
+/// A check whose program does not exist: at the base it is recorded as not run and the
+/// planner is told so, and the planner still plans; the implementer's check cannot run
+/// either, so its tries fail as `check_failed` and the sprint waits for a person rather
+/// than ever reaching review.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_check_that_cannot_start_at_the_base_is_told_and_never_lets_work_through() {
+    let files = Files::new(&Setup {
+        narang: "commits 1",
+        extra: NARANG_ON_ITS_BRANCH,
+        ..Setup::default()
+    });
+    a_repository_on_main(&files);
+    files.append_config("check = [\"/nonexistent/run-the-tests\"]\n");
+    let p = Pipeline::start_with(files).await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    p.wait_for(&s.id, State::Escalated).await;
+    let runs = p.runs(&s.id).await;
+    let harang = first(&runs, "harang");
+    assert_eq!(harang.outcome, Some(RunOutcome::Handoff), "{runs:#?}");
+    let prompt = p.files.stdin_of(&harang.run_id);
+    assert!(
+        prompt.contains("The project's check `/nonexistent/run-the-tests` fails at the base")
+            && prompt.contains(": it could not run: "),
+        "{prompt}"
+    );
+    assert!(
+        !runs.iter().any(|r| r.actor.as_str() == "darang"),
+        "nothing reached review: {runs:#?}"
+    );
+    let checks = p.store.checks(&s.id).await.expect("read checks");
+    assert!(
+        checks[0].at_base && !checks[0].passed() && checks[0].exit_code.is_none(),
+        "{checks:#?}"
+    );
+    assert!(
+        checks[1..].iter().all(|c| !c.at_base && !c.passed()),
+        "{checks:#?}"
+    );
+    p.stop().await;
+}
