@@ -64,7 +64,7 @@ macro_rules! agent_tables {
 
         impl AgentConfig {
             /// `own`'s keys over `[agent]`'s, as one `[agent]`: its env merged over this one.
-            fn under(&self, own: &SisterConfig) -> AgentConfig {
+            fn with_own(&self, own: &SisterConfig) -> AgentConfig {
                 let mut env = self.env.clone();
                 env.extend(own.env.iter().map(|(k, v)| (k.clone(), v.clone())));
                 AgentConfig {
@@ -333,7 +333,7 @@ impl AgentConfig {
         own: &SisterConfig,
         reviewer: Option<&str>,
     ) -> SisterSpec {
-        let a = self.under(own);
+        let a = self.with_own(own);
         SisterSpec {
             actor,
             program: a.program,
