@@ -150,7 +150,7 @@ agent_tables! {
 /// does not have. `None` for any other command. Said by `config check` and `doctor`.
 pub fn design_default(spec: &SisterSpec) -> Option<(&'static str, &'static str)> {
     (spec.program == default_program() && spec.args == default_args()).then_some((
-        "neither agent.preset nor agent.program is set: sisters run the design's `openclaw spawn …`, a wrapper the OpenClaw CLI does not have",
+        "sisters run the design's `openclaw spawn …` (the default while neither agent.preset nor agent.program is set), a wrapper the OpenClaw CLI does not have",
         "set agent.preset = \"claude-code\", \"codex\" or \"openclaw\" (or agent.program and agent.args) for the agent CLI you use",
     ))
 }

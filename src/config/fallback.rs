@@ -191,7 +191,8 @@ impl Config {
                 problems.push(problem(
                     &format!("{key}.reviewers"),
                     format!(
-                        "a profile has no reviewers: they are the reviewer's ([{}])",
+                        "a profile has no reviewers: they are {}'s ([{}])",
+                        crate::domain::Stage::Reviewing.actor(),
                         super::reviewer_table("NAME")
                     ),
                 ));

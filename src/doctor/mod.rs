@@ -99,6 +99,7 @@ pub async fn run(loaded: Result<(PathBuf, Config), config::ConfigError>) -> Vec<
         }
     };
     checks.push(database(&config).await);
+    checks.extend(design_default(&config));
     checks.extend(programs(&config));
     checks.push(confinement(&config));
     checks.push(containment(&config));
@@ -302,6 +303,15 @@ fn writable(dir: &Path) -> std::io::Result<()> {
     std::fs::remove_file(&probe)
 }
 
+/// The design's own `openclaw spawn …`, when no preset or program replaces it: said once,
+/// beside what the program checks say of it.
+fn design_default(config: &Config) -> Option<Check> {
+    let (what, fix) = Actor::ALL
+        .into_iter()
+        .find_map(|actor| config::design_default(&config.agent.spec(actor)))?;
+    Some(Check::warn("agent command", what, fix))
+}
+
 fn programs(config: &Config) -> Vec<Check> {
     // Each of the reviewer's parallel reviewers is checked as a sister of its own.
     let reviewers = config.agent.reviewers();
@@ -329,9 +339,6 @@ fn programs(config: &Config) -> Vec<Check> {
     specs
         .map(|(who, table, spec)| {
             let name = format!("agent {who}");
-            if let Some((what, fix)) = config::design_default(&spec) {
-                return Check::warn(name, what, fix);
-            }
             if let Some(old) = openclaw_without_node_24(&spec) {
                 return Check::fail(
                     name,

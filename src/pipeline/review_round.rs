@@ -77,18 +77,18 @@ pub fn merge<I: Clone, C: Clone>(reviews: &[Review<I, C>]) -> Merged<I, C> {
             .then_with(|| strictness(b.verdict).cmp(&strictness(a.verdict)))
     });
     sorted.dedup_by(|b, a| a.reviewer == b.reviewer);
-    let named = |v: Verdict| -> Vec<String> {
+    let named = |v: u8| -> Vec<String> {
         sorted
             .iter()
-            .filter(|r| r.verdict == v)
+            .filter(|r| strictness(r.verdict) == v)
             .map(|r| r.reviewer.clone())
             .collect()
     };
-    let aborted = named(Verdict::Abort);
+    let aborted = named(strictness(Verdict::Abort));
     if !aborted.is_empty() {
         return Merged::Abort { by: aborted };
     }
-    let asked = named(Verdict::RequestChanges);
+    let asked = named(strictness(Verdict::RequestChanges));
     if asked.is_empty() {
         return Merged::Approve;
     }
@@ -162,7 +162,9 @@ pub fn round(reviewers: &[&str], runs: &[ReviewerRun<'_>], max_attempts: u32) ->
         };
         due.push((name.to_string(), attempt));
     }
-    let aborted = verdicts.values().any(|v| *v == Verdict::Abort);
+    let aborted = verdicts
+        .values()
+        .any(|v| strictness(*v) == strictness(Verdict::Abort));
     if aborted || verdicts.len() == reviewers.len() {
         Round::Merge(verdicts)
     } else {
@@ -170,11 +172,13 @@ pub fn round(reviewers: &[&str], runs: &[ReviewerRun<'_>], max_attempts: u32) ->
     }
 }
 
+/// How strict a reviewer's verdict is: `ABORT` most. A verdict no reviewer may give is
+/// never recorded as a review (`is_review`); one that got in anyway counts as an `ABORT`,
+/// never as an approval.
 fn strictness(v: Verdict) -> u8 {
     match v {
         Verdict::Approve => 0,
         Verdict::RequestChanges => 1,
-        // `ABORT`, and any verdict no reviewer may give (never recorded as a review).
         _ => 2,
     }
 }
@@ -191,6 +195,21 @@ mod tests {
             issues: issues.iter().map(|s| s.to_string()).collect(),
             failed: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_verdict_no_reviewer_may_give_never_approves() {
+        let reviews = [
+            review("a", Approve, &[]),
+            review("b", Verdict::ImplDone, &[]),
+        ];
+        assert!(!is_review(Verdict::ImplDone));
+        assert_eq!(
+            merge(&reviews),
+            Merged::Abort {
+                by: vec!["b".into()]
+            }
+        );
     }
 
     #[test]

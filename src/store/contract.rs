@@ -80,8 +80,8 @@ fn request_id(round: u32) -> String {
 /// The checklist of the last plan that was handed on; empty when the plan had none.
 fn planned(runs: &[Run]) -> Vec<ChecklistItem> {
     handed_on(runs, Stage::Planning.actor())
-        .find(|m| m.verdict() == Verdict::PlanReady)
-        .and_then(|m| m.plan()?.checklist.clone())
+        .filter(|m| m.verdict() == Verdict::PlanReady)
+        .find_map(|m| Some(m.plan()?.checklist.clone().unwrap_or_default()))
         .unwrap_or_default()
 }
 
