@@ -116,11 +116,11 @@ pub async fn on_message(
         .into_iter()
         .find(|r| r.outcome.is_none());
     if let Some(run) = running {
-        // Each language names the sister its own way.
-        let (who, actor) = (run.actor.korean_name(), run.actor);
+        // The sister as the lines name it (`나랑이`, `Narang`).
+        let who = locale.pick(run.actor.info().names);
         let text = say!(locale,
             ko: "📝 메모를 남겼어요. 지금 일하는 {who}의 실행이 끝나면 다음 실행이 이 메모를 받아요. 지금 바로 전하려면 새 세션으로 핸드오프하세요",
-            en: "📝 Noted. {actor} is working now; the next run is given this note when this one ends. To give it now, hand off to a fresh session");
+            en: "📝 Noted. {who} is working now; the next run is given this note when this one ends. To give it now, hand off to a fresh session");
         let button = handoff_button(&sprint.id, sprint.last_seq, locale);
         return answer(ctx, msg, &text, button).await;
     }

@@ -86,6 +86,11 @@ async fn a_reply_from_the_user_is_noted_given_to_the_next_run_and_marked() {
     // Narang is at work: the answer offers the handoff that gives the note now.
     let offer = answer_to(&fake, thread, note).await;
     assert!(offer.content.contains("Hand off") || offer.content.contains("핸드오프"));
+    assert!(
+        offer.content.contains("지금 일하는 나랑이의 실행이 끝나면"),
+        "names the sister at work: {}",
+        offer.content
+    );
     assert_eq!(offer.allowed_mentions, no_mentions());
     let handoff = offer.custom_ids()[0].clone();
     assert!(
