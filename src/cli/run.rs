@@ -81,26 +81,29 @@ async fn show_recipe(config: &Config) {
                 .map(|c| format!("{} {}", crate::report::contract_mark(c.passed), c.item.id))
                 .collect();
             outln!("  contract: {}", contract.join(" · "));
-            if let Ok(checks) = store.checks(&sprint.id).await {
-                for check in checks {
-                    let ended = crate::report::check_ended(&check);
-                    // The demo's own binary is the check: shown by its name.
-                    let program = check.command.first().map(|p| {
-                        std::path::Path::new(p)
-                            .file_name()
-                            .map_or(p.clone(), |n| n.to_string_lossy().into_owned())
-                    });
-                    let command: Vec<String> = program
-                        .into_iter()
-                        .chain(check.command.iter().skip(1).cloned())
-                        .collect();
-                    outln!(
-                        "  check: {ended}, `{}`",
-                        crate::domain::shell_line(&command)
-                    );
-                }
-            }
             let checks = store.checks(&sprint.id).await.unwrap_or_default();
+            for check in &checks {
+                let ended = crate::report::check_ended(check);
+                // The check at the base, before any work; then each implementation's.
+                let of = match check.at_base {
+                    true => " at the base".to_string(),
+                    false => format!(" of {}", check.run_id),
+                };
+                // The demo's own binary is the check: shown by its name.
+                let program = check.command.first().map(|p| {
+                    std::path::Path::new(p)
+                        .file_name()
+                        .map_or(p.clone(), |n| n.to_string_lossy().into_owned())
+                });
+                let command: Vec<String> = program
+                    .into_iter()
+                    .chain(check.command.iter().skip(1).cloned())
+                    .collect();
+                outln!(
+                    "  check{of}: {ended}, `{}`",
+                    crate::domain::shell_line(&command)
+                );
+            }
             let picture = std::env::temp_dir().join(format!(
                 "hanarang-demo-{}-{}.png",
                 std::process::id(),

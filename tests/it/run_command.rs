@@ -207,7 +207,9 @@ fn the_demo_runs_a_whole_sprint_with_no_config() {
         // project's check run.
         "plans/sprint-001/plan.md (5 lines)",
         "  contract: ✅ page · ✅ tests · ✅ docs",
-        "  check: passed, `hanarang simulate-check`",
+        // Each round's implementation checked, named by its run.
+        "  check of SPRINT-001-R02: passed, `hanarang simulate-check`",
+        "  check of SPRINT-001-R05: passed, `hanarang simulate-check`",
     ] {
         assert!(stdout.contains(line), "{line:?} missing from\n{stdout}");
     }
