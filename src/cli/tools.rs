@@ -108,10 +108,7 @@ pub(super) fn config_check(path: Option<&std::path::Path>) -> Exit {
                         outln!("#     {:<16} {}", "at a usage limit", chain.join(" → "));
                     }
                 }
-                let design_default = Actor::ALL
-                    .into_iter()
-                    .find_map(|actor| crate::config::design_default(&config.agent.spec(actor)));
-                if let Some((what, fix)) = design_default {
+                if let Some((what, fix)) = config.agent.design_default() {
                     errln!("hanarang config check: warning: {what}; {fix}");
                 }
                 if !reviewers.is_empty() {

@@ -145,14 +145,18 @@ agent_tables! {
     }
 }
 
-/// What is said of a sister that runs the design's default command (no preset and no
-/// program set): `openclaw spawn …` is the design's own wrapper, a command the OpenClaw CLI
-/// does not have. `None` for any other command. Said by `config check` and `doctor`.
-pub fn design_default(spec: &SisterSpec) -> Option<(&'static str, &'static str)> {
-    (spec.program == default_program() && spec.args == default_args()).then_some((
-        "sisters run the design's `openclaw spawn …` (the default while neither agent.preset nor agent.program is set), a wrapper the OpenClaw CLI does not have",
-        "set agent.preset = \"claude-code\", \"codex\" or \"openclaw\" (or agent.program and agent.args) for the agent CLI you use",
-    ))
+impl AgentConfig {
+    /// What is said when some sister runs the design's default command (no preset and no
+    /// program set), and its fix: `openclaw spawn …` is the design's own wrapper, a command
+    /// the OpenClaw CLI does not have. Said by `config check` and `doctor`.
+    pub fn design_default(&self) -> Option<(&'static str, &'static str)> {
+        let runs_it =
+            |spec: SisterSpec| spec.program == default_program() && spec.args == default_args();
+        Actor::ALL.into_iter().any(|actor| runs_it(self.spec(actor))).then_some((
+            "sisters run the design's `openclaw spawn …` (the default while neither agent.preset nor agent.program is set), a wrapper the OpenClaw CLI does not have",
+            "set agent.preset = \"claude-code\", \"codex\" or \"openclaw\" (or agent.program and agent.args) for the agent CLI you use",
+        ))
+    }
 }
 
 fn default_program() -> String {

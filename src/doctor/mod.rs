@@ -306,9 +306,7 @@ fn writable(dir: &Path) -> std::io::Result<()> {
 /// The design's own `openclaw spawn …`, when no preset or program replaces it: said once,
 /// beside what the program checks say of it.
 fn design_default(config: &Config) -> Option<Check> {
-    let (what, fix) = Actor::ALL
-        .into_iter()
-        .find_map(|actor| config::design_default(&config.agent.spec(actor)))?;
+    let (what, fix) = config.agent.design_default()?;
     Some(Check::warn("agent command", what, fix))
 }
 

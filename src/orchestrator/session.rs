@@ -79,8 +79,11 @@ mod tests {
     use crate::domain::RunOutcome;
     use crate::domain::Stage;
 
+    const IMPLEMENTER: crate::domain::Actor = Stage::Implementing.actor();
+    const REVIEWER: crate::domain::Actor = Stage::Reviewing.actor();
+
     fn run(number: i64, round: u32, outcome: RunOutcome, session: Option<&str>) -> Run {
-        let mut run = Run::sample(Stage::Implementing.actor(), None, number, round, number);
+        let mut run = Run::sample(IMPLEMENTER, None, number, round, number);
         run.outcome = Some(outcome);
         run.session_id = session.map(str::to_string);
         run
@@ -91,7 +94,7 @@ mod tests {
         if resume {
             config.agent.resume_args = Some(vec!["--resume".into(), "{session}".into()]);
         }
-        config.agent.spec(Stage::Implementing.actor())
+        config.agent.spec(IMPLEMENTER)
     }
 
     #[test]
@@ -103,14 +106,7 @@ mod tests {
         ] {
             let runs = [run(2, 1, outcome, Some("s-1"))];
             assert_eq!(
-                resumable(
-                    &runs,
-                    1,
-                    Stage::Implementing.actor(),
-                    None,
-                    "x",
-                    &spec(true)
-                ),
+                resumable(&runs, 1, IMPLEMENTER, None, "x", &spec(true)),
                 Some(("SPRINT-001-R02".to_string(), "s-1".to_string())),
                 "{outcome:?}"
             );
@@ -124,7 +120,7 @@ mod tests {
             resumable(
                 std::slice::from_ref(&paused),
                 2,
-                Stage::Implementing.actor(),
+                IMPLEMENTER,
                 None,
                 "x",
                 &spec(true)
@@ -135,7 +131,7 @@ mod tests {
             resumable(
                 std::slice::from_ref(&paused),
                 1,
-                Stage::Implementing.actor(),
+                IMPLEMENTER,
                 None,
                 "x",
                 &spec(false)
@@ -146,7 +142,7 @@ mod tests {
             resumable(
                 std::slice::from_ref(&paused),
                 1,
-                Stage::Reviewing.actor(),
+                REVIEWER,
                 None,
                 "x",
                 &spec(true)
@@ -160,14 +156,7 @@ mod tests {
         ] {
             let runs = [paused.clone(), run(3, 1, outcome, Some("s-2"))];
             assert_eq!(
-                resumable(
-                    &runs,
-                    1,
-                    Stage::Implementing.actor(),
-                    None,
-                    "x",
-                    &spec(true)
-                ),
+                resumable(&runs, 1, IMPLEMENTER, None, "x", &spec(true)),
                 None,
                 "{outcome:?}"
             );
@@ -177,37 +166,13 @@ mod tests {
         by_claude.agent = Some("claude-code".into());
         let by_claude = [by_claude];
         assert_eq!(
-            resumable(
-                &by_claude,
-                1,
-                Stage::Implementing.actor(),
-                None,
-                "codex",
-                &spec(true)
-            ),
+            resumable(&by_claude, 1, IMPLEMENTER, None, "codex", &spec(true)),
             None
         );
-        assert!(
-            resumable(
-                &by_claude,
-                1,
-                Stage::Implementing.actor(),
-                None,
-                "claude-code",
-                &spec(true)
-            )
-            .is_some()
-        );
+        assert!(resumable(&by_claude, 1, IMPLEMENTER, None, "claude-code", &spec(true)).is_some());
         let no_session = [run(2, 1, RunOutcome::Interrupted, None)];
         assert_eq!(
-            resumable(
-                &no_session,
-                1,
-                Stage::Implementing.actor(),
-                None,
-                "x",
-                &spec(true)
-            ),
+            resumable(&no_session, 1, IMPLEMENTER, None, "x", &spec(true)),
             None
         );
     }

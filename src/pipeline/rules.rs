@@ -531,16 +531,8 @@ mod tests {
 
     #[test]
     fn an_abort_or_a_handoff_stops_the_running_sister_once_the_rules_accept_it() {
-        use crate::pipeline::{Backoff, Facts, Policy, State};
-        let policy = Policy {
-            max_attempts: 3,
-            max_review_rounds: 3,
-            backoff: Backoff {
-                initial: Duration::from_secs(5),
-                factor: 2.0,
-                max: Duration::from_secs(300),
-            },
-        };
+        use crate::pipeline::{Facts, Policy, State};
+        let policy = Policy::default();
         let at = |state| Position {
             state,
             round: 1,

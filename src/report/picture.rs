@@ -427,6 +427,10 @@ mod tests {
     use super::*;
     use crate::pipeline::State;
 
+    const PLANNER: crate::domain::Actor = Stage::Planning.actor();
+    const IMPLEMENTER: crate::domain::Actor = Stage::Implementing.actor();
+    const REVIEWER: crate::domain::Actor = Stage::Reviewing.actor();
+
     fn sprint() -> Sprint {
         Sprint {
             id: "SPRINT-001".into(),
@@ -473,47 +477,19 @@ mod tests {
     fn two_rounds() -> Vec<Run> {
         use RunOutcome::*;
         vec![
+            run(PLANNER, None, 1, (0, 60), Some(Handoff), "PLAN_READY"),
+            run(IMPLEMENTER, None, 1, (60, 100), Some(ExitNonzero), ""),
+            run(IMPLEMENTER, None, 1, (110, 300), Some(Handoff), "IMPL_DONE"),
             run(
-                Stage::Planning.actor(),
-                None,
-                1,
-                (0, 60),
-                Some(Handoff),
-                "PLAN_READY",
-            ),
-            run(
-                Stage::Implementing.actor(),
-                None,
-                1,
-                (60, 100),
-                Some(ExitNonzero),
-                "",
-            ),
-            run(
-                Stage::Implementing.actor(),
-                None,
-                1,
-                (110, 300),
-                Some(Handoff),
-                "IMPL_DONE",
-            ),
-            run(
-                Stage::Reviewing.actor(),
+                REVIEWER,
                 None,
                 1,
                 (300, 400),
                 Some(Handoff),
                 "REQUEST_CHANGES",
             ),
-            run(
-                Stage::Implementing.actor(),
-                None,
-                2,
-                (400, 500),
-                Some(Handoff),
-                "IMPL_DONE",
-            ),
-            run(Stage::Reviewing.actor(), None, 2, (500, 540), None, ""),
+            run(IMPLEMENTER, None, 2, (400, 500), Some(Handoff), "IMPL_DONE"),
+            run(REVIEWER, None, 2, (500, 540), None, ""),
         ]
     }
 
@@ -565,7 +541,7 @@ mod tests {
         use RunOutcome::*;
         let runs = vec![
             run(
-                Stage::Reviewing.actor(),
+                REVIEWER,
                 Some("static"),
                 1,
                 (0, 10),
@@ -573,7 +549,7 @@ mod tests {
                 "APPROVE",
             ),
             run(
-                Stage::Reviewing.actor(),
+                REVIEWER,
                 Some("runtime"),
                 1,
                 (0, 20),
