@@ -168,7 +168,7 @@ impl Fence {
     /// and not to be had); unconfined where Landlock is missing and it is not required.
     pub fn apply(
         &self,
-        command: &mut tokio::process::Command,
+        command: &mut crate::sister::launch::Launch,
         more: &[PathBuf],
         run_id: &str,
     ) -> Result<(), String> {
@@ -206,11 +206,7 @@ impl Fence {
             }
             Err(_) => return Ok(()),
         };
-        // SAFETY: `enter` makes two system calls and allocates nothing, as the time
-        // between fork and exec requires.
-        unsafe {
-            command.pre_exec(move || enter(&rules));
-        }
+        command.fence(rules);
         Ok(())
     }
 }

@@ -13,13 +13,12 @@ pub mod remote;
 use std::io::Read as _;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::Command;
 
 use crate::fence::{Fence, Own, Plan, Tcp};
+use crate::sister::launch::{Child, Io, Launch};
 
 /// Every git call is bounded: a wedged repository must not hang the run.
 const GIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -255,7 +254,7 @@ impl Repo {
             return Ok(Vec::new());
         }
         let mut command = self.command(&[], Some(view))?;
-        command.args(["cat-file", "--batch"]).stderr(Stdio::null());
+        command.args(["cat-file", "--batch"]).stderr(Io::Null);
         let input = ids.iter().fold(String::new(), |mut s, id| {
             s.push_str(id);
             s.push('\n');
@@ -319,7 +318,7 @@ impl Repo {
 
     /// git, ready to take its arguments: in the repository's top folder, with the
     /// overrides, the filter drivers switched off, a bare environment and the fence.
-    fn command(&self, drivers: &[String], view: Option<&View>) -> Result<Command, GitError> {
+    fn command(&self, drivers: &[String], view: Option<&View>) -> Result<Launch, GitError> {
         self.command_with(drivers, view, None)
     }
 
@@ -329,7 +328,7 @@ impl Repo {
         drivers: &[String],
         view: Option<&View>,
         network: Option<&Network<'_>>,
-    ) -> Result<Command, GitError> {
+    ) -> Result<Launch, GitError> {
         let Some(top) = self.top() else {
             return Err(GitError::Failed(format!(
                 "{} is not in a git repository",
@@ -337,8 +336,8 @@ impl Repo {
             )));
         };
         let git = program().map_err(GitError::Unavailable)?;
-        let mut command = Command::new(&git.path);
-        command.arg("--no-pager");
+        let mut command = Launch::new(&git.path);
+        command.args(["--no-pager"]);
         command.env_clear();
         for name in KEPT_ENV {
             if let Some(value) = std::env::var_os(name) {
@@ -394,11 +393,9 @@ impl Repo {
             .env("GIT_OPTIONAL_LOCKS", "0")
             .env("GIT_LITERAL_PATHSPECS", "1")
             .env("GIT_TERMINAL_PROMPT", "0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
+            .stdin(Io::Null)
+            .stdout(Io::Piped)
+            .stderr(Io::Piped);
         let fence = Fence {
             plan: Plan {
                 protected: self.own.files.clone(),
@@ -473,8 +470,8 @@ fn find_program() -> Result<Program, String> {
     let helpers = std::process::Command::new(&real)
         .arg("--exec-path")
         .env_clear()
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .output()
         .ok()
         .filter(|out| out.status.success())
@@ -665,23 +662,23 @@ enum RunError {
     Git(GitError),
 }
 
-fn spawn(mut command: Command) -> std::io::Result<tokio::process::Child> {
-    command.stdin(Stdio::piped());
-    command.spawn()
+fn spawn(mut command: Launch) -> std::io::Result<Child> {
+    command.stdin(Io::Piped);
+    command.spawn(None)
 }
 
 /// Runs `command` to its end within the time limit, its answer read up to `cap`, the rest
 /// drained; the group is killed when the time is up.
 async fn run(
-    mut command: Command,
+    mut command: Launch,
     input: Option<Vec<u8>>,
     cap: usize,
     args: &[&str],
 ) -> Result<(Vec<u8>, bool), RunError> {
     if input.is_some() {
-        command.stdin(Stdio::piped());
+        command.stdin(Io::Piped);
     }
-    let mut child = command.spawn().map_err(RunError::Io)?;
+    let mut child = command.spawn(None).map_err(RunError::Io)?;
     let pid = child.id();
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
@@ -701,7 +698,7 @@ async fn run(
         (out, err, status)
     };
     let Ok((out, err, status)) = tokio::time::timeout(GIT_TIMEOUT, work).await else {
-        if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        if let Ok(pid) = i32::try_from(pid) {
             let _ = nix::sys::signal::killpg(
                 nix::unistd::Pid::from_raw(pid),
                 nix::sys::signal::Signal::SIGKILL,

@@ -3,17 +3,16 @@
 //! the whole group killed at `check_timeout` or a stop), so "the tests pass" is a fact.
 
 use std::os::fd::OwnedFd;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::unix::pipe;
-use tokio::process::Command;
 use tokio::time::Instant;
 
 use super::Stopper;
 use super::container::Container;
 use super::contract::CheckResult;
+use super::launch::{Io, Launch};
 use super::process::{self, Activity, SharedCapture};
 use super::{RunOutcome, RunReport, RunRequest, Stop, tail_text};
 use crate::domain::Verdict;
@@ -199,7 +198,7 @@ pub(super) async fn run(
     };
     // Its run's container holds it, so a check left behind by a crash is found and
     // stopped at recovery like the sister's own processes.
-    let mut command = Command::new(program);
+    let mut command = Launch::new(program);
     command
         .args(args)
         .current_dir(&req.workdir)
@@ -207,11 +206,9 @@ pub(super) async fn run(
         .env("HANARANG_SPRINT_ID", &req.contract.sprint_id)
         .env("HANARANG_RUN_ID", &req.contract.run_id)
         .env("HANARANG_CONTRACT_FILE", &req.contract_path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(out_end))
-        .stderr(Stdio::from(err_end))
-        .process_group(0)
-        .kill_on_drop(true);
+        .stdin(Io::Null)
+        .stdout(Io::Fd(OwnedFd::from(out_end)))
+        .stderr(Io::Fd(OwnedFd::from(err_end)));
     if let Some(fence) = &req.fence
         && let Err(why) = fence.apply(
             &mut command,
@@ -222,13 +219,9 @@ pub(super) async fn run(
         done.end = CheckEnd::Unstarted(why);
         return done;
     }
-    if let Some(container) = container {
-        container.enter(&mut command);
-    }
-    let spawned = command.spawn();
     // Our copies of the pipe's write end go with the command: the output ends when the
     // check's processes are gone.
-    drop(command);
+    let spawned = command.spawn(container);
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
@@ -239,10 +232,7 @@ pub(super) async fn run(
             return done;
         }
     };
-    let Some(pgid) = child.id() else {
-        done.end = CheckEnd::Unstarted("the check vanished at spawn".into());
-        return done;
-    };
+    let pgid = child.id();
     let output: SharedCapture = Arc::new(Mutex::new(Default::default()));
     let pipes = async {
         match pipe::Receiver::from_owned_fd(OwnedFd::from(reader)) {

@@ -11,7 +11,7 @@
 //! cannot leave its cgroup: Landlock refuses it the cgroup files.
 
 use std::io::Write as _;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -111,7 +111,7 @@ impl Containers {
 #[derive(Debug)]
 pub struct Container {
     dir: PathBuf,
-    /// `cgroup.procs`, open for writing: the child writes itself into it between fork
+    /// `cgroup.procs`, open for writing: the child writes itself into it between clone
     /// and exec.
     procs: std::fs::File,
     removed: bool,
@@ -129,22 +129,10 @@ impl Container {
         })
     }
 
-    /// Readies `command` to enter this container before it runs its program, so that
-    /// everything it ever starts is in it too.
-    pub fn enter(&self, command: &mut tokio::process::Command) {
-        let fd = self.procs.as_raw_fd();
-        // SAFETY: one write(2) of a static buffer to a descriptor the parent keeps open
-        // until the spawn returns: no allocation, as the time between fork and exec
-        // requires. "0" is the writing process.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::write(fd, b"0".as_ptr().cast(), 1) == 1 {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            });
-        }
+    /// Its `cgroup.procs`, open for writing, which a run's child writes itself into
+    /// before it execs (`launch`), so that everything it ever starts is in it too.
+    pub(crate) fn procs(&self) -> RawFd {
+        self.procs.as_raw_fd()
     }
 
     /// Whether any process is still in it.

@@ -11,6 +11,7 @@ pub mod check;
 pub mod container;
 pub mod contract;
 pub mod events;
+pub mod launch;
 pub mod process;
 mod prompt;
 

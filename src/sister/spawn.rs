@@ -1,10 +1,7 @@
 //! Before the spawn: the run's files (contract, schema files), its arguments with their
 //! placeholders, its environment and its prompt.
 
-use std::process::Stdio;
-
-use tokio::process::Command;
-
+use super::launch::{Io, Launch};
 use super::{RunOutcome, RunReport, RunRequest, render_prompt};
 use crate::placeholder;
 
@@ -12,7 +9,7 @@ use crate::placeholder;
 /// command built and its prompt rendered: everything before the spawn.
 #[derive(Debug)]
 pub struct Prepared {
-    pub(super) command: Command,
+    pub(super) command: Launch,
     pub(super) prompt: String,
 }
 
@@ -73,7 +70,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, Box<RunReport>> {
         )));
     }
     let prompt = render_prompt(c, &contract_file, req.role_text.as_deref());
-    let mut command = Command::new(&spec.program);
+    let mut command = Launch::new(&spec.program);
     command
         .args(&args)
         .current_dir(&req.workdir)
@@ -95,12 +92,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, Box<RunReport>> {
             .env("GIT_COMMITTER_NAME", name)
             .env("GIT_COMMITTER_EMAIL", email);
     }
-    command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+    command.stdin(Io::Piped).stdout(Io::Piped).stderr(Io::Piped);
     if let Some(fence) = &req.fence {
         let own = [contract_file.as_str(), &schemas.file, &schemas.openai_file]
             .into_iter()

@@ -163,25 +163,13 @@ async fn run_inner(
     stop: &mut Stopper,
     progress: Option<&watch::Sender<Progress>>,
 ) -> RunReport {
-    let Prepared {
-        mut command,
-        prompt,
-    } = prepared;
+    let Prepared { command, prompt } = prepared;
     let spec = &req.spec;
-    if let Some(container) = container {
-        container.enter(&mut command);
-    }
-    let mut child = match command.spawn() {
+    let mut child = match command.spawn(container) {
         Ok(child) => child,
         Err(e) => return RunReport::early(RunOutcome::SpawnFailed, spawn_error(&spec.program, &e)),
     };
-    let Some(pgid) = child.id() else {
-        // Already reaped: cannot happen before the first wait, but never trust it.
-        return RunReport::early(
-            RunOutcome::SpawnFailed,
-            "the sister vanished at spawn".into(),
-        );
-    };
+    let pgid = child.id();
     tracing::debug!(pgid, program = %spec.program, "sister spawned");
 
     let activity = Activity::new();

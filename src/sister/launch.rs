@@ -1,0 +1,717 @@
+//! Starting one of a run's processes (a sister or the check) — a spawn of our own.
+//!
+//! A run's child must be in its container and behind its fence before it runs one
+//! instruction of its program. std (and tokio over it) can do that only with a `pre_exec`
+//! hook, and with any hook it forks: the whole orchestrator's page tables copied, about a
+//! millisecond, more as the process grows. Here the child shares the parent's memory
+//! until it execs (`clone(CLONE_VM | CLONE_VFORK)`, as `posix_spawn` does) and takes its
+//! steps with system calls only: into its cgroup first, its own process group, its
+//! descriptors, its folder, default signals, the fence, then `execve`.
+//!
+//! The child is waited for through a pidfd (a thread's blocking `waitpid` where the kernel
+//! has none), and killed when dropped unreaped, as tokio's `kill_on_drop` does.
+
+use std::collections::BTreeMap;
+use std::ffi::{CString, OsStr, OsString, c_char, c_int, c_void};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+
+use tokio::io::unix::AsyncFd;
+use tokio::net::unix::pipe;
+use tokio::sync::oneshot;
+
+use super::container::Container;
+
+/// The child's stack until it execs. Its steps are a few system calls.
+const STACK: usize = 64 * 1024;
+
+/// What one of the child's standard descriptors is.
+#[derive(Debug)]
+pub enum Io {
+    /// A pipe to the parent: its end is on the `Child`.
+    Piped,
+    /// `/dev/null`.
+    Null,
+    /// This descriptor (the child gets a copy; this one is closed once it has).
+    Fd(OwnedFd),
+}
+
+/// A process to start: its program, arguments, folder, environment, descriptors, and the
+/// fence it runs behind.
+pub struct Launch {
+    program: OsString,
+    args: Vec<OsString>,
+    cwd: Option<PathBuf>,
+    /// Changes to the orchestrator's environment (to none, when `clear`): `None` removes
+    /// the variable.
+    env: BTreeMap<OsString, Option<OsString>>,
+    clear: bool,
+    stdio: [Io; 3],
+    /// The fence's Landlock ruleset, entered after no-new-privileges.
+    landlock: Option<OwnedFd>,
+}
+
+impl std::fmt::Debug for Launch {
+    // The environment's values may hold secrets: only its keys are shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launch")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("cwd", &self.cwd)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("stdio", &self.stdio)
+            .field("fenced", &self.landlock.is_some())
+            .finish()
+    }
+}
+
+impl Launch {
+    /// `program` is searched in the child's `PATH` when it has no `/`, as `execvp` does.
+    pub fn new(program: impl AsRef<OsStr>) -> Launch {
+        Launch {
+            program: program.as_ref().to_owned(),
+            args: Vec::new(),
+            cwd: None,
+            env: BTreeMap::new(),
+            clear: false,
+            stdio: [Io::Null, Io::Null, Io::Null],
+            landlock: None,
+        }
+    }
+
+    pub fn args<I, S>(&mut self, args: I) -> &mut Launch
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    pub fn current_dir(&mut self, dir: impl AsRef<Path>) -> &mut Launch {
+        self.cwd = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    pub fn env(&mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> &mut Launch {
+        self.env
+            .insert(key.as_ref().to_owned(), Some(value.as_ref().to_owned()));
+        self
+    }
+
+    pub fn envs<I, K, V>(&mut self, vars: I) -> &mut Launch
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        for (k, v) in vars {
+            self.env(k, v);
+        }
+        self
+    }
+
+    /// Starts from an empty environment instead of the orchestrator's.
+    pub fn env_clear(&mut self) -> &mut Launch {
+        self.env.clear();
+        self.clear = true;
+        self
+    }
+
+    pub fn env_remove(&mut self, key: impl AsRef<OsStr>) -> &mut Launch {
+        self.env.insert(key.as_ref().to_owned(), None);
+        self
+    }
+
+    pub fn stdin(&mut self, io: Io) -> &mut Launch {
+        self.stdio[0] = io;
+        self
+    }
+
+    pub fn stdout(&mut self, io: Io) -> &mut Launch {
+        self.stdio[1] = io;
+        self
+    }
+
+    pub fn stderr(&mut self, io: Io) -> &mut Launch {
+        self.stdio[2] = io;
+        self
+    }
+
+    /// Runs the program behind this Landlock ruleset (`fence::enter`).
+    pub fn fence(&mut self, ruleset: OwnedFd) -> &mut Launch {
+        self.landlock = Some(ruleset);
+        self
+    }
+
+    /// Starts it, in `container` where there is one, as the leader of a process group of
+    /// its own. The error is the first step that failed in the child (a missing program is
+    /// `NotFound`, a file that is not executable `PermissionDenied`).
+    pub fn spawn(self, container: Option<&Container>) -> std::io::Result<Child> {
+        let envp = self.environment()?;
+        let argv = std::iter::once(&self.program)
+            .chain(&self.args)
+            .map(|a| cstring(a.as_bytes()))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let candidates = self.candidates(&envp)?;
+        let cwd = self
+            .cwd
+            .as_ref()
+            .map(|d| cstring(d.as_os_str().as_bytes()))
+            .transpose()?;
+
+        let mut parent_ends: [Option<OwnedFd>; 3] = [None, None, None];
+        let mut child_ends: Vec<OwnedFd> = Vec::with_capacity(3);
+        for (i, io) in self.stdio.into_iter().enumerate() {
+            let end = match io {
+                Io::Piped => {
+                    let (reader, writer) = std::io::pipe()?;
+                    let (mine, theirs) = if i == 0 {
+                        (OwnedFd::from(writer), OwnedFd::from(reader))
+                    } else {
+                        (OwnedFd::from(reader), OwnedFd::from(writer))
+                    };
+                    parent_ends[i] = Some(mine);
+                    theirs
+                }
+                Io::Null => OwnedFd::from(
+                    std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .open("/dev/null")?,
+                ),
+                Io::Fd(fd) => fd,
+            };
+            // Above 2, so that putting one in place never overwrites another.
+            child_ends.push(above_stdio(end)?);
+        }
+
+        let pointers = |v: &[CString]| -> Vec<*const c_char> {
+            v.iter()
+                .map(|c| c.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect()
+        };
+        let (argv_p, envp_p, candidates_p) =
+            (pointers(&argv), pointers(&envp), pointers(&candidates));
+        let mut plan = Steps {
+            procs: container.map_or(-1, Container::procs),
+            stdio: [
+                child_ends[0].as_raw_fd(),
+                child_ends[1].as_raw_fd(),
+                child_ends[2].as_raw_fd(),
+            ],
+            cwd: cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            landlock: self.landlock.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+            candidates: candidates_p.as_ptr(),
+            argv: argv_p.as_ptr(),
+            envp: envp_p.as_ptr(),
+            failed: Failure { step: 0, errno: 0 },
+        };
+        let pid = clone_child(&mut plan)?;
+        // The child has exec'd or given up: the plan is ours again.
+        // SAFETY: the child wrote it through the pointer it was given and is gone from
+        // this memory (CLONE_VFORK returns once it execs or exits).
+        let failed = unsafe { std::ptr::read_volatile(&raw const plan.failed) };
+        drop(child_ends);
+        if failed.step != 0 {
+            reap(pid);
+            let e = std::io::Error::from_raw_os_error(failed.errno);
+            return Err(match failed.step {
+                STEP_EXEC => e,
+                step => std::io::Error::new(
+                    e.kind(),
+                    format!("{} before its program ran: {e}", step_name(step)),
+                ),
+            });
+        }
+        let [stdin, stdout, stderr] = parent_ends;
+        Ok(Child {
+            pid,
+            stdin: stdin.map(pipe::Sender::from_owned_fd).transpose()?,
+            stdout: stdout.map(pipe::Receiver::from_owned_fd).transpose()?,
+            stderr: stderr.map(pipe::Receiver::from_owned_fd).transpose()?,
+            exit: Exit::watch(pid),
+            status: None,
+        })
+    }
+
+    /// The child's environment: the orchestrator's with the changes.
+    fn environment(&self) -> std::io::Result<Vec<CString>> {
+        let mut vars: BTreeMap<OsString, OsString> = if self.clear {
+            BTreeMap::new()
+        } else {
+            std::env::vars_os().collect()
+        };
+        for (k, v) in &self.env {
+            match v {
+                Some(v) => vars.insert(k.clone(), v.clone()),
+                None => vars.remove(k),
+            };
+        }
+        vars.into_iter()
+            .map(|(k, v)| {
+                let mut kv = k.into_vec();
+                kv.push(b'=');
+                kv.extend(v.into_vec());
+                cstring(&kv)
+            })
+            .collect()
+    }
+
+    /// The paths the child tries in turn: the program itself where it names a path,
+    /// else each folder of the child's `PATH` (glibc's default where it has none).
+    fn candidates(&self, envp: &[CString]) -> std::io::Result<Vec<CString>> {
+        let program = self.program.as_bytes();
+        if program.is_empty() {
+            return Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+        }
+        if program.contains(&b'/') {
+            return Ok(vec![cstring(program)?]);
+        }
+        let path = envp
+            .iter()
+            .find_map(|kv| kv.as_bytes().strip_prefix(b"PATH="))
+            .unwrap_or(b"/bin:/usr/bin");
+        path.split(|b| *b == b':')
+            .map(|dir| {
+                let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+                let mut full = dir.to_vec();
+                full.push(b'/');
+                full.extend_from_slice(program);
+                cstring(&full)
+            })
+            .collect()
+    }
+}
+
+fn cstring(bytes: &[u8]) -> std::io::Result<CString> {
+    CString::new(bytes).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "a NUL byte in {:?}",
+                String::from_utf8_lossy(bytes.split(|b| *b == 0).next().unwrap_or_default())
+            ),
+        )
+    })
+}
+
+/// A copy of `fd` numbered 3 or above (close-on-exec, as every descriptor here is).
+fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new one or -1.
+    let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if copy < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `copy` was just made and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
+}
+
+/// What the child does, prepared by the parent: only raw values, read with no
+/// allocation.
+struct Steps {
+    /// The container's `cgroup.procs`, or -1.
+    procs: RawFd,
+    stdio: [RawFd; 3],
+    cwd: *const c_char,
+    landlock: RawFd,
+    candidates: *const *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    /// Written by the child when a step fails.
+    failed: Failure,
+}
+
+#[derive(Clone, Copy)]
+struct Failure {
+    step: c_int,
+    errno: c_int,
+}
+
+const STEP_CONTAINER: c_int = 1;
+const STEP_GROUP: c_int = 2;
+const STEP_DESCRIPTORS: c_int = 3;
+const STEP_FOLDER: c_int = 4;
+const STEP_SIGNALS: c_int = 5;
+const STEP_FENCE: c_int = 6;
+const STEP_EXEC: c_int = 7;
+
+fn step_name(step: c_int) -> &'static str {
+    match step {
+        STEP_CONTAINER => "it could not enter its run's cgroup",
+        STEP_GROUP => "it could not lead a process group of its own",
+        STEP_DESCRIPTORS => "its standard descriptors could not be set",
+        STEP_FOLDER => "it could not enter its working folder",
+        STEP_SIGNALS => "its signals could not be reset",
+        STEP_FENCE => "it could not enter its fence",
+        _ => "it failed",
+    }
+}
+
+/// Clones the child onto a stack of its own, every signal blocked around it so that none
+/// runs a handler of ours in the child; returns once the child has exec'd or exited.
+fn clone_child(plan: &mut Steps) -> std::io::Result<libc::pid_t> {
+    let mut stack = vec![0u8; STACK];
+    // The stack grows down: the child starts at its (16-byte aligned) top.
+    let top = stack.as_mut_ptr().wrapping_add(STACK);
+    let top = top.wrapping_sub(top as usize % 16);
+    // SAFETY: sigset_t is plain data, filled by sigfillset before use; pthread_sigmask
+    // only reads `all` and writes `old`.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let pid = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&raw mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &raw const all, &raw mut old);
+        // SAFETY: `child` runs on `stack`, which outlives it (CLONE_VFORK: this thread
+        // waits until the child execs or exits), and touches only `plan` and the
+        // buffers its pointers name, all alive until this returns.
+        let pid = libc::clone(
+            child,
+            top.cast::<c_void>(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            std::ptr::from_mut(plan).cast::<c_void>(),
+        );
+        let e = std::io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &raw const old, std::ptr::null_mut());
+        if pid < 0 {
+            return Err(e);
+        }
+        pid
+    };
+    drop(stack);
+    Ok(pid)
+}
+
+/// The child, between clone and exec: system calls only, on its own stack, in memory
+/// it shares with the parent. A failed step is written to `plan.failed`, then it exits.
+extern "C" fn child(arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the `Steps` the parent passed, alive while this runs; every
+    // pointer in it names a NUL-terminated string or a null-terminated array the parent
+    // keeps until the clone returns.
+    unsafe {
+        let plan = &mut *arg.cast::<Steps>();
+        let fail = |plan: &mut Steps, step: c_int| -> c_int {
+            plan.failed = Failure {
+                step,
+                errno: *libc::__errno_location(),
+            };
+            libc::_exit(127)
+        };
+        // First into its container: whatever it does next, it is there.
+        if plan.procs >= 0 && libc::write(plan.procs, b"0".as_ptr().cast(), 1) != 1 {
+            return fail(plan, STEP_CONTAINER);
+        }
+        if libc::setpgid(0, 0) != 0 {
+            return fail(plan, STEP_GROUP);
+        }
+        for (target, &fd) in plan.stdio.iter().enumerate() {
+            if libc::dup2(fd, target as c_int) < 0 {
+                return fail(plan, STEP_DESCRIPTORS);
+            }
+        }
+        if !plan.cwd.is_null() && libc::chdir(plan.cwd) != 0 {
+            return fail(plan, STEP_FOLDER);
+        }
+        // The program starts with every signal at its default (the orchestrator ignores
+        // SIGPIPE; its handlers must not run here) and none blocked.
+        let mut action: libc::sigaction = std::mem::zeroed();
+        for signal in 1..=libc::SIGRTMAX() {
+            if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+                continue;
+            }
+            if libc::sigaction(signal, std::ptr::null(), &raw mut action) != 0 {
+                continue;
+            }
+            if action.sa_sigaction != libc::SIG_DFL
+                && (action.sa_sigaction != libc::SIG_IGN || signal == libc::SIGPIPE)
+            {
+                action.sa_sigaction = libc::SIG_DFL;
+                action.sa_flags = 0;
+                if libc::sigaction(signal, &raw const action, std::ptr::null_mut()) != 0 {
+                    return fail(plan, STEP_SIGNALS);
+                }
+            }
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&raw mut none);
+        if libc::sigprocmask(libc::SIG_SETMASK, &raw const none, std::ptr::null_mut()) != 0 {
+            return fail(plan, STEP_SIGNALS);
+        }
+        if plan.landlock >= 0
+            && (libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::syscall(libc::SYS_landlock_restrict_self, plan.landlock, 0u32) != 0)
+        {
+            return fail(plan, STEP_FENCE);
+        }
+        // As execvp: the next candidate where one is missing or not to be run; a missing
+        // program is said as missing unless some candidate was there but not executable.
+        let mut errno = libc::ENOENT;
+        let mut candidate = plan.candidates;
+        while !(*candidate).is_null() {
+            libc::execve(*candidate, plan.argv, plan.envp);
+            match *libc::__errno_location() {
+                libc::EACCES => errno = libc::EACCES,
+                libc::ENOENT | libc::ENOTDIR => {}
+                _ => break,
+            }
+            candidate = candidate.add(1);
+        }
+        if (*candidate).is_null() {
+            *libc::__errno_location() = errno;
+        }
+        fail(plan, STEP_EXEC)
+    }
+}
+
+/// Waits for `pid` (a child of ours that exited or is about to).
+fn reap(pid: libc::pid_t) -> Option<ExitStatus> {
+    let mut status: c_int = 0;
+    loop {
+        // SAFETY: waitpid writes the status into a local.
+        let r = unsafe { libc::waitpid(pid, &raw mut status, 0) };
+        if r == pid {
+            return Some(ExitStatus::from_raw(status));
+        }
+        if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return None;
+        }
+    }
+}
+
+/// How its exit is learned.
+enum Exit {
+    /// The pidfd, readable once it has exited.
+    Pidfd(AsyncFd<OwnedFd>),
+    /// A thread blocked in `waitpid` (a kernel with no pidfd).
+    Thread(oneshot::Receiver<Option<ExitStatus>>),
+}
+
+impl Exit {
+    fn watch(pid: libc::pid_t) -> Exit {
+        // SAFETY: pidfd_open takes a pid and flags, returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if let Ok(fd) = RawFd::try_from(fd)
+            && fd >= 0
+        {
+            // SAFETY: the descriptor was just made and nothing else owns it.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            // SAFETY: an OwnedFd names the same open descriptor until it is dropped.
+            let registered =
+                unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) };
+            if let Ok(fd) = registered {
+                return Exit::Pidfd(fd);
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(reap(pid));
+        });
+        Exit::Thread(rx)
+    }
+}
+
+/// A started process: its pipes, and its exit.
+pub struct Child {
+    pid: libc::pid_t,
+    pub stdin: Option<pipe::Sender>,
+    pub stdout: Option<pipe::Receiver>,
+    pub stderr: Option<pipe::Receiver>,
+    exit: Exit,
+    status: Option<ExitStatus>,
+}
+
+impl Child {
+    /// Its pid, which is also its process group's id.
+    pub fn id(&self) -> u32 {
+        self.pid.unsigned_abs()
+    }
+
+    /// Waits until it has exited: how it did. Cancel-safe.
+    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        let status = match &mut self.exit {
+            Exit::Pidfd(fd) => loop {
+                let mut ready = fd.readable().await?;
+                let mut raw: c_int = 0;
+                // SAFETY: waitpid writes the status into a local.
+                let r = unsafe { libc::waitpid(self.pid, &raw mut raw, libc::WNOHANG) };
+                if r == self.pid {
+                    break ExitStatus::from_raw(raw);
+                }
+                if r < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                ready.clear_ready();
+            },
+            Exit::Thread(rx) => match rx.await {
+                Ok(Some(status)) => status,
+                _ => {
+                    return Err(std::io::Error::other(
+                        "its exit could not be learned (waitpid failed)",
+                    ));
+                }
+            },
+        };
+        self.status = Some(status);
+        Ok(status)
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
+        // Dropped running (its run's task dropped): killed, and reaped out of the way.
+        // SAFETY: kill takes a pid and a signal; the pid is ours until reaped.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+        }
+        if let Exit::Pidfd(_) = self.exit {
+            let pid = self.pid;
+            std::thread::spawn(move || reap(pid));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt;
+
+    use super::*;
+
+    async fn output(mut launch: Launch) -> (String, ExitStatus) {
+        launch.stdout(Io::Piped);
+        let mut child = launch.spawn(None).unwrap();
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .await
+            .unwrap();
+        let status = child.wait().await.unwrap();
+        (out, status)
+    }
+
+    fn status_line<'a>(status: &'a str, key: &str) -> &'a str {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap()
+            .trim()
+    }
+
+    #[tokio::test]
+    async fn the_program_starts_with_default_signals_none_blocked_in_its_own_group() {
+        // The orchestrator ignores SIGPIPE and blocks signals around the clone: neither
+        // reaches the program.
+        let mut launch = Launch::new("cat");
+        launch.args(["/proc/self/status"]);
+        let (status, exit) = output(launch).await;
+        assert!(exit.success());
+        assert_eq!(status_line(&status, "SigBlk:"), "0000000000000000");
+        let ignored = u64::from_str_radix(status_line(&status, "SigIgn:"), 16).unwrap();
+        assert_eq!(ignored & (1 << (libc::SIGPIPE - 1)), 0, "SIGPIPE ignored");
+        let mut launch = Launch::new("cat");
+        launch.args(["/proc/self/stat"]);
+        let (stat, _) = output(launch).await;
+        let fields: Vec<&str> = stat.split(' ').collect();
+        assert_eq!(fields[0], fields[4], "its process group is its own: {stat}");
+    }
+
+    #[tokio::test]
+    async fn its_environment_is_the_orchestrators_with_the_changes() {
+        let mut launch = Launch::new("sh");
+        launch
+            .args(["-c", "echo \"$A|${B-unset}|${HOME:+home}\""])
+            .env("A", "one")
+            .env("B", "two")
+            .env_remove("B");
+        assert_eq!(output(launch).await.0, "one|unset|home\n");
+        let mut cleared = Launch::new("/bin/sh");
+        cleared
+            .args(["-c", "echo \"$A|${HOME-no home}\""])
+            .env("A", "kept")
+            .env_clear()
+            .env("A", "set after");
+        assert_eq!(output(cleared).await.0, "set after|no home\n");
+    }
+
+    #[tokio::test]
+    async fn a_bare_name_is_looked_up_in_the_childs_path() {
+        let dir = std::env::temp_dir().join(format!("hanarang-launch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tool = dir.join("hanarang-launch-tool");
+        std::fs::write(&tool, "#!/bin/sh\necho found in \"$0\"\n").unwrap();
+        let not_executable = dir.join("hanarang-launch-plain");
+        std::fs::write(&not_executable, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("/nonexistent:{}", dir.display());
+
+        let mut launch = Launch::new("hanarang-launch-tool");
+        launch.env("PATH", &path).current_dir("/");
+        let (out, exit) = output(launch).await;
+        assert!(exit.success());
+        assert_eq!(out, format!("found in {}\n", tool.display()));
+
+        let mut missing = Launch::new("hanarang-launch-missing");
+        missing.env("PATH", &path);
+        let e = missing.spawn(None).err().unwrap();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        let mut plain = Launch::new("hanarang-launch-plain");
+        plain.env("PATH", &path);
+        let e = plain.spawn(None).err().unwrap();
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_step_that_fails_before_the_program_is_named() {
+        let mut launch = Launch::new("true");
+        launch.current_dir("/nonexistent/hanarang-launch");
+        let e = launch.spawn(None).err().unwrap();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        assert!(
+            e.to_string().contains("could not enter its working folder"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_child_dropped_running_is_killed_and_reaped() {
+        let mut launch = Launch::new("sleep");
+        launch.args(["600"]);
+        let child = launch.spawn(None).unwrap();
+        let pid = child.id();
+        drop(child);
+        for _ in 0..500 {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("the dropped child {pid} is still there (alive or unreaped)");
+    }
+
+    #[tokio::test]
+    async fn the_exit_is_learned_and_kept() {
+        let mut launch = Launch::new("sh");
+        launch.args(["-c", "exit 7"]);
+        let mut child = launch.spawn(None).unwrap();
+        assert_eq!(child.wait().await.unwrap().code(), Some(7));
+        assert_eq!(child.wait().await.unwrap().code(), Some(7));
+    }
+}
