@@ -7,10 +7,12 @@
 //!    args, same prompt on stdin, all of stdout read), interleaved in the same process.
 //!    Reported per run (mean, median) and as the ratio of the medians. Target ≤ 1.3.
 //!    Rows: a sister that reads its prompt (`cat`, one more process) and one that ignores
-//!    it, on a multi-thread and a current-thread runtime, each run with a fresh
-//!    `runs/<run id>.contract.json` as the orchestrator gives it; one more row rewrites a
-//!    single contract file. The runner's first step, writing the contract file, is then
-//!    timed alone, since the file system's cost for it varies from machine to machine.
+//!    it, on a multi-thread and a current-thread runtime, each row's runs writing over one
+//!    `runs/<sprint>.contract.json` as the orchestrator gives a sprint's runs; one more row
+//!    writes a new file each run (a sprint's first run). Every run gets a cgroup of its own
+//!    where the host gives one, as the orchestrator's do. The runner's first step, writing
+//!    the contract file, is then timed alone, since the file system's cost for it varies
+//!    from machine to machine.
 //! 2. Peak memory: a sister that streams 1 GB, to stdout (the runner stops it past
 //!    `max_output_bytes`) and to stderr (drained to the end, a tail kept). Each case runs
 //!    in a fresh child process of this benchmark (this executable re-run with
@@ -240,7 +242,7 @@ struct Overhead {
 }
 
 fn overhead() {
-    use ContractFiles::{FreshPerRun, Rewritten};
+    use ContractFiles::{FreshPerRun, PerSprint};
     let multi = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -251,24 +253,17 @@ fn overhead() {
         .expect("a current-thread runtime");
     // One folder for every row, removed only at the end: ext4 scans past inodes freed in
     // the last seconds when it allocates new ones, so removing a row's runs before the
-    // next row would slow that row's contract files down.
+    // next row would slow the contract files of the rows after it down.
     let dir = TempDir::new("bench");
     let rows = [
-        measure(
-            &dir,
-            0,
-            &multi,
-            "multi-thread",
-            &reads_prompt(),
-            FreshPerRun,
-        ),
+        measure(&dir, 0, &multi, "multi-thread", &reads_prompt(), PerSprint),
         measure(
             &dir,
             1,
             &multi,
             "multi-thread",
             &ignores_prompt(),
-            FreshPerRun,
+            PerSprint,
         ),
         measure(
             &dir,
@@ -276,7 +271,7 @@ fn overhead() {
             &current,
             "current-thread",
             &reads_prompt(),
-            FreshPerRun,
+            PerSprint,
         ),
         measure(
             &dir,
@@ -284,7 +279,7 @@ fn overhead() {
             &current,
             "current-thread",
             &ignores_prompt(),
-            FreshPerRun,
+            PerSprint,
         ),
         measure(
             &dir,
@@ -292,7 +287,7 @@ fn overhead() {
             &multi,
             "multi-thread",
             &ignores_prompt(),
-            Rewritten,
+            FreshPerRun,
         ),
     ];
     let w = rows
@@ -350,32 +345,60 @@ fn overhead() {
         "for reference, the runner's first step alone (create the run folder, serialize the contract, write it), median of {ITERATIONS}:"
     );
     println!(
-        "  a fresh runs/<run id>.contract.json: {}; one contract file rewritten: {}",
+        "  the sprint's contract file rewritten in place: {}; a new file each run: {}; rewritten with truncation (std::fs::write): {}",
+        us(contract_write(&dir, PerSprint)),
         us(contract_write(&dir, FreshPerRun)),
-        us(contract_write(&dir, Rewritten))
+        us(contract_write(&dir, Truncated))
     );
 }
 
+/// The ways of writing a contract file timed alone.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ContractWrite {
+    /// What the runner does: the sprint's file, written over in place, cut to length.
+    PerSprint,
+    /// A new file each run.
+    FreshPerRun,
+    /// The sprint's file, truncated and rewritten.
+    Truncated,
+}
+use ContractWrite::Truncated;
+
 /// What `write_contract` in the runner does, timed alone: median per write.
-fn contract_write(dir: &TempDir, files: ContractFiles) -> Duration {
+fn contract_write(dir: &TempDir, write: impl Into<ContractWrite>) -> Duration {
+    use std::os::unix::fs::FileExt;
+    let write = write.into();
     let workdir = dir.path().join("work");
     let _ = std::fs::create_dir_all(&workdir);
     let mut contract = support::contract(Actor::Harang, &workdir);
     let mut samples = Vec::with_capacity(ITERATIONS);
     for i in 0..WARMUP + ITERATIONS {
-        let path = match files {
-            ContractFiles::FreshPerRun => {
+        let path = match write {
+            ContractWrite::FreshPerRun => {
                 contract.run_id = format!("W{i}");
                 dir.path().join(format!("write/W{i}.contract.json"))
             }
-            ContractFiles::Rewritten => dir.path().join("write/rewritten.contract.json"),
+            ContractWrite::PerSprint => dir.path().join("write/in-place.contract.json"),
+            ContractWrite::Truncated => dir.path().join("write/truncated.contract.json"),
         };
         let started = Instant::now();
         if let Some(parent) = path.parent() {
             let _ = std::fs::create_dir_all(parent);
         }
         let json = serde_json::to_vec_pretty(&contract).unwrap_or_default();
-        let _ = std::fs::write(&path, json);
+        if write == ContractWrite::PerSprint {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path);
+            if let Ok(file) = file {
+                let _ = file.write_all_at(&json, 0);
+                let _ = file.set_len(json.len() as u64);
+            }
+        } else {
+            let _ = std::fs::write(&path, json);
+        }
         if i >= WARMUP {
             samples.push(started.elapsed());
         }
@@ -386,10 +409,20 @@ fn contract_write(dir: &TempDir, files: ContractFiles) -> Duration {
 /// Where each run's contract file goes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum ContractFiles {
-    /// `runs/<run id>.contract.json`, a new run id each run: what the orchestrator does.
+    /// `runs/<sprint>.contract.json`, written over by each of the sprint's runs: what the
+    /// orchestrator does (`Store::contract_path`).
+    PerSprint,
+    /// `runs/<run id>.contract.json`, a new file each run: as a sprint's first run.
     FreshPerRun,
-    /// One file overwritten by every run (a truncate-and-rewrite on each spawn).
-    Rewritten,
+}
+
+impl From<ContractFiles> for ContractWrite {
+    fn from(files: ContractFiles) -> ContractWrite {
+        match files {
+            ContractFiles::PerSprint => ContractWrite::PerSprint,
+            ContractFiles::FreshPerRun => ContractWrite::FreshPerRun,
+        }
+    }
 }
 
 /// Times `ITERATIONS` runner runs and as many bare spawns, alternating which goes first
@@ -411,11 +444,12 @@ fn measure(
     let mut runner = Vec::with_capacity(ITERATIONS);
     let mut bare = Vec::with_capacity(ITERATIONS);
     for i in 0..WARMUP + ITERATIONS {
-        if files == ContractFiles::FreshPerRun {
-            let run_id = format!("R{row}-{i}");
-            req.contract_path = dir.path().join(format!("runs/{run_id}.contract.json"));
-            req.contract.run_id = run_id;
-        }
+        let run_id = format!("R{row}-{i}");
+        req.contract_path = match files {
+            ContractFiles::FreshPerRun => dir.path().join(format!("runs/{run_id}.contract.json")),
+            ContractFiles::PerSprint => dir.path().join(format!("runs/S{row}.contract.json")),
+        };
+        req.contract.run_id = run_id;
         // The bare sister gets the very prompt the runner renders for this run.
         let prompt = render_prompt(
             &req.contract,
@@ -451,8 +485,8 @@ fn measure(
         }
     }
     let files = match files {
-        ContractFiles::FreshPerRun => "",
-        ContractFiles::Rewritten => ", 1 contract file",
+        ContractFiles::PerSprint => "",
+        ContractFiles::FreshPerRun => ", a new contract file each run",
     };
     Overhead {
         label: format!("{} / {flavor}{files}", sister.name),

@@ -165,7 +165,7 @@ fn schema_inputs(req: &RunRequest) -> std::io::Result<SchemaInputs> {
         if uses(name) {
             std::fs::create_dir_all(&dir)?;
             let path = dir.join(format!("{stem}.{suffix}"));
-            std::fs::write(&path, text(dialect)?)?;
+            rewrite(&path, text(dialect)?.as_bytes())?;
             *slot = path.display().to_string();
         }
     }
@@ -180,7 +180,47 @@ fn write_contract(req: &RunRequest) -> std::io::Result<()> {
         std::fs::create_dir_all(&req.contract.artifact_dir)?;
     }
     let json = serde_json::to_vec_pretty(&req.contract).map_err(std::io::Error::other)?;
-    std::fs::write(&req.contract_path, json)
+    rewrite(&req.contract_path, &json)
+}
+
+/// Makes `bytes` the whole of the file at `path`. A sprint's runs rewrite the same files:
+/// in place, since truncating a file frees its blocks, which on some file systems (ext4
+/// mounted with `discard`) costs more than the rest of a spawn. Never through a link: a
+/// symbolic link, a file with another name, anything but a plain file at `path` (an
+/// unfenced sister could have put one there) is replaced by a new file, and what it
+/// pointed at is left alone.
+fn rewrite(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+    let open = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            // Cut to length after the write: truncating frees the file's blocks.
+            .truncate(false)
+            // A FIFO must not hold the spawn up until someone reads it.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+    };
+    let plain = |file: &std::fs::File| {
+        file.metadata()
+            .is_ok_and(|m| m.file_type().is_file() && m.nlink() == 1)
+    };
+    let file = match open() {
+        Ok(file) if plain(&file) => file,
+        Ok(_) => {
+            std::fs::remove_file(path)?;
+            open()?
+        }
+        Err(e)
+            if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENXIO) =>
+        {
+            std::fs::remove_file(path)?;
+            open()?
+        }
+        Err(e) => return Err(e),
+    };
+    file.write_all_at(bytes, 0)?;
+    file.set_len(u64::try_from(bytes.len()).unwrap_or(u64::MAX))
 }
 
 pub(super) fn spawn_error(program: &str, e: &std::io::Error) -> String {

@@ -583,6 +583,41 @@ async fn each_run_rewrites_the_contract_file_whole() {
     );
 }
 
+/// What an unfenced sister could leave at its sprint's contract path for the next run —
+/// a symbolic link, or a second name of a file it wants overwritten — is replaced by a
+/// plain file: the file it pointed at keeps its bytes.
+#[tokio::test]
+async fn a_link_planted_at_the_contract_path_is_replaced_never_written_through() {
+    for kind in ["symbolic link", "hard link"] {
+        let f = Fixture::new(Actor::Harang, "valid.sh");
+        let victim = f.dir.path().join("hanarang.toml");
+        std::fs::write(&victim, "precious = true\n").unwrap();
+        let path = &f.request.contract_path;
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        match kind {
+            "symbolic link" => std::os::unix::fs::symlink(&victim, path).unwrap(),
+            _ => std::fs::hard_link(&victim, path).unwrap(),
+        }
+        let report = run_fixture(&f).await;
+        assert_eq!(
+            report.outcome,
+            RunOutcome::Handoff,
+            "{kind}: {}",
+            report.detail
+        );
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "precious = true\n",
+            "written through a {kind}"
+        );
+        let meta = std::fs::symlink_metadata(path).unwrap();
+        assert!(meta.file_type().is_file(), "{kind} left in place");
+        let contract: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(contract["runId"], f.request.contract.run_id, "{kind}");
+    }
+}
+
 // --- facts over claims ----------------------------------------------------------------
 
 /// A repository with `main` and `feature/login`, each one commit ahead of the root.
