@@ -208,8 +208,13 @@ impl Container {
 
     /// Stops what is left (see `stop`) and removes the container.
     pub async fn close(mut self, grace: Duration) {
-        self.stop(grace).await;
+        // Mostly empty already (a run's end empties it): then removed at once, since the
+        // kernel refuses to remove a cgroup with a process in it.
         self.removed = std::fs::remove_dir(&self.dir).is_ok();
+        if !self.removed {
+            self.stop(grace).await;
+            self.removed = std::fs::remove_dir(&self.dir).is_ok();
+        }
         if !self.removed {
             tracing::warn!(container = %self.dir.display(), "a run's cgroup could not be removed");
         }

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr, OsString, c_char, c_int, c_void};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -242,25 +242,27 @@ impl Launch {
 
     /// The child's environment: the orchestrator's with the changes.
     fn environment(&self) -> std::io::Result<Vec<CString>> {
-        let mut vars: BTreeMap<OsString, OsString> = if self.clear {
-            BTreeMap::new()
-        } else {
-            std::env::vars_os().collect()
+        let pair = |k: &OsStr, v: &OsStr| {
+            let mut kv = Vec::with_capacity(k.len() + v.len() + 1);
+            kv.extend_from_slice(k.as_bytes());
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            cstring(&kv)
         };
-        for (k, v) in &self.env {
-            match v {
-                Some(v) => vars.insert(k.clone(), v.clone()),
-                None => vars.remove(k),
-            };
+        let mut vars = Vec::new();
+        if !self.clear {
+            for (k, v) in std::env::vars_os() {
+                if !self.env.contains_key(&k) {
+                    vars.push(pair(&k, &v)?);
+                }
+            }
         }
-        vars.into_iter()
-            .map(|(k, v)| {
-                let mut kv = k.into_vec();
-                kv.push(b'=');
-                kv.extend(v.into_vec());
-                cstring(&kv)
-            })
-            .collect()
+        for (k, v) in &self.env {
+            if let Some(v) = v {
+                vars.push(pair(k, v)?);
+            }
+        }
+        Ok(vars)
     }
 
     /// The paths the child tries in turn: the program itself where it names a path,

@@ -186,41 +186,41 @@ fn write_contract(req: &RunRequest) -> std::io::Result<()> {
 /// Makes `bytes` the whole of the file at `path`. A sprint's runs rewrite the same files:
 /// in place, since truncating a file frees its blocks, which on some file systems (ext4
 /// mounted with `discard`) costs more than the rest of a spawn. Never through a link: a
-/// symbolic link, a file with another name, anything but a plain file at `path` (an
-/// unfenced sister could have put one there) is replaced by a new file, and what it
-/// pointed at is left alone.
+/// symbolic link or a file with another name (an unfenced sister could have put one
+/// there) is replaced by a new file, and what it pointed at is left alone. A FIFO is
+/// written as the stream it is.
 fn rewrite(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
-    let open = || {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            // Cut to length after the write: truncating frees the file's blocks.
-            .truncate(false)
-            // A FIFO must not hold the spawn up until someone reads it.
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(path)
-    };
-    let plain = |file: &std::fs::File| {
-        file.metadata()
-            .is_ok_and(|m| m.file_type().is_file() && m.nlink() == 1)
-    };
-    let file = match open() {
-        Ok(file) if plain(&file) => file,
-        Ok(_) => {
-            std::fs::remove_file(path)?;
-            open()?
-        }
-        Err(e)
-            if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENXIO) =>
-        {
-            std::fs::remove_file(path)?;
-            open()?
-        }
+    use std::io::Write;
+    use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+    let existing = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        // Cut to length after the write: truncating frees the file's blocks.
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path);
+    let file = match existing {
+        Ok(file) => Some(file),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => None,
         Err(e) => return Err(e),
     };
-    file.write_all_at(bytes, 0)?;
-    file.set_len(u64::try_from(bytes.len()).unwrap_or(u64::MAX))
+    if let Some(mut file) = file {
+        let kind = file.metadata()?;
+        if kind.file_type().is_file() && kind.nlink() == 1 {
+            file.write_all_at(bytes, 0)?;
+            return file.set_len(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
+        }
+        if kind.file_type().is_fifo() {
+            return file.write_all(bytes);
+        }
+    }
+    std::fs::remove_file(path)?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?
+        .write_all(bytes)
 }
 
 pub(super) fn spawn_error(program: &str, e: &std::io::Error) -> String {
