@@ -18,6 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
+use std::sync::{Arc, Mutex};
 
 use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
@@ -27,6 +28,9 @@ use super::container::Container;
 
 /// The child's stack until it execs. Its steps are a few system calls.
 const STACK: usize = 64 * 1024;
+
+/// What runs a file that has no `#!` line, as execvp has it run.
+const SHELL: &std::ffi::CStr = c"/bin/sh";
 
 /// What one of the child's standard descriptors is.
 #[derive(Debug)]
@@ -198,6 +202,12 @@ impl Launch {
         };
         let (argv_p, envp_p, candidates_p) =
             (pointers(&argv), pointers(&envp), pointers(&candidates));
+        // For a file with no `#!` line (ENOEXEC), run by the shell as execvp does: its
+        // second slot is the candidate, set in the child.
+        let mut script_p: Vec<*const c_char> = [SHELL.as_ptr(), std::ptr::null()]
+            .into_iter()
+            .chain(argv_p.iter().skip(1).copied())
+            .collect();
         let mut plan = Steps {
             procs: container.map_or(-1, Container::procs),
             stdio: [
@@ -209,6 +219,7 @@ impl Launch {
             landlock: self.landlock.as_ref().map_or(-1, AsRawFd::as_raw_fd),
             candidates: candidates_p.as_ptr(),
             argv: argv_p.as_ptr(),
+            script: script_p.as_mut_ptr(),
             envp: envp_p.as_ptr(),
             failed: Failure { step: 0, errno: 0 },
         };
@@ -229,15 +240,20 @@ impl Launch {
                 ),
             });
         }
-        let [stdin, stdout, stderr] = parent_ends;
-        Ok(Child {
+        let mut child = Child {
             pid,
-            stdin: stdin.map(pipe::Sender::from_owned_fd).transpose()?,
-            stdout: stdout.map(pipe::Receiver::from_owned_fd).transpose()?,
-            stderr: stderr.map(pipe::Receiver::from_owned_fd).transpose()?,
+            stdin: None,
+            stdout: None,
+            stderr: None,
             exit: Exit::watch(pid),
             status: None,
-        })
+        };
+        // From here on an error drops the child: killed and reaped.
+        let [stdin, stdout, stderr] = parent_ends;
+        child.stdin = stdin.map(pipe::Sender::from_owned_fd).transpose()?;
+        child.stdout = stdout.map(pipe::Receiver::from_owned_fd).transpose()?;
+        child.stderr = stderr.map(pipe::Receiver::from_owned_fd).transpose()?;
+        Ok(child)
     }
 
     /// The child's environment: the orchestrator's with the changes.
@@ -327,6 +343,8 @@ struct Steps {
     landlock: RawFd,
     candidates: *const *const c_char,
     argv: *const *const c_char,
+    /// `/bin/sh`, a slot for the candidate, then `argv` past its first.
+    script: *mut *const c_char,
     envp: *const *const c_char,
     /// Written by the child when a step fails.
     failed: Failure,
@@ -453,15 +471,20 @@ extern "C" fn child(arg: *mut c_void) -> c_int {
         {
             return fail(plan, STEP_FENCE);
         }
-        // As execvp: the next candidate where one is missing or not to be run; a missing
-        // program is said as missing unless some candidate was there but not executable.
+        // As execvp: a file with no `#!` line run by the shell; the next candidate where
+        // one is missing or not to be run; a missing program said as missing unless some
+        // candidate was there but not executable.
         let mut errno = libc::ENOENT;
         let mut candidate = plan.candidates;
         while !(*candidate).is_null() {
             libc::execve(*candidate, plan.argv, plan.envp);
+            if *libc::__errno_location() == libc::ENOEXEC {
+                *plan.script.add(1) = *candidate;
+                libc::execve(SHELL.as_ptr(), plan.script.cast_const(), plan.envp);
+            }
             match *libc::__errno_location() {
                 libc::EACCES => errno = libc::EACCES,
-                libc::ENOENT | libc::ENOTDIR => {}
+                libc::ENOENT | libc::ESTALE | libc::ENOTDIR | libc::ENODEV | libc::ETIMEDOUT => {}
                 _ => break,
             }
             candidate = candidate.add(1);
@@ -492,8 +515,13 @@ fn reap(pid: libc::pid_t) -> Option<ExitStatus> {
 enum Exit {
     /// The pidfd, readable once it has exited.
     Pidfd(AsyncFd<OwnedFd>),
-    /// A thread blocked in `waitpid` (a kernel with no pidfd).
-    Thread(oneshot::Receiver<Option<ExitStatus>>),
+    /// A thread blocked in `waitid` (a kernel with no pidfd). It reaps under `reaped`'s
+    /// lock, so that a kill under the same lock never reaches another process that got
+    /// the pid since.
+    Thread {
+        exited: oneshot::Receiver<Option<ExitStatus>>,
+        reaped: Arc<Mutex<bool>>,
+    },
 }
 
 impl Exit {
@@ -512,11 +540,37 @@ impl Exit {
                 return Exit::Pidfd(fd);
             }
         }
-        let (tx, rx) = oneshot::channel();
+        let (tx, exited) = oneshot::channel();
+        let reaped = Arc::new(Mutex::new(false));
+        let mine = reaped.clone();
         std::thread::spawn(move || {
-            let _ = tx.send(reap(pid));
+            // Waits for the exit without reaping, then reaps under the lock.
+            // SAFETY: siginfo_t is plain data the kernel fills.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            loop {
+                // SAFETY: waitid writes into `info`.
+                let r = unsafe {
+                    libc::waitid(
+                        libc::P_PID,
+                        pid.unsigned_abs(),
+                        &raw mut info,
+                        libc::WEXITED | libc::WNOWAIT,
+                    )
+                };
+                if r == 0
+                    || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                {
+                    break;
+                }
+            }
+            let mut reaped = mine
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let status = reap(pid);
+            *reaped = true;
+            let _ = tx.send(status);
         });
-        Exit::Thread(rx)
+        Exit::Thread { exited, reaped }
     }
 }
 
@@ -555,7 +609,7 @@ impl Child {
                 }
                 ready.clear_ready();
             },
-            Exit::Thread(rx) => match rx.await {
+            Exit::Thread { exited, .. } => match exited.await {
                 Ok(Some(status)) => status,
                 _ => {
                     return Err(std::io::Error::other(
@@ -575,13 +629,25 @@ impl Drop for Child {
             return;
         }
         // Dropped running (its run's task dropped): killed, and reaped out of the way.
-        // SAFETY: kill takes a pid and a signal; the pid is ours until reaped.
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-        }
-        if let Exit::Pidfd(_) = self.exit {
-            let pid = self.pid;
-            std::thread::spawn(move || reap(pid));
+        // SAFETY: kill takes a pid and a signal; the pid is ours until reaped, which only
+        // `wait` does (pidfd) or the thread under the lock held here.
+        let kill = |pid| unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        };
+        match &self.exit {
+            Exit::Pidfd(_) => {
+                kill(self.pid);
+                let pid = self.pid;
+                std::thread::spawn(move || reap(pid));
+            }
+            Exit::Thread { reaped, .. } => {
+                let reaped = reaped
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if !*reaped {
+                    kill(self.pid);
+                }
+            }
         }
     }
 }
@@ -677,6 +743,22 @@ mod tests {
         plain.env("PATH", &path);
         let e = plain.spawn(None).err().unwrap();
         assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_script_with_no_interpreter_line_is_run_by_the_shell() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("hanarang-script-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("run-tests");
+        std::fs::write(&script, "echo \"ran with $1\"\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut launch = Launch::new("./run-tests");
+        launch.args(["one"]).current_dir(&dir);
+        let (out, exit) = output(launch).await;
+        assert!(exit.success());
+        assert_eq!(out, "ran with one\n");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -188,7 +188,8 @@ fn write_contract(req: &RunRequest) -> std::io::Result<()> {
 /// mounted with `discard`) costs more than the rest of a spawn. Never through a link: a
 /// symbolic link or a file with another name (an unfenced sister could have put one
 /// there) is replaced by a new file, and what it pointed at is left alone. A FIFO is
-/// written as the stream it is.
+/// written as the stream it is while something reads it, and replaced when nothing does
+/// (a run's processes are gone by then): never a wait for a reader that cannot come.
 fn rewrite(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -197,11 +198,12 @@ fn rewrite(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
         .create(true)
         // Cut to length after the write: truncating frees the file's blocks.
         .truncate(false)
-        .custom_flags(libc::O_NOFOLLOW)
+        // A FIFO with no reader fails at once (ENXIO) instead of waiting for one.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path);
     let file = match existing {
         Ok(file) => Some(file),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => None,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENXIO)) => None,
         Err(e) => return Err(e),
     };
     if let Some(mut file) = file {
@@ -211,6 +213,8 @@ fn rewrite(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
             return file.set_len(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
         }
         if kind.file_type().is_fifo() {
+            // SAFETY: F_SETFL with plain flags on a descriptor this function owns.
+            unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&file), libc::F_SETFL, 0) };
             return file.write_all(bytes);
         }
     }
@@ -224,6 +228,10 @@ fn rewrite(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 pub(super) fn spawn_error(program: &str, e: &std::io::Error) -> String {
+    // A step before the program (its folder, cgroup, fence) says which it was.
+    if e.get_ref().is_some() {
+        return format!("cannot start {program:?}: {e}");
+    }
     match e.kind() {
         std::io::ErrorKind::NotFound => {
             format!("program not found: {program:?} (check agent.program and PATH)")

@@ -584,11 +584,12 @@ async fn each_run_rewrites_the_contract_file_whole() {
 }
 
 /// What an unfenced sister could leave at its sprint's contract path for the next run —
-/// a symbolic link, or a second name of a file it wants overwritten — is replaced by a
-/// plain file: the file it pointed at keeps its bytes.
+/// a symbolic link, or a second name of a file it wants overwritten, or a FIFO nobody
+/// reads — is replaced by a plain file: the file it pointed at keeps its bytes, and the
+/// next run starts without waiting.
 #[tokio::test]
 async fn a_link_planted_at_the_contract_path_is_replaced_never_written_through() {
-    for kind in ["symbolic link", "hard link"] {
+    for kind in ["symbolic link", "hard link", "FIFO"] {
         let f = Fixture::new(Actor::Harang, "valid.sh");
         let victim = f.dir.path().join("hanarang.toml");
         std::fs::write(&victim, "precious = true\n").unwrap();
@@ -596,9 +597,23 @@ async fn a_link_planted_at_the_contract_path_is_replaced_never_written_through()
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         match kind {
             "symbolic link" => std::os::unix::fs::symlink(&victim, path).unwrap(),
-            _ => std::fs::hard_link(&victim, path).unwrap(),
+            "hard link" => std::fs::hard_link(&victim, path).unwrap(),
+            _ => nix::unistd::mkfifo(path.as_path(), nix::sys::stat::Mode::S_IRWXU).unwrap(),
         }
-        let report = run_fixture(&f).await;
+        // On a thread of its own: a run stuck in a system call holds its runtime too.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let request = f.request.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            let _ = tx.send(rt.block_on(run(&request, RunControl::unattended())));
+        });
+        let report = rx
+            .recv_timeout(PATIENCE)
+            .unwrap_or_else(|_| panic!("the run waited at a {kind}"));
+        assert_group_gone(&report);
         assert_eq!(
             report.outcome,
             RunOutcome::Handoff,
