@@ -346,58 +346,44 @@ fn overhead() {
     );
     println!(
         "  the sprint's contract file rewritten in place: {}; a new file each run: {}; rewritten with truncation (std::fs::write): {}",
-        us(contract_write(&dir, PerSprint)),
-        us(contract_write(&dir, FreshPerRun)),
-        us(contract_write(&dir, Truncated))
+        us(contract_write(&dir, PerSprint, false)),
+        us(contract_write(&dir, FreshPerRun, false)),
+        us(contract_write(&dir, PerSprint, true))
     );
 }
 
-/// The ways of writing a contract file timed alone.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum ContractWrite {
-    /// What the runner does: the sprint's file, written over in place, cut to length.
-    PerSprint,
-    /// A new file each run.
-    FreshPerRun,
-    /// The sprint's file, truncated and rewritten.
-    Truncated,
-}
-use ContractWrite::Truncated;
-
-/// What `write_contract` in the runner does, timed alone: median per write.
-fn contract_write(dir: &TempDir, write: impl Into<ContractWrite>) -> Duration {
+/// What `write_contract` in the runner does, timed alone: median per write. `truncate`:
+/// the sprint's file rewritten by `std::fs::write` instead, for comparison.
+fn contract_write(dir: &TempDir, files: ContractFiles, truncate: bool) -> Duration {
     use std::os::unix::fs::FileExt;
-    let write = write.into();
     let workdir = dir.path().join("work");
     let _ = std::fs::create_dir_all(&workdir);
     let mut contract = support::contract(Actor::Harang, &workdir);
     let mut samples = Vec::with_capacity(ITERATIONS);
     for i in 0..WARMUP + ITERATIONS {
-        let path = match write {
-            ContractWrite::FreshPerRun => {
+        let path = match (files, truncate) {
+            (ContractFiles::FreshPerRun, _) => {
                 contract.run_id = format!("W{i}");
                 dir.path().join(format!("write/W{i}.contract.json"))
             }
-            ContractWrite::PerSprint => dir.path().join("write/in-place.contract.json"),
-            ContractWrite::Truncated => dir.path().join("write/truncated.contract.json"),
+            (ContractFiles::PerSprint, false) => dir.path().join("write/in-place.contract.json"),
+            (ContractFiles::PerSprint, true) => dir.path().join("write/truncated.contract.json"),
         };
         let started = Instant::now();
         if let Some(parent) = path.parent() {
             let _ = std::fs::create_dir_all(parent);
         }
         let json = serde_json::to_vec_pretty(&contract).unwrap_or_default();
-        if write == ContractWrite::PerSprint {
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path);
-            if let Ok(file) = file {
-                let _ = file.write_all_at(&json, 0);
-                let _ = file.set_len(json.len() as u64);
-            }
-        } else {
+        if truncate {
             let _ = std::fs::write(&path, json);
+        } else if let Ok(file) = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+        {
+            let _ = file.write_all_at(&json, 0);
+            let _ = file.set_len(json.len() as u64);
         }
         if i >= WARMUP {
             samples.push(started.elapsed());
@@ -414,15 +400,6 @@ enum ContractFiles {
     PerSprint,
     /// `runs/<run id>.contract.json`, a new file each run: as a sprint's first run.
     FreshPerRun,
-}
-
-impl From<ContractFiles> for ContractWrite {
-    fn from(files: ContractFiles) -> ContractWrite {
-        match files {
-            ContractFiles::PerSprint => ContractWrite::PerSprint,
-            ContractFiles::FreshPerRun => ContractWrite::FreshPerRun,
-        }
-    }
 }
 
 /// Times `ITERATIONS` runner runs and as many bare spawns, alternating which goes first

@@ -9,7 +9,7 @@
 //! database is not granted). The ruleset is built in the parent; the child only enters
 //! it, between fork and exec.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -369,9 +369,9 @@ fn grant_except(
     }
 }
 
-/// In the child, between fork and exec: no new privileges, then the ruleset. Only system
-/// calls: nothing here allocates.
-pub fn enter(ruleset: &OwnedFd) -> std::io::Result<()> {
+/// In the child, before it execs: no new privileges, then the ruleset. Only system calls:
+/// nothing here allocates (`sister::launch` calls it in memory shared with the parent).
+pub fn enter(ruleset: BorrowedFd<'_>) -> std::io::Result<()> {
     // SAFETY: prctl and landlock_restrict_self take plain integers.
     unsafe {
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
@@ -386,6 +386,8 @@ pub fn enter(ruleset: &OwnedFd) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::fd::AsFd;
+
     use super::*;
 
     #[test]
@@ -433,7 +435,9 @@ mod tests {
             let fd = rules.try_clone().unwrap();
             // SAFETY: `enter` makes two system calls and allocates nothing.
             unsafe {
-                std::os::unix::process::CommandExt::pre_exec(&mut command, move || enter(&fd));
+                std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                    enter(fd.as_fd())
+                });
             }
             command.status().unwrap().success()
         };
@@ -463,7 +467,9 @@ mod tests {
             let fd = rules.try_clone().unwrap();
             // SAFETY: `enter` makes two system calls and allocates nothing.
             unsafe {
-                std::os::unix::process::CommandExt::pre_exec(&mut command, move || enter(&fd));
+                std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                    enter(fd.as_fd())
+                });
             }
             command.status().unwrap().success()
         };

@@ -1,19 +1,18 @@
-//! Starting one of a run's processes (a sister or the check) — a spawn of our own.
+//! Starting one of a run's processes (a sister, the check) or git's — a spawn of our own.
 //!
 //! A run's child must be in its container and behind its fence before it runs one
 //! instruction of its program. std (and tokio over it) can do that only with a `pre_exec`
-//! hook, and with any hook it forks: the whole orchestrator's page tables copied, about a
-//! millisecond, more as the process grows. Here the child shares the parent's memory
+//! hook, and with any hook it forks, copying the whole orchestrator's page tables. Here the child shares the parent's memory
 //! until it execs (`clone(CLONE_VM | CLONE_VFORK)`, as `posix_spawn` does) and takes its
 //! steps with system calls only: into its cgroup first, its own process group, its
 //! descriptors, its folder, default signals, the fence, then `execve`.
 //!
-//! The child is waited for through a pidfd (a thread's blocking `waitpid` where the kernel
+//! The child is waited for through a pidfd (a thread's blocking `waitid` where the kernel
 //! has none), and killed when dropped unreaped, as tokio's `kill_on_drop` does.
 
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr, OsString, c_char, c_int, c_void};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -221,7 +220,7 @@ impl Launch {
             argv: argv_p.as_ptr(),
             script: script_p.as_mut_ptr(),
             envp: envp_p.as_ptr(),
-            failed: Failure { step: 0, errno: 0 },
+            failed: None,
         };
         let pid = clone_child(&mut plan)?;
         // The child has exec'd or given up: the plan is ours again.
@@ -229,15 +228,14 @@ impl Launch {
         // this memory (CLONE_VFORK returns once it execs or exits).
         let failed = unsafe { std::ptr::read_volatile(&raw const plan.failed) };
         drop(child_ends);
-        if failed.step != 0 {
+        if let Some(Failure { step, errno }) = failed {
             reap(pid);
-            let e = std::io::Error::from_raw_os_error(failed.errno);
-            return Err(match failed.step {
-                STEP_EXEC => e,
-                step => std::io::Error::new(
-                    e.kind(),
-                    format!("{} before its program ran: {e}", step_name(step)),
-                ),
+            let e = std::io::Error::from_raw_os_error(errno);
+            return Err(match step.said() {
+                None => e,
+                Some(said) => {
+                    std::io::Error::new(e.kind(), format!("{said} before its program ran: {e}"))
+                }
             });
         }
         let mut child = Child {
@@ -347,32 +345,40 @@ struct Steps {
     script: *mut *const c_char,
     envp: *const *const c_char,
     /// Written by the child when a step fails.
-    failed: Failure,
+    failed: Option<Failure>,
 }
 
+/// A step of the child's that failed, and its errno.
 #[derive(Clone, Copy)]
 struct Failure {
-    step: c_int,
+    step: Step,
     errno: c_int,
 }
 
-const STEP_CONTAINER: c_int = 1;
-const STEP_GROUP: c_int = 2;
-const STEP_DESCRIPTORS: c_int = 3;
-const STEP_FOLDER: c_int = 4;
-const STEP_SIGNALS: c_int = 5;
-const STEP_FENCE: c_int = 6;
-const STEP_EXEC: c_int = 7;
+/// The child's steps, in order.
+#[derive(Clone, Copy)]
+enum Step {
+    Container,
+    Group,
+    Descriptors,
+    Folder,
+    Signals,
+    Fence,
+    Exec,
+}
 
-fn step_name(step: c_int) -> &'static str {
-    match step {
-        STEP_CONTAINER => "it could not enter its run's cgroup",
-        STEP_GROUP => "it could not lead a process group of its own",
-        STEP_DESCRIPTORS => "its standard descriptors could not be set",
-        STEP_FOLDER => "it could not enter its working folder",
-        STEP_SIGNALS => "its signals could not be reset",
-        STEP_FENCE => "it could not enter its fence",
-        _ => "it failed",
+impl Step {
+    /// What failed, said of the child; `None` for the exec, whose error says it all.
+    fn said(self) -> Option<&'static str> {
+        Some(match self {
+            Step::Container => "it could not enter its run's cgroup",
+            Step::Group => "it could not lead a process group of its own",
+            Step::Descriptors => "its standard descriptors could not be set",
+            Step::Folder => "it could not enter its working folder",
+            Step::Signals => "its signals could not be reset",
+            Step::Fence => "it could not enter its fence",
+            Step::Exec => return None,
+        })
     }
 }
 
@@ -418,27 +424,27 @@ extern "C" fn child(arg: *mut c_void) -> c_int {
     // keeps until the clone returns.
     unsafe {
         let plan = &mut *arg.cast::<Steps>();
-        let fail = |plan: &mut Steps, step: c_int| -> c_int {
-            plan.failed = Failure {
+        let fail = |plan: &mut Steps, step: Step| -> c_int {
+            plan.failed = Some(Failure {
                 step,
                 errno: *libc::__errno_location(),
-            };
+            });
             libc::_exit(127)
         };
         // First into its container: whatever it does next, it is there.
         if plan.procs >= 0 && libc::write(plan.procs, b"0".as_ptr().cast(), 1) != 1 {
-            return fail(plan, STEP_CONTAINER);
+            return fail(plan, Step::Container);
         }
         if libc::setpgid(0, 0) != 0 {
-            return fail(plan, STEP_GROUP);
+            return fail(plan, Step::Group);
         }
         for (target, &fd) in plan.stdio.iter().enumerate() {
             if libc::dup2(fd, target as c_int) < 0 {
-                return fail(plan, STEP_DESCRIPTORS);
+                return fail(plan, Step::Descriptors);
             }
         }
         if !plan.cwd.is_null() && libc::chdir(plan.cwd) != 0 {
-            return fail(plan, STEP_FOLDER);
+            return fail(plan, Step::Folder);
         }
         // The program starts with every signal at its default (the orchestrator ignores
         // SIGPIPE; its handlers must not run here) and none blocked.
@@ -456,20 +462,19 @@ extern "C" fn child(arg: *mut c_void) -> c_int {
                 action.sa_sigaction = libc::SIG_DFL;
                 action.sa_flags = 0;
                 if libc::sigaction(signal, &raw const action, std::ptr::null_mut()) != 0 {
-                    return fail(plan, STEP_SIGNALS);
+                    return fail(plan, Step::Signals);
                 }
             }
         }
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&raw mut none);
         if libc::sigprocmask(libc::SIG_SETMASK, &raw const none, std::ptr::null_mut()) != 0 {
-            return fail(plan, STEP_SIGNALS);
+            return fail(plan, Step::Signals);
         }
-        if plan.landlock >= 0
-            && (libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-                || libc::syscall(libc::SYS_landlock_restrict_self, plan.landlock, 0u32) != 0)
+        // (errno is still the failed call's: `enter` only reads it.)
+        if plan.landlock >= 0 && crate::fence::enter(BorrowedFd::borrow_raw(plan.landlock)).is_err()
         {
-            return fail(plan, STEP_FENCE);
+            return fail(plan, Step::Fence);
         }
         // As execvp: a file with no `#!` line run by the shell; the next candidate where
         // one is missing or not to be run; a missing program said as missing unless some
@@ -492,7 +497,7 @@ extern "C" fn child(arg: *mut c_void) -> c_int {
         if (*candidate).is_null() {
             *libc::__errno_location() = errno;
         }
-        fail(plan, STEP_EXEC)
+        fail(plan, Step::Exec)
     }
 }
 
@@ -772,6 +777,29 @@ mod tests {
             e.to_string().contains("could not enter its working folder"),
             "{e}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_child_that_cannot_enter_its_cgroup_never_runs_its_program() {
+        use super::super::container::Containers;
+        let runs = std::env::temp_dir().join(format!("hanarang-gone-{}", std::process::id()));
+        std::fs::create_dir_all(&runs).unwrap();
+        let Ok(containers) = Containers::open(&runs) else {
+            return; // no cgroup v2 to be had here: doctor's and containment's tests say so
+        };
+        let grace = std::time::Duration::from_secs(1);
+        let container = containers.make("R-gone", grace).await.unwrap();
+        std::fs::remove_dir(containers.path_of("R-gone")).unwrap();
+        let ran = runs.join("ran");
+        let mut launch = Launch::new("touch");
+        launch.args([&ran]);
+        let e = launch.spawn(Some(&container)).err().unwrap();
+        assert!(
+            e.to_string().contains("could not enter its run's cgroup"),
+            "{e}"
+        );
+        assert!(!ran.exists(), "the program ran outside its cgroup");
+        std::fs::remove_dir_all(&runs).unwrap();
     }
 
     #[tokio::test]
