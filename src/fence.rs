@@ -21,6 +21,21 @@ use landlock::{
 /// knows (files from ABI 1, TCP ports from 4, abstract sockets and signals from 6).
 const TARGET: ABI = ABI::V6;
 
+/// The devices a run may write (and `/dev/shm`): no other device, nothing of `/proc` or
+/// `/sys` — Landlock is what refuses a root sister `kernel.core_pattern`, whose owner and
+/// mode the kernel checks, not capabilities. A run is given pipes, not a pty: a CLI that
+/// wants one opens `/dev/ptmx` and takes its peer by descriptor.
+pub const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/shm",
+];
+
 /// What a run may and may not touch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
@@ -175,6 +190,8 @@ impl Fence {
         for name in &self.hidden_env {
             command.env_remove(name);
         }
+        // Fenced or not, a run started by a root hanarang keeps none of root's powers.
+        command.renounce_privileges();
         let mut plan = self.plan.clone();
         plan.readable.extend(more.iter().cloned());
         // Where a temporary folder holds hanarang's files (its database under /tmp or
@@ -227,6 +244,9 @@ pub fn confinement(required: bool) -> Confinement {
         Ok(abi) => Confinement::Fenced(abi),
         Err(why) if required => Confinement::Refused(format!(
             "agent.confine = \"required\", and sisters cannot be confined here: {why}"
+        )),
+        Err(why) if nix::unistd::geteuid().is_root() => Confinement::Unconfined(format!(
+            "sisters and checks run unconfined, and as root: they can read and write hanarang's database and config and every file of the machine (they keep no capability, but root owns the files; {why})"
         )),
         Err(why) => Confinement::Unconfined(format!(
             "sisters and checks run unconfined: they can read and write hanarang's database and config ({why})"
@@ -379,6 +399,74 @@ pub fn enter(ruleset: BorrowedFd<'_>) -> std::io::Result<()> {
         }
         if libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) != 0 {
             return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// In the child, before it execs: every capability given up — ambient, bounding (where
+/// this process may drop them: a process without `CAP_SETPCAP` has none to keep after an
+/// exec under `no_new_privs`), permitted, effective and inheritable. Only system calls.
+pub fn renounce() -> std::io::Result<()> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    struct Sets {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let failed = || Err(std::io::Error::last_os_error());
+    // SAFETY: prctl takes plain integers; capset reads the header and two sets, all on
+    // this stack.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return failed();
+        }
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+            && *libc::__errno_location() != libc::EINVAL
+        {
+            return failed();
+        }
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
+                match *libc::__errno_location() {
+                    // Past the kernel's last capability.
+                    libc::EINVAL => break,
+                    // No CAP_SETPCAP: nothing to keep across the exec anyway.
+                    libc::EPERM if cap == 0 => break,
+                    _ => return failed(),
+                }
+            }
+        }
+        let header = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let none = [
+            Sets {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+            Sets {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+        ];
+        if libc::syscall(libc::SYS_capset, &raw const header, none.as_ptr()) != 0 {
+            return failed();
         }
     }
     Ok(())

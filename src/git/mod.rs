@@ -8,6 +8,7 @@ pub mod approved;
 pub mod branch;
 pub mod facts;
 pub mod patch;
+mod readable;
 pub mod remote;
 
 use std::io::Read as _;
@@ -130,8 +131,7 @@ impl Repo {
         readable: &[PathBuf],
     ) -> Result<String, GitError> {
         let network = Network { settings, readable };
-        let mut command = self.command_with(&[], Some(view), Some(&network))?;
-        command.args(args);
+        let command = self.command_with(&[], Some(view), Some(&network), args)?;
         let said =
             |e: std::io::Error| GitError::Unavailable(format!("git {}: {e}", args.join(" ")));
         let (out, _) = run(command, None, ANSWER_CAP, args)
@@ -152,8 +152,7 @@ impl Repo {
         cap: usize,
     ) -> Result<(Vec<u8>, bool), GitError> {
         let neutral = self.neutralized_drivers().await?;
-        let mut command = self.command(&neutral, None)?;
-        command.args(args);
+        let command = self.command(&neutral, None, args)?;
         let said =
             |e: std::io::Error| GitError::Unavailable(format!("git {}: {e}", args.join(" ")));
         run(command, input, cap, args).await.map_err(|e| match e {
@@ -221,8 +220,7 @@ impl Repo {
         args: &[&str],
         cap: usize,
     ) -> Result<(Vec<u8>, bool), GitError> {
-        let mut command = self.command(&[], Some(view))?;
-        command.args(args);
+        let command = self.command(&[], Some(view), args)?;
         run(command, None, cap, args).await.map_err(|e| match e {
             RunError::Io(e) => GitError::Unavailable(format!("git {}: {e}", args.join(" "))),
             RunError::Git(e) => e,
@@ -253,8 +251,8 @@ impl Repo {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut command = self.command(&[], Some(view))?;
-        command.args(["cat-file", "--batch"]).stderr(Io::Null);
+        let mut command = self.command(&[], Some(view), &["cat-file", "--batch"])?;
+        command.stderr(Io::Null);
         let input = ids.iter().fold(String::new(), |mut s, id| {
             s.push_str(id);
             s.push('\n');
@@ -294,8 +292,7 @@ impl Repo {
     /// The filter drivers the repository's config (and every file it includes) defines:
     /// each is switched off, so a `filter=` attribute anywhere runs nothing.
     async fn neutralized_drivers(&self) -> Result<Vec<String>, GitError> {
-        let mut command = self.command(&[], None)?;
-        command.args(["config", "--list", "--name-only", "-z"]);
+        let command = self.command(&[], None, &["config", "--list", "--name-only", "-z"])?;
         // A config git cannot list is one whose drivers are unknown: nothing runs on it.
         let (names, _) = run(command, None, ANSWER_CAP, &["config", "--list"])
             .await
@@ -316,10 +313,15 @@ impl Repo {
         Ok(drivers)
     }
 
-    /// git, ready to take its arguments: in the repository's top folder, with the
-    /// overrides, the filter drivers switched off, a bare environment and the fence.
-    fn command(&self, drivers: &[String], view: Option<&View>) -> Result<Launch, GitError> {
-        self.command_with(drivers, view, None)
+    /// `git <args>`, in the repository's top folder, with the overrides, the filter
+    /// drivers switched off, a bare environment and the fence.
+    fn command(
+        &self,
+        drivers: &[String],
+        view: Option<&View>,
+        args: &[&str],
+    ) -> Result<Launch, GitError> {
+        self.command_with(drivers, view, None, args)
     }
 
     /// `command`, for a call that talks to a remote when `network` is given.
@@ -328,6 +330,7 @@ impl Repo {
         drivers: &[String],
         view: Option<&View>,
         network: Option<&Network<'_>>,
+        args: &[&str],
     ) -> Result<Launch, GitError> {
         let Some(top) = self.top() else {
             return Err(GitError::Failed(format!(
@@ -335,9 +338,17 @@ impl Repo {
                 self.workdir.display()
             )));
         };
+        // A view reads the repository's objects only (their alternates included).
+        let walked = if view.is_some() { &[][..] } else { args };
+        if let Some(file) = readable::blocking_file(top, walked) {
+            return Err(GitError::Unavailable(format!(
+                "{} is not a regular file (a FIFO, a device or a socket): git would wait on it",
+                file.display()
+            )));
+        }
         let git = program().map_err(GitError::Unavailable)?;
         let mut command = Launch::new(&git.path);
-        command.args(["--no-pager"]);
+        command.args(["--no-pager"]).args(args);
         command.env_clear();
         for name in KEPT_ENV {
             if let Some(value) = std::env::var_os(name) {

@@ -571,10 +571,10 @@ impl Orchestrator {
         (notes, upto)
     }
 
-    /// What a run may touch: nothing of hanarang's (`Own`); written, only
-    /// its workdir, its artifact folder, the temporary folder, `/dev` and the sister's
-    /// `writable`; no variable (of hanarang's environment or the sister's `env`) that
-    /// carries the database's URL or password.
+    /// What a run may touch: nothing of hanarang's (`Own`); written, only its workdir,
+    /// its artifact folder, the temporary folder, the usual devices and the sister's
+    /// `writable` (never `/proc` or `/sys`); no variable (of hanarang's environment or the
+    /// sister's `env`) that carries the database's URL or password.
     pub(super) fn fence(
         &self,
         artifact_dir: &std::path::Path,
@@ -611,12 +611,9 @@ impl Orchestrator {
             std::env::temp_dir(),
             // SQLite's own temporary files go here before /tmp when TMPDIR is unset.
             std::path::PathBuf::from("/var/tmp"),
-            // Devices (/dev/null, a pty) and the process's own files (a CLI's sandbox
-            // writes its uid_map); another process's are Landlock's to refuse (ptrace).
-            std::path::PathBuf::from("/dev"),
-            std::path::PathBuf::from("/proc"),
         ]
         .into_iter()
+        .chain(crate::fence::DEVICES.iter().map(std::path::PathBuf::from))
         .chain(own_writable)
         .collect();
         crate::fence::Fence {

@@ -55,6 +55,8 @@ pub struct Launch {
     stdio: [Io; 3],
     /// The fence's Landlock ruleset, entered after no-new-privileges.
     landlock: Option<OwnedFd>,
+    /// Every capability given up before the exec (`fence::renounce`).
+    renounce: bool,
 }
 
 impl std::fmt::Debug for Launch {
@@ -67,6 +69,7 @@ impl std::fmt::Debug for Launch {
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("stdio", &self.stdio)
             .field("fenced", &self.landlock.is_some())
+            .field("renounce", &self.renounce)
             .finish()
     }
 }
@@ -82,6 +85,7 @@ impl Launch {
             clear: false,
             stdio: [Io::Null, Io::Null, Io::Null],
             landlock: None,
+            renounce: false,
         }
     }
 
@@ -151,6 +155,12 @@ impl Launch {
         self
     }
 
+    /// Has the child give up every capability (and gain none) before it execs.
+    pub fn renounce_privileges(&mut self) -> &mut Launch {
+        self.renounce = true;
+        self
+    }
+
     /// Starts it, in `container` where there is one, as the leader of a process group of
     /// its own. The error is the first step that failed in the child (a missing program is
     /// `NotFound`, a file that is not executable `PermissionDenied`).
@@ -216,6 +226,7 @@ impl Launch {
             ],
             cwd: cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
             landlock: self.landlock.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+            renounce: self.renounce,
             candidates: candidates_p.as_ptr(),
             argv: argv_p.as_ptr(),
             script: script_p.as_mut_ptr(),
@@ -339,6 +350,7 @@ struct Steps {
     stdio: [RawFd; 3],
     cwd: *const c_char,
     landlock: RawFd,
+    renounce: bool,
     candidates: *const *const c_char,
     argv: *const *const c_char,
     /// `/bin/sh`, a slot for the candidate, then `argv` past its first.
@@ -364,6 +376,7 @@ enum Step {
     Folder,
     Signals,
     Fence,
+    Privileges,
     Exec,
 }
 
@@ -377,6 +390,7 @@ impl Step {
             Step::Folder => "it could not enter its working folder",
             Step::Signals => "its signals could not be reset",
             Step::Fence => "it could not enter its fence",
+            Step::Privileges => "it could not give up its privileges",
             Step::Exec => return None,
         })
     }
@@ -475,6 +489,9 @@ extern "C" fn child(arg: *mut c_void) -> c_int {
         if plan.landlock >= 0 && crate::fence::enter(BorrowedFd::borrow_raw(plan.landlock)).is_err()
         {
             return fail(plan, Step::Fence);
+        }
+        if plan.renounce && crate::fence::renounce().is_err() {
+            return fail(plan, Step::Privileges);
         }
         // As execvp: a file with no `#!` line run by the shell; the next candidate where
         // one is missing or not to be run; a missing program said as missing unless some
@@ -702,6 +719,32 @@ mod tests {
         let (stat, _) = output(launch).await;
         let fields: Vec<&str> = stat.split(' ').collect();
         assert_eq!(fields[0], fields[4], "its process group is its own: {stat}");
+    }
+
+    /// Run by root, a child that renounces keeps no capability in any set and can gain
+    /// none; without renouncing it would have them all.
+    #[tokio::test]
+    async fn a_renouncing_child_keeps_no_capability() {
+        let mut launch = Launch::new("cat");
+        launch.args(["/proc/self/status"]).renounce_privileges();
+        let (status, exit) = output(launch).await;
+        assert!(exit.success());
+        for set in ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"] {
+            assert_eq!(status_line(&status, set), "0000000000000000", "{set}");
+        }
+        assert_eq!(status_line(&status, "NoNewPrivs:"), "1");
+        // SAFETY: geteuid only returns a number.
+        if unsafe { libc::geteuid() } == 0 {
+            assert_eq!(status_line(&status, "CapBnd:"), "0000000000000000");
+            let mut launch = Launch::new("cat");
+            launch.args(["/proc/self/status"]);
+            let (status, _) = output(launch).await;
+            assert_ne!(
+                status_line(&status, "CapEff:"),
+                "0000000000000000",
+                "root's child keeps its capabilities unless it renounces"
+            );
+        }
     }
 
     #[tokio::test]

@@ -490,3 +490,31 @@ async fn each_sister_commits_as_itself() {
     assert_eq!(out.status.code(), Some(2), "{said}");
     assert!(said.contains("agent.git_author"), "{said}");
 }
+
+/// A FIFO an agent put where hanarang's git reads (`.gitignore`) fails that step at once,
+/// naming the file: git is never left waiting on it, attempt after attempt.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fifo_where_git_reads_fails_the_step_at_once_naming_it() {
+    let (p, repo, _) = in_a_repository(Setup {
+        harang: "link-instructions",
+        extra: "[agent.harang.env]\nLINK_NAME = \".gitignore\"\nLINK_TARGET = \"fifo\"\n",
+        max_attempts: 1,
+        ..Setup::default()
+    })
+    .await;
+    let s = p.start_sprint("app", "Add a login page", None).await;
+    // Within PATIENCE: a git that waited on the FIFO would take 30 s a call.
+    p.wait_for(&s.id, State::Escalated).await;
+    let fifo = repo.join(".gitignore");
+    let runs = p.runs(&s.id).await;
+    let named = format!(
+        "{} is not a regular file (a FIFO, a device or a socket)",
+        fifo.display()
+    );
+    assert!(
+        runs.iter()
+            .any(|r| r.detail.as_deref().is_some_and(|d| d.contains(&named))),
+        "no run names {named}: {runs:#?}"
+    );
+    p.stop().await;
+}

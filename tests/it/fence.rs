@@ -60,6 +60,12 @@ fn doctor_warns_without_landlock_and_fails_when_it_is_required() {
             && said.contains("fix: run hanarang on a kernel with Landlock"),
         "{said}"
     );
+    if nix::unistd::geteuid().is_root() {
+        assert!(
+            said.contains("run unconfined, and as root"),
+            "a root hanarang says its sisters would be root unfenced: {said}"
+        );
+    }
 
     require_confinement(&files);
     let out = hanarang(&files, &[NO_LANDLOCK], &["doctor"]);
@@ -288,4 +294,45 @@ fn a_linked_config_or_database_folder_is_still_out_of_reach() {
         let line = format!("{}:denied", path.display());
         assert!(log.lines().any(|l| l == line), "{line} missing from\n{log}");
     }
+}
+
+/// A sister run as root gets no write to `/proc` or `/sys`, no device but the usual ones,
+/// and no capability: it cannot set the kernel's core pattern (whose `|program` would run
+/// as root outside every fence at the next crash), hanarang's OOM score, or leave its
+/// cgroup, nor mount. Each write puts back the value it read: a failure changes nothing.
+#[test]
+fn a_root_sister_writes_nothing_of_the_kernels_and_keeps_no_capability() {
+    if hanarang::fence::available().is_err() {
+        eprintln!("no Landlock on this kernel: nothing to test");
+        return;
+    }
+    let files = Files::new(&Setup {
+        harang: "privileges",
+        ..Setup::default()
+    });
+    let out = hanarang(&files, &[], &["run", "Add a login page", "--auto-approve"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let log =
+        std::fs::read_to_string(files.state_dir.join("privileges.log")).expect("the sister's log");
+    let mut denied = vec![
+        "core-pattern",
+        "hanarang-oom-score-adj",
+        "own-oom-score-adj",
+        "dev-kmsg",
+        "mount",
+    ];
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    if mountinfo.contains(" - cgroup2 ") {
+        denied.push("leave-cgroup");
+    }
+    for name in denied {
+        let line = format!("{name}:denied");
+        assert!(log.lines().any(|l| l == line), "{line} missing from\n{log}");
+    }
+    assert!(log.lines().any(|l| l == "dev-null:ALLOWED"), "{log}");
+    for set in ["CapInh", "CapPrm", "CapEff", "CapAmb", "CapBnd"] {
+        let line = format!("{set}:\t0000000000000000");
+        assert!(log.lines().any(|l| l == line), "{line} missing from\n{log}");
+    }
+    assert!(log.lines().any(|l| l == "NoNewPrivs:\t1"), "{log}");
 }
