@@ -36,7 +36,6 @@ pub fn config(dir: &Path) -> std::io::Result<Config> {
     )?;
     let instructions = workdir.join("AGENTS.md");
     let mut project = ProjectConfig::at(workdir);
-    project.plan_dir = "plans/{sprint_lower}".into();
     project.check = vec![exe.display().to_string(), "simulate-check".into()];
     project.instructions = Some(instructions);
     project.deploy =

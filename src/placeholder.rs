@@ -46,6 +46,7 @@ pub const PROMPT: &[&str] = &[
     "head",
     "artifact_dir",
     "plan_dir",
+    "plan_place",
     "round",
     "attempt",
     "checklist",

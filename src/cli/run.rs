@@ -61,12 +61,15 @@ async fn show_recipe(config: &Config) {
             };
             outln!("\n{}'s recipe, as its sisters carried it:", sprint.id);
             if let Some(project) = config.projects.get(&sprint.project) {
-                let plan = project
-                    .plan_dir_of(&sprint.id, &sprint.project)
-                    .join("plan.md");
+                let folder = project.plan_dir_of(&sprint.id, &sprint.project, store.runs_dir());
+                let plan = folder.join("plan.md");
                 // The plan is the sister's: read as it could open it, else not counted.
+                let root = match project.plans_in_tree() {
+                    true => project.workdir.as_path(),
+                    false => folder.as_path(),
+                };
                 let lines = crate::config::read_inside(
-                    &project.workdir,
+                    root,
                     &plan,
                     "plan",
                     &crate::fence::Own::of(config, store.runs_dir()).files,

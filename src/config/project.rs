@@ -12,10 +12,11 @@ pub struct ProjectConfig {
     /// The branch a sprint starts from; unset, the one checked out in the workdir.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_branch: Option<String>,
-    /// Where the planner writes the plan, relative to the workdir, with the branch
-    /// template's placeholders.
-    #[serde(default = "default_plan_dir")]
-    pub plan_dir: String,
+    /// Where the planner writes the plan, when the project keeps plans in its tree:
+    /// relative to the workdir, with the branch template's placeholders. Unset, the plan
+    /// lives in the sprint's folder outside the repository and is never committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_dir: Option<String>,
     /// The project's own check: a program and its arguments, never a shell line.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub check: Vec<String>,
@@ -48,7 +49,7 @@ impl ProjectConfig {
         ProjectConfig {
             workdir,
             base_branch: None,
-            plan_dir: default_plan_dir(),
+            plan_dir: None,
             check: Vec::new(),
             check_timeout: default_check_timeout(),
             check_base: default_check_base(),
@@ -59,11 +60,16 @@ impl ProjectConfig {
         }
     }
 
-    /// The plan folder of `sprint`, absolute: the workdir joined with `plan_dir`.
-    pub fn plan_dir_of(&self, sprint: &str, project: &str) -> PathBuf {
+    /// The plan folder of `sprint`, absolute: the workdir joined with `plan_dir` when the
+    /// project keeps plans in its tree, else the sprint's own folder beside its runs
+    /// (`<runs>/SPRINT-NNN/plan`).
+    pub fn plan_dir_of(&self, sprint: &str, project: &str, runs: &Path) -> PathBuf {
+        let Some(template) = &self.plan_dir else {
+            return plan_outside(runs, sprint);
+        };
         let lower = sprint.to_lowercase();
         let rendered = crate::placeholder::substitute(
-            &self.plan_dir,
+            template,
             &[
                 ("sprint", sprint),
                 ("sprint_lower", lower.as_str()),
@@ -71,6 +77,11 @@ impl ProjectConfig {
             ],
         );
         self.workdir.join(rendered)
+    }
+
+    /// Whether the plan is a file of the repository, committed with the change.
+    pub fn plans_in_tree(&self) -> bool {
+        self.plan_dir.is_some()
     }
 
     /// The project's file replacing `actor`'s built-in role text, when its `prompts`
@@ -117,8 +128,10 @@ impl ProjectConfig {
     }
 }
 
-pub(super) fn default_plan_dir() -> String {
-    ".plans/{sprint_lower}".into()
+/// A sprint's plan folder outside the repository: read by its every run, written by its
+/// planner's (the fence grants it so), never in the team's tree.
+pub fn plan_outside(runs: &Path, sprint: &str) -> PathBuf {
+    runs.join(sprint).join("plan")
 }
 
 fn default_check_base() -> bool {
@@ -148,15 +161,37 @@ pub(super) fn project_recipe(
     {
         problems.push(("base_branch", "must not be empty".to_string()));
     }
-    if project.plan_dir.trim().is_empty() {
-        problems.push(("plan_dir", "must not be empty".to_string()));
-    } else if Path::new(&project.plan_dir).is_absolute() {
-        problems.push((
-            "plan_dir",
-            format!("{:?} must be relative to the workdir", project.plan_dir),
-        ));
-    } else if let Some(name) = placeholder::first_unknown(&project.plan_dir, placeholder::BRANCH) {
-        problems.push(("plan_dir", unknown_placeholder(name, placeholder::BRANCH)));
+    match project.plan_dir.as_deref() {
+        None => {}
+        Some(dir) if dir.trim().is_empty() => {
+            problems.push((
+                "plan_dir",
+                "must not be empty (leave it out to keep plans outside the repository)".to_string(),
+            ));
+        }
+        Some(dir) if Path::new(dir).is_absolute() => {
+            problems.push((
+                "plan_dir",
+                format!("{dir:?} must be relative to the workdir"),
+            ));
+        }
+        Some(dir)
+            if Path::new(dir)
+                .components()
+                .any(|c| c == std::path::Component::ParentDir) =>
+        {
+            problems.push((
+                "plan_dir",
+                format!(
+                    "{dir:?} leaves the workdir (`..`): a plan kept in the tree is a folder of it; leave plan_dir out to keep plans outside the repository"
+                ),
+            ));
+        }
+        Some(dir) => {
+            if let Some(name) = placeholder::first_unknown(dir, placeholder::BRANCH) {
+                problems.push(("plan_dir", unknown_placeholder(name, placeholder::BRANCH)));
+            }
+        }
     }
     if project.check.first().is_some_and(|p| p.trim().is_empty()) {
         problems.push((

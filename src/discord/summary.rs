@@ -130,6 +130,7 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
     out.extend(contract(e, locale));
     out.push(check_line(e, locale));
     out.extend(commits(e, locale));
+    out.extend(plan(e, locale));
     let (review, findings) = review(e, locale);
     out.extend(review);
     out.extend(spend(e, locale));
@@ -190,6 +191,14 @@ fn contract_item(c: &ContractItem) -> String {
         inert::exact_line(&c.item.id),
         inert::exact_line(&c.item.text)
     )
+}
+
+/// Where the project keeps its plans in its tree, that the change carries the plan.
+fn plan(e: &Evidence, l: Locale) -> Option<String> {
+    let dir = code(e.plan_in_tree.as_deref()?);
+    Some(say!(l,
+        ko: "📝 **기획서**: 프로젝트 설정대로 저장소 안 {dir}에 커밋됨 — 변경과 함께 병합됩니다",
+        en: "📝 **Plan**: committed in the tree at {dir}, as the project keeps its plans — it is merged with the change"))
 }
 
 /// The commits against the base, or why there are none to show.
@@ -392,6 +401,7 @@ mod tests {
             base_check: None,
             approved: None,
             forge: None,
+            plan_in_tree: None,
             contract: vec![ContractItem {
                 item: ChecklistItem {
                     id: "C1".into(),

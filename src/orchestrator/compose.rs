@@ -140,6 +140,22 @@ impl Orchestrator {
         let parent_run_id = lineage.parent.as_ref().map(|r| r.run_id.clone());
         let (review_issues, review_issues_by) = lineage.review_issues(stage);
         let checkout = workspace.checkout.as_ref();
+        // Where the plan is, and whether it is a file of the tree; the folder outside the
+        // tree is made now, as the fence grants only what exists.
+        let plan_dir = project.map(|p| {
+            let dir = p.plan_dir_of(&sprint.id, &sprint.project, self.store.runs_dir());
+            (dir, p.plans_in_tree())
+        });
+        let unpreparable = match &plan_dir {
+            Some((dir, false)) => match std::fs::create_dir_all(dir) {
+                Ok(()) => unpreparable,
+                Err(e) => unpreparable.or(Some(format!(
+                    "cannot make the sprint's plan folder {}: {e}",
+                    dir.display()
+                ))),
+            },
+            _ => unpreparable,
+        };
         let contract = ContractFile {
             sprint_id: sprint.id.clone(),
             goal: sprint.goal.clone(),
@@ -164,13 +180,11 @@ impl Orchestrator {
             focus_by: sprint.focus_by.clone(),
             review_issues_by,
             handoff_by: Some(handoff_by),
-            plan_dir: project
-                .map(|p| {
-                    p.plan_dir_of(&sprint.id, &sprint.project)
-                        .display()
-                        .to_string()
-                })
+            plan_dir: plan_dir
+                .as_ref()
+                .map(|(dir, _)| dir.display().to_string())
                 .unwrap_or_default(),
+            plan_in_tree: plan_dir.as_ref().is_some_and(|(_, in_tree)| *in_tree),
             base_branch: checkout
                 .map(|c| c.base_branch.clone())
                 .or_else(|| project.and_then(|p| p.base_branch.clone())),
@@ -203,6 +217,10 @@ impl Orchestrator {
         let fence = self.fence(
             std::path::Path::new(&contract.artifact_dir),
             &workdir,
+            plan_dir
+                .as_ref()
+                .filter(|(_, in_tree)| !in_tree)
+                .map(|(dir, _)| (dir.as_path(), stage == Stage::Planning)),
             &spec.writable,
             &spec.env,
         );
@@ -579,6 +597,7 @@ impl Orchestrator {
         &self,
         artifact_dir: &std::path::Path,
         workdir: &std::path::Path,
+        plan: Option<(&std::path::Path, bool)>,
         writable: &[String],
         env: &std::collections::BTreeMap<String, String>,
     ) -> crate::fence::Fence {
@@ -605,6 +624,13 @@ impl Orchestrator {
             }
             Some(path)
         });
+        // The sprint's plan folder outside the tree: the planner's to write, the others'
+        // to read.
+        let (plan_read, plan_written) = match plan {
+            Some((dir, true)) => (None, Some(dir.to_path_buf())),
+            Some((dir, false)) => (Some(dir.to_path_buf()), None),
+            None => (None, None),
+        };
         let writable = [
             workdir.to_path_buf(),
             artifact_dir.to_path_buf(),
@@ -614,12 +640,13 @@ impl Orchestrator {
         ]
         .into_iter()
         .chain(crate::fence::DEVICES.iter().map(std::path::PathBuf::from))
+        .chain(plan_written)
         .chain(own_writable)
         .collect();
         crate::fence::Fence {
             plan: crate::fence::Plan {
                 protected: own.files,
-                readable: Vec::new(),
+                readable: plan_read.into_iter().collect(),
                 writable,
                 exec: None,
                 tcp: own

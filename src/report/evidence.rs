@@ -95,6 +95,9 @@ pub struct Evidence {
     pub approved: Option<String>,
     /// The sprint's pull request on its project's forge, when one was opened.
     pub forge: Option<PullRequestSeen>,
+    /// The plan's folder in the repository (relative to the workdir) when the project
+    /// keeps plans in its tree, so the change carries it; `None` when it lives outside.
+    pub plan_in_tree: Option<String>,
 }
 
 /// A sprint's pull request as its log tells it.
@@ -192,8 +195,18 @@ impl Evidence {
             until.and_then(|_| last_reviewed(&runs)),
         )
         .await;
+        let plan_in_tree = config
+            .projects
+            .get(&sprint.project)
+            .filter(|p| p.plans_in_tree())
+            .map(|p| {
+                let dir = p.plan_dir_of(&sprint.id, &sprint.project, store.runs_dir());
+                let shown = dir.strip_prefix(&p.workdir).unwrap_or(&dir);
+                format!("{}/", shown.display())
+            });
         Ok(Evidence {
             approved,
+            plan_in_tree,
             forge: pull_request_seen(&log),
             contract: crate::store::contract_results(&runs, &log),
             rounds: rounds(&runs, &log),

@@ -76,9 +76,14 @@ pub struct ContractFile {
     /// or `synthesized by the orchestrator` (from a run, when it was handed off).
     #[serde(default)]
     pub handoff_by: Option<String>,
-    /// Where the planner writes the plan: the workdir joined with the project's `plan_dir`.
+    /// Where the planner writes the plan: the sprint's folder outside the repository,
+    /// or the workdir joined with the project's `plan_dir`.
     #[serde(default)]
     pub plan_dir: String,
+    /// Whether `plan_dir` is in the repository (the project keeps plans in its tree, and
+    /// the planner commits the plan there).
+    #[serde(default)]
+    pub plan_in_tree: bool,
     /// The branch the sprint's branch started from: recorded when the orchestrator made
     /// it in a git workdir, else the project's `base_branch`, when it sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -325,6 +325,7 @@ mod tests {
             review_issues_by: Vec::new(),
             handoff_by: Some("darang run SPRINT-001-R03".into()),
             plan_dir: "/w/.plans/sprint-001".into(),
+            plan_in_tree: true,
             base_branch: None,
             base_commit: None,
             head: None,

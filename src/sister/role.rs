@@ -63,6 +63,7 @@ pub fn render(contract: &ContractFile, template: Option<&str>, contract_path: &s
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .unwrap_or("(the project does not say: deploy as its own files (README, scripts, CI) describe, and say what you did)");
+    let plan_place = plan_place(c);
     let values = [
         ("role", c.role.as_str()),
         ("sister", c.role.korean_name()),
@@ -79,6 +80,7 @@ pub fn render(contract: &ContractFile, template: Option<&str>, contract_path: &s
         ("head", head),
         ("artifact_dir", c.artifact_dir.as_str()),
         ("plan_dir", c.plan_dir.as_str()),
+        ("plan_place", plan_place),
         ("round", round.as_str()),
         ("attempt", attempt.as_str()),
         ("checklist", checklist.as_str()),
@@ -89,6 +91,24 @@ pub fn render(contract: &ContractFile, template: Option<&str>, contract_path: &s
     ];
     debug_assert!(values.iter().all(|(n, _)| placeholder::PROMPT.contains(n)));
     placeholder::substitute(template, &values)
+}
+
+/// Where the plan lives and what this role does with it: outside the repository, read
+/// there and never copied in (the team's pull request holds only the change); or, where
+/// the project keeps plans in its tree, committed by the planner.
+fn plan_place(c: &ContractFile) -> &'static str {
+    match (c.plan_in_tree, c.role.stage()) {
+        (false, Stage::Planning) => {
+            "It is this sprint's folder outside the repository, where every sister of the sprint reads it: keep the plan and everything you write to plan (notes, checklists, scripts) there, never in the repository, and commit nothing — the team's pull request holds only the change."
+        }
+        (false, _) => {
+            "It is outside the repository: read it there, and never copy it (or anything of it) into the repository — the team's pull request holds only the change."
+        }
+        (true, Stage::Planning) => {
+            "It is inside the repository (the project keeps its plans in its tree): commit the plan there; it ships with the change."
+        }
+        (true, _) => "The planner committed it in the repository; do not edit it.",
+    }
 }
 
 /// The sprint's contract as quoted lists (`- id: text`), each in a block naming who set

@@ -25,12 +25,25 @@ pub(crate) fn delivering(
     narang: &'static str,
     extra: &str,
 ) -> (Files, Fake, std::path::PathBuf) {
-    let files = Files::new(&Setup {
-        narang,
-        extra: ON_THE_BRANCH,
-        engine,
-        ..Setup::default()
-    });
+    delivering_as(
+        Setup {
+            narang,
+            extra: ON_THE_BRANCH,
+            engine,
+            ..Setup::default()
+        },
+        kind,
+        extra,
+    )
+}
+
+/// `delivering`, with the sisters and config of `setup`.
+pub(crate) fn delivering_as(
+    setup: Setup,
+    kind: Kind,
+    extra: &str,
+) -> (Files, Fake, std::path::PathBuf) {
+    let files = Files::new(&setup);
     let (repo, _) = a_repository_on_main(&files);
     let fake = Fake::start(kind, "acme", "app", TOKEN, Some(&repo));
     let token = files.dir.path().join("forge-token");
@@ -610,4 +623,95 @@ async fn a_persons_comment_on_the_forge_is_quoted_as_data_for_the_next_run() {
         1,
         "the comment closed its block: {prompt}"
     );
+}
+
+/// What the pull request holds when the planner writes its plan (and a script) as the
+/// prompt says, with the plan folder at its default or in the tree.
+async fn the_pull_request_holds_the_change(
+    kind: Kind,
+    plan_dir: Option<&str>,
+) -> (Vec<String>, String) {
+    let extra: &'static str = match plan_dir {
+        None => concat!(
+            "[agent.narang.env]\nSAY_BRANCH = \"feature/sprint-001\"\nPROBE_PLAN = \"1\"\n",
+            "[agent.darang.env]\nPROBE_PLAN = \"1\"\n"
+        ),
+        Some(_) => ON_THE_BRANCH,
+    };
+    let (files, fake, repo) = delivering_as(
+        Setup {
+            harang: "plan",
+            narang: "commits 1",
+            extra,
+            ..Setup::default()
+        },
+        kind,
+        "",
+    );
+    if let Some(dir) = plan_dir {
+        let config = std::fs::read_to_string(&files.config_path).expect("config");
+        let config = config.replacen(
+            "\n[projects.app]\n",
+            &format!("\n[projects.app]\nplan_dir = {dir:?}\n"),
+            1,
+        );
+        std::fs::write(&files.config_path, config).expect("config");
+    }
+    let _serve = Serve::start(&files, "serve.log");
+    let (_, pr, head) = at_verifying(&files, &fake, &repo);
+    if plan_dir.is_none() {
+        for reader in ["narang", "darang"] {
+            let log = std::fs::read_to_string(files.state_dir.join(format!("plan-{reader}.log")))
+                .unwrap_or_default();
+            assert!(
+                log.lines()
+                    .all(|l| l == "read:ALLOWED" || l == "write:denied")
+                    && log.contains("read:ALLOWED"),
+                "{reader} reads the plan and cannot change it: {log}"
+            );
+        }
+    }
+    let changed = git(&repo, &["diff", "--name-only", &format!("main..{head}")]);
+    let body = fake
+        .prs()
+        .into_iter()
+        .find(|p| p.number == pr)
+        .expect("the pull request")
+        .body;
+    (changed.lines().map(str::to_string).collect(), body)
+}
+
+/// By default the plan lives outside the repository: the pull request's diff is the
+/// sprint's work alone, every sister read the plan there and only the planner wrote it.
+async fn the_plan_stays_out_of_the_pull_request(kind: Kind) {
+    let (changed, body) = the_pull_request_holds_the_change(kind, None).await;
+    assert_eq!(changed, ["part-1-1.txt"], "only the change: {changed:?}");
+    assert!(
+        !body.contains("**Plan**") && !body.contains("기획서"),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn github_the_plan_stays_out_of_the_pull_request() {
+    the_plan_stays_out_of_the_pull_request(Kind::GitHub).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forgejo_the_plan_stays_out_of_the_pull_request() {
+    the_plan_stays_out_of_the_pull_request(Kind::Forgejo).await;
+}
+
+/// A project that keeps plans in its tree gets them committed, and its summary (the pull
+/// request's body) says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_kept_in_the_tree_is_in_the_change_and_said_so() {
+    let (changed, body) =
+        the_pull_request_holds_the_change(Kind::GitHub, Some(".plans/{sprint_lower}")).await;
+    assert!(
+        changed.contains(&".plans/sprint-001/plan.md".to_string())
+            && changed.contains(&"part-1-1.txt".to_string()),
+        "{changed:?}"
+    );
+    assert!(body.contains("`.plans/sprint-001/`"), "{body}");
 }

@@ -159,8 +159,8 @@ async fn every_prompt_says_the_role_with_the_projects_recipe() {
     let prompt = p.files.stdin_of(&harang.run_id);
     assert!(prompt.contains("Write the plan as markdown in"), "{prompt}");
     assert!(
-        prompt.contains("Commit the plan on feature/sprint-001"),
-        "{prompt}"
+        prompt.contains("the project keeps its plans in its tree): commit the plan there"),
+        "the project's plan_dir is in its tree: {prompt}"
     );
 
     // The contract goes to the implementer and the reviewer, as the planner wrote it.

@@ -205,7 +205,7 @@ fn the_demo_runs_a_whole_sprint_with_no_config() {
         "demo finished",
         // The project's recipe, honoured: a plan in its folder, a contract reviewed, the
         // project's check run.
-        "plans/sprint-001/plan.md (5 lines)",
+        "SPRINT-001/plan/plan.md (5 lines)",
         "  contract: ✅ page · ✅ tests · ✅ docs",
         // Each round's implementation checked, named by its run.
         "  check of SPRINT-001-R02: passed, `hanarang simulate-check`",

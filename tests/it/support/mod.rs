@@ -167,6 +167,7 @@ pub fn contract(actor: Actor, workdir: &Path) -> ContractFile {
         review_issues_by: Vec::new(),
         handoff_by: None,
         plan_dir: workdir.join(".plans/sprint-001").display().to_string(),
+        plan_in_tree: true,
         base_branch: None,
         base_commit: None,
         head: None,
