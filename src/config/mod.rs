@@ -304,6 +304,14 @@ impl Config {
             .map_or(DEFAULT_TOKEN_ENV, |d| d.token_env.as_str())
     }
 
+    /// Whether an approval of `project`'s sprints merges its pull request (it delivers
+    /// through its forge) rather than starting the deployer.
+    pub fn merges(&self, project: &str) -> bool {
+        self.projects
+            .get(project)
+            .is_some_and(|p| p.forge.is_some())
+    }
+
     /// What the messages call the user.
     pub fn nickname(&self) -> &str {
         self.discord

@@ -18,6 +18,8 @@ const PREFIX: &str = "hanarang";
 pub enum Action {
     /// Approve the deploy of a sprint in `done`.
     Approve,
+    /// Approve the merge of a sprint in `done` whose project delivers through its forge.
+    Merge,
     /// Ask for changes: opens a form for the note (the form's own id is this action's).
     Changes,
     /// Abort the sprint.
@@ -32,8 +34,9 @@ pub enum Action {
 }
 
 impl Action {
-    const ALL: [Action; 6] = [
+    const ALL: [Action; 7] = [
         Action::Approve,
+        Action::Merge,
         Action::Changes,
         Action::Abort,
         Action::Handoff,
@@ -50,6 +53,7 @@ impl Action {
     fn name(self) -> &'static str {
         match self {
             Action::Approve => "approve",
+            Action::Merge => "merge",
             Action::Changes => "changes",
             Action::Abort => "abort",
             Action::Handoff => "handoff",
@@ -61,7 +65,7 @@ impl Action {
     /// The command a click gives (for `Changes`, once its form is submitted).
     pub fn kind(self) -> CommandKind {
         match self {
-            Action::Approve => CommandKind::Approve,
+            Action::Approve | Action::Merge => CommandKind::Approve,
             Action::Changes => CommandKind::RequestChanges,
             Action::Abort => CommandKind::Abort,
             Action::Handoff => CommandKind::Handoff,
@@ -72,6 +76,7 @@ impl Action {
     fn label(self, locale: Locale) -> String {
         match self {
             Action::Approve => say!(locale, ko: "배포 승인", en: "Approve deploy"),
+            Action::Merge => say!(locale, ko: "병합 승인", en: "Approve merge"),
             Action::Changes => say!(locale, ko: "변경 요청", en: "Request changes"),
             Action::Abort => say!(locale, ko: "중단", en: "Abort"),
             Action::Handoff => say!(locale, ko: "지금 핸드오프", en: "Hand off now"),
@@ -82,7 +87,7 @@ impl Action {
 
     fn style(self) -> serenity::ButtonStyle {
         match self {
-            Action::Approve => serenity::ButtonStyle::Success,
+            Action::Approve | Action::Merge => serenity::ButtonStyle::Success,
             Action::Changes | Action::Settle => serenity::ButtonStyle::Primary,
             Action::Abort => serenity::ButtonStyle::Danger,
             Action::Handoff | Action::Resume => serenity::ButtonStyle::Secondary,
@@ -149,10 +154,16 @@ impl std::fmt::Display for ButtonId {
     }
 }
 
-/// The approve / request changes / abort buttons of the `done` reached at transition
-/// `seq`; a card whose state has passed (a later round's `done`) gives nothing.
-pub fn done_buttons(sprint_id: &str, seq: i64, locale: Locale) -> Vec<CreateActionRow> {
-    decision_buttons(sprint_id, seq, None, locale)
+/// The approve (`merges`: approve merge) / request changes / abort buttons of the `done`
+/// reached at transition `seq`; a card whose state has passed (a later round's `done`)
+/// gives nothing.
+pub fn done_buttons(
+    sprint_id: &str,
+    seq: i64,
+    merges: bool,
+    locale: Locale,
+) -> Vec<CreateActionRow> {
+    decision_buttons(sprint_id, seq, None, merges, locale)
 }
 
 /// `done_buttons`, with the request-changes form prefilled from a note (its command id).
@@ -160,9 +171,15 @@ pub fn decision_buttons(
     sprint_id: &str,
     seq: i64,
     note: Option<i64>,
+    merges: bool,
     locale: Locale,
 ) -> Vec<CreateActionRow> {
-    let buttons = [Action::Approve, Action::Changes, Action::Abort]
+    let approve = if merges {
+        Action::Merge
+    } else {
+        Action::Approve
+    };
+    let buttons = [approve, Action::Changes, Action::Abort]
         .into_iter()
         .map(|action| {
             let mut id = ButtonId::new(action, sprint_id, seq);

@@ -106,7 +106,8 @@ pub async fn on_message(
         let text = say!(locale,
             ko: "📝 메모를 남겼어요. {sprint_id}는 결정을 기다려요: 이 메모로 변경을 요청하거나 배포를 승인하세요",
             en: "📝 Noted. {sprint_id} waits for your decision: request changes with this note, or approve the deploy");
-        let buttons = decision_buttons(&sprint.id, sprint.last_seq, Some(id), locale);
+        let merges = data.config.merges(&sprint.project);
+        let buttons = decision_buttons(&sprint.id, sprint.last_seq, Some(id), merges, locale);
         return answer(ctx, msg, &text, buttons).await;
     }
     // Whichever host runs it: the sprint's own runs, not this host's in flight.

@@ -11,8 +11,8 @@ use serde_json::json;
 
 use super::http::{Budget, Client, Scheme};
 use super::{
-    Check, CheckState, Comment, Forge, LineComment, PrState, PullRequest, Repository, Result,
-    Review, ReviewState,
+    Check, CheckState, Comment, Forge, LineComment, MergeMessage, PrState, PullRequest, Repository,
+    Result, Review, ReviewState,
 };
 use crate::config::MergeMethod;
 
@@ -330,13 +330,24 @@ impl Forge for Forgejo {
             .collect())
     }
 
-    async fn merge(&self, number: u64, head: &str, method: MergeMethod) -> Result<Option<String>> {
+    async fn merge(
+        &self,
+        number: u64,
+        head: &str,
+        method: MergeMethod,
+        message: &MergeMessage,
+    ) -> Result<Option<String>> {
         let _: serde_json::Value = self
             .client
             .write(
                 Method::POST,
                 &self.path(&format!("/pulls/{number}/merge")),
-                &json!({ "Do": method.as_str(), "head_commit_id": head }),
+                &json!({
+                    "Do": method.as_str(),
+                    "head_commit_id": head,
+                    "MergeTitleField": message.title,
+                    "MergeMessageField": message.body,
+                }),
             )
             .await?;
         // The merge's answer is empty: the pull request names its merge commit.

@@ -9,8 +9,8 @@ use serde_json::json;
 
 use super::http::{Budget, Client, Scheme};
 use super::{
-    Check, CheckState, Comment, Forge, ForgeError, LineComment, PrState, PullRequest, Repository,
-    Result, Review, ReviewState,
+    Check, CheckState, Comment, Forge, ForgeError, LineComment, MergeMessage, PrState, PullRequest,
+    Repository, Result, Review, ReviewState,
 };
 use crate::config::MergeMethod;
 
@@ -400,13 +400,24 @@ impl Forge for GitHub {
             .collect())
     }
 
-    async fn merge(&self, number: u64, head: &str, method: MergeMethod) -> Result<Option<String>> {
+    async fn merge(
+        &self,
+        number: u64,
+        head: &str,
+        method: MergeMethod,
+        message: &MergeMessage,
+    ) -> Result<Option<String>> {
         let merged: Merged = self
             .client
             .write(
                 Method::PUT,
                 &self.path(&format!("/pulls/{number}/merge")),
-                &json!({ "merge_method": method.as_str(), "sha": head }),
+                &json!({
+                    "merge_method": method.as_str(),
+                    "sha": head,
+                    "commit_title": message.title,
+                    "commit_message": message.body,
+                }),
             )
             .await?;
         Ok(merged.sha)

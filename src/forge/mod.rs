@@ -15,6 +15,7 @@ use crate::config::{ForgeConfig, ForgeKind, MergeMethod};
 mod forgejo;
 mod github;
 mod http;
+pub mod words;
 
 pub use http::Budget;
 
@@ -105,6 +106,13 @@ pub struct Comment {
     pub body: String,
 }
 
+/// The merge commit's title and message, as hanarang writes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeMessage {
+    pub title: String,
+    pub body: String,
+}
+
 /// What the token may do on the repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repository {
@@ -191,9 +199,16 @@ pub trait Forge: Send + Sync + fmt::Debug {
     async fn log_tail(&self, check: &Check, max_bytes: usize) -> Result<Option<String>>;
     async fn reviews(&self, number: u64) -> Result<Vec<Review>>;
     async fn comments(&self, number: u64) -> Result<Vec<Comment>>;
-    /// Merges the pull request with `method`, only while its head is `head`; a refusal is
-    /// `ForgeError::Refused` with the forge's words.
-    async fn merge(&self, number: u64, head: &str, method: MergeMethod) -> Result<Option<String>>;
+    /// Merges the pull request with `method`, only while its head is `head`, its commit
+    /// written with `message` (never the forge's default, which copies the commits'
+    /// subjects); a refusal is `ForgeError::Refused` with the forge's words.
+    async fn merge(
+        &self,
+        number: u64,
+        head: &str,
+        method: MergeMethod,
+        message: &MergeMessage,
+    ) -> Result<Option<String>>;
     /// What this client asked of the forge so far.
     fn budget(&self) -> Budget;
 }

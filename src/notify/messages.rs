@@ -35,6 +35,9 @@ pub struct Context<'a> {
     /// How the line names a person (`discord:ID`, `cli:user@host`): as recorded for a
     /// terminal; Discord's bridge names a Discord user as a mention that pings no one.
     pub person: fn(&str) -> String,
+    /// The branch an approval merges into, when the project delivers through its forge
+    /// (approving merges rather than deploys).
+    pub merges_into: Option<&'a str>,
 }
 
 impl<'a> Context<'a> {
@@ -48,6 +51,17 @@ impl<'a> Context<'a> {
             max_attempts: config.pipeline.max_attempts,
             agent_text: one_line,
             person: str::to_string,
+            merges_into: config
+                .projects
+                .get(&sprint.project)
+                .filter(|p| p.forge.is_some())
+                .map(|p| {
+                    sprint
+                        .base_branch
+                        .as_deref()
+                        .or(p.base_branch.as_deref())
+                        .unwrap_or("the base branch")
+                }),
         }
     }
 
@@ -330,12 +344,28 @@ fn moved(t: &TransitionRecord, cx: &Context<'_>) -> Line {
         (Event::ForgeMerged { by, commit }, _, State::Deployed) => {
             plain(merged(id, by.as_deref(), commit.as_deref(), l))
         }
-        (Event::Approve { by }, _, State::Deployed) => {
-            let commit = match &t.note {
-                Some(Note::Merged { commit, .. }) => commit.as_deref(),
-                _ => None,
-            };
-            plain(merged(id, Some(by), commit, l))
+        (Event::Merged { commit, .. }, _, State::Deployed) => {
+            plain(merged(id, None, commit.as_deref(), l))
+        }
+        (Event::Merged { commit, .. }, _, State::Deploying) => {
+            let deployer = sister(Stage::Deploying.actor(), l);
+            let merged = merged(id, None, commit.as_deref(), l);
+            plain(say!(l,
+                ko: "{merged} — {deployer}가 병합된 커밋 배포 시작",
+                en: "{merged} — {deployer} deploys the merged commit"))
+        }
+        (Event::Approve { by }, _, State::Merging) => {
+            let into = cx.merges_into.unwrap_or("the base branch");
+            let c = approved_commit(t).map_or("?", short_commit);
+            plain(say!(l,
+                ko: "🔏 {by}님 승인: {c}을 {into}에 병합하는 중",
+                en: "🔏 {by} approved: merging {c} into {into}"))
+        }
+        (Event::MergeDelayed { reason }, _, State::Merging) => {
+            let reason = one_line(reason);
+            plain(say!(l,
+                ko: "⏳ {id} 병합 대기: 포지에 닿지 않음 ({reason}). 승인은 유효하며 다시 시도합니다",
+                en: "⏳ {id} waits to merge: the forge cannot be reached ({reason}). The approval stands; trying again"))
         }
         (Event::Resume { by, .. }, _, to) => {
             let stage = to.stage().unwrap_or(Stage::Planning);
@@ -346,11 +376,14 @@ fn moved(t: &TransitionRecord, cx: &Context<'_>) -> Line {
         }
         (Event::Approve { by }, _, State::Deploying) => plain(approved(t, by, l)),
         (_, _, State::Done) => {
-            let done = match approved_commit(t).map(short_commit) {
-                Some(c) => say!(l,
+            let done = match (approved_commit(t).map(short_commit), cx.merges_into) {
+                (Some(c), Some(into)) => say!(l,
+                    ko: "✅ {id} 완료. {c}을 {into}에 병합하도록 승인해주세요",
+                    en: "✅ {id} is done. Please approve merging {c} into {into}"),
+                (Some(c), None) => say!(l,
                     ko: "✅ {id} 완료. {c} 배포 승인해주세요",
                     en: "✅ {id} is done. Please approve deploying {c}"),
-                None => say!(l,
+                (None, _) => say!(l,
                     ko: "✅ {id} 완료. 배포 승인해주세요",
                     en: "✅ {id} is done. Please approve the deploy"),
             };

@@ -25,7 +25,8 @@ use crate::store::{CommandKind, Sprint, Store, TransitionRecord};
 /// How much of a failed check's log is read, and how many of its last lines are kept.
 const LOG_BYTES: usize = 64 * 1024;
 const LOG_LINES: usize = 40;
-/// The wait before another try after a visit failed (the forge down, an unknown answer).
+/// The wait before another try after a visit failed (the forge down, an unknown answer);
+/// a merge waiting for the forge backs off up to it.
 const RETRY: Duration = Duration::from_secs(60);
 /// Visits start at most this often, across every pull request: never a burst at a forge,
 /// however many wait at once.
@@ -60,6 +61,8 @@ pub(super) struct Forges {
     describe: Option<Describe>,
     /// Sprint → when it is visited next, and whether a visit is under way.
     watch: HashMap<String, (Instant, bool)>,
+    /// Sprint → how many merge visits in a row the forge did not answer.
+    merge_failures: HashMap<String, u32>,
     /// No visit starts before this.
     next_start: Option<Instant>,
     /// When the sprints waiting on a forge were last read; `None`: read them at the next
@@ -78,6 +81,9 @@ pub(super) struct Visit {
     notes: Vec<PeoplesWord>,
     /// When to look again.
     next: Duration,
+    /// A merge the forge could not be asked for (down, rate-limited): tried again later,
+    /// backing off.
+    merge_unanswered: bool,
 }
 
 /// A person's word on the forge, for the sisters: a note, or (a "changes requested"
@@ -114,10 +120,7 @@ impl Forges {
         }
         Ok(Forges {
             by_project,
-            describe: None,
-            watch: HashMap::new(),
-            next_start: None,
-            read_at: None,
+            ..Forges::default()
         })
     }
 
@@ -129,11 +132,19 @@ impl Forges {
         !self.by_project.is_empty()
     }
 
-    /// `sprint` is to be visited at once (it moved on since a visit saw it).
+    /// `sprint` is to be visited at once (it moved on since a visit saw it), or as soon as
+    /// the visit under way has reported: never two at once.
     pub(super) fn now(&mut self, sprint_id: &str) {
+        let busy = self.visiting(sprint_id);
         self.watch
-            .insert(sprint_id.to_string(), (Instant::now(), false));
+            .insert(sprint_id.to_string(), (Instant::now(), busy));
         self.read_at = None;
+    }
+
+    /// Whether a visit to `sprint`'s forge is under way (for a sprint in `merging`: its
+    /// merge is being asked).
+    pub(super) fn visiting(&self, sprint_id: &str) -> bool {
+        self.watch.get(sprint_id).is_some_and(|(_, busy)| *busy)
     }
 
     /// A sprint moved: the next pass reads which ones wait on a forge.
@@ -162,6 +173,11 @@ impl Forges {
 }
 
 impl ProjectForge {
+    /// The forge's API.
+    pub(super) fn api(&self) -> &dyn Forge {
+        self.api.as_ref()
+    }
+
     /// Fetches `branch` from the forge with hanarang's git: the commit it points at there.
     pub(super) async fn fetch(&self, repo: &Repo, branch: &str) -> Result<String, String> {
         let url = self.config.push_url().ok_or("no push URL")?;
@@ -231,11 +247,14 @@ impl Orchestrator {
         self.forges.read_at = Some(now);
         let waiting = self
             .store
-            .sprints_in(|s| matches!(s, State::Verifying | State::Done))
+            .sprints_in(|s| matches!(s, State::Verifying | State::Done | State::Merging))
             .await?;
         let mut next = REREAD;
         let ids: Vec<&str> = waiting.iter().map(|s| s.id.as_str()).collect();
         self.forges.watch.retain(|id, _| ids.contains(&id.as_str()));
+        self.forges
+            .merge_failures
+            .retain(|id, _| ids.contains(&id.as_str()));
         for sprint in waiting {
             let Some(forge) = self.forges.of(&sprint.project).cloned() else {
                 continue;
@@ -264,6 +283,18 @@ impl Orchestrator {
             self.forges.next_start = Some(now + BETWEEN_VISITS);
             self.forges.watch.insert(sprint.id.clone(), (at, true));
             let log = self.store.transitions(&sprint.id).await?;
+            let ask = match sprint.state {
+                State::Merging => {
+                    Some(super::merge::ask(&self.store, &self.config, &sprint, &log).await)
+                }
+                _ => None,
+            };
+            let failures = self
+                .forges
+                .merge_failures
+                .get(&sprint.id)
+                .copied()
+                .unwrap_or(0);
             let repo = self.repo(
                 &self
                     .config
@@ -278,7 +309,10 @@ impl Orchestrator {
             let span = tracing::info_span!("forge", sprint = %sprint.id);
             tokio::spawn(tracing::Instrument::instrument(
                 async move {
-                    let visit = visit(&forge, &store, describe, &repo, &sprint, &log).await;
+                    let visit = match ask {
+                        Some(ask) => merge_visit(&forge, ask, &sprint, &log, failures).await,
+                        None => visit(&forge, &store, describe, &repo, &sprint, &log).await,
+                    };
                     let _ = tx.send(visit);
                 },
                 span,
@@ -294,6 +328,18 @@ impl Orchestrator {
             visit.sprint_id.clone(),
             (Instant::now() + visit.next, false),
         );
+        match visit.merge_unanswered {
+            true => {
+                *self
+                    .forges
+                    .merge_failures
+                    .entry(visit.sprint_id.clone())
+                    .or_default() += 1
+            }
+            false => {
+                self.forges.merge_failures.remove(&visit.sprint_id);
+            }
+        }
         self.forges.moved();
         let Some(sprint) = self.store.sprint(&visit.sprint_id).await? else {
             return Ok(());
@@ -339,32 +385,6 @@ impl Orchestrator {
         }
         Ok(())
     }
-
-    /// The forge's answer to an approval: the pull request merged at `approved`, with the
-    /// method the project sets. `Err(Some)`: the forge refused, in its words; `Err(None)`:
-    /// it could not be asked now (down, rate-limited), the approval is refused.
-    pub(super) async fn merge(
-        &self,
-        sprint: &Sprint,
-        approved: &str,
-    ) -> Option<Result<Result<Option<String>, String>, String>> {
-        let forge = self.forges.of(&sprint.project)?;
-        let log = self.store.transitions(&sprint.id).await.ok()?;
-        let Some((number, _, _, _)) = published(&log) else {
-            return Some(Ok(Err(
-                "no pull request was opened for this sprint".to_string()
-            )));
-        };
-        let merged = forge.api.merge(number, approved, forge.config.merge).await;
-        Some(match merged {
-            Ok(commit) => Ok(Ok(commit)),
-            Err(ForgeError::Refused { message, .. }) => Ok(Err(message)),
-            Err(ForgeError::NotFound(what)) => Ok(Err(format!(
-                "pull request #{number} is gone from the forge ({what})"
-            ))),
-            Err(e) => Err(format!("{e}; nothing was merged: approve again later")),
-        })
-    }
 }
 
 /// The sprint's pull request as its log tells it: the last one published (number, URL,
@@ -409,6 +429,7 @@ async fn visit(
         } else {
             interval * 4
         },
+        merge_unanswered: false,
     };
     let found = if sprint.state == State::Verifying && !published_since_verifying(log) {
         publish(forge, store, describe, repo, sprint, log).await
@@ -438,6 +459,55 @@ async fn visit(
         Err(e) => {
             out.next = RETRY.min(interval * 2);
             tracing::warn!(error = %e, "the forge could not be visited; looking again later");
+        }
+    }
+    out
+}
+
+/// A merge visit to a sprint in `merging` (`failures`: the visits before that the forge
+/// did not answer): its answer as an event; a forge that cannot answer is tried again,
+/// backing off, and the thread told once.
+async fn merge_visit(
+    forge: &ProjectForge,
+    ask: Result<super::merge::MergeAsk, Event>,
+    sprint: &Sprint,
+    log: &[TransitionRecord],
+    failures: u32,
+) -> Visit {
+    let interval = forge.config.poll_interval.0;
+    let mut out = Visit {
+        sprint_id: sprint.id.clone(),
+        seq: sprint.last_seq,
+        events: Vec::new(),
+        notes: Vec::new(),
+        next: interval,
+        merge_unanswered: false,
+    };
+    let answer = match ask {
+        Ok(ask) => super::merge::visit(forge, &ask).await,
+        Err(event) => Ok(event),
+    };
+    match answer {
+        Ok(event) => out.events = vec![event],
+        Err(e) => {
+            tracing::warn!(error = %e, "the forge could not be asked to merge; asking again later");
+            out.merge_unanswered = true;
+            out.next = match &e {
+                ForgeError::RateLimited { until_ms } => {
+                    Duration::from_millis(u64::try_from(until_ms - now_ms()).unwrap_or(0))
+                }
+                _ => Duration::ZERO,
+            }
+            .max(
+                interval
+                    .saturating_mul(2u32.saturating_pow(failures.min(16)))
+                    .min(RETRY),
+            );
+            if !super::merge::delay_told(log) {
+                out.events = vec![Event::MergeDelayed {
+                    reason: e.to_string(),
+                }];
+            }
         }
     }
     out
@@ -481,19 +551,16 @@ async fn publish(
                 },
             })?;
     }
-    let title = format!(
-        "{} · {}",
-        sprint.id,
-        crate::notify::messages::one_line(&sprint.goal)
-    );
+    let title = crate::forge::words::title(&sprint.goal);
     let described = match describe {
         Some(describe) => describe(sprint.clone()).await,
         None => None,
     };
-    let body = match described {
+    // Whatever the summary quotes of the agents, nothing of it acts on the forge.
+    let body = crate::forge::words::defused(&match described {
         Some(text) => text,
         None => body(store, sprint, &head).await,
-    };
+    });
     let pull = match forge.api.open_pull_request(&sprint.branch).await? {
         Some(open) => {
             forge
@@ -527,8 +594,8 @@ async fn publish(
     Ok((events, Vec::new()))
 }
 
-/// The pull request's body: the sprint's goal, its contract with the review's word, and
-/// where it comes from.
+/// The pull request's body where no summary is given: the sprint's goal and where the
+/// branch comes from (no agent's words: they are quoted inert only by the summary).
 async fn body(store: &Store, sprint: &Sprint, head: &str) -> String {
     let mut out = format!(
         "{}\n\nOpened by hanarang for {} (branch `{}` at `{}`).\n",
@@ -539,15 +606,12 @@ async fn body(store: &Store, sprint: &Sprint, head: &str) -> String {
         store.transitions(&sprint.id).await,
     ) {
         let contract = crate::store::contract_results(&runs, &log);
+        let passed = contract.iter().filter(|c| c.passed == Some(true)).count();
         if !contract.is_empty() {
-            out.push_str("\n### Contract\n\n");
-            for c in contract {
-                let mark = match c.passed {
-                    Some(true) => "x",
-                    _ => " ",
-                };
-                out.push_str(&format!("- [{mark}] {}: {}\n", c.item.id, c.item.text));
-            }
+            out.push_str(&format!(
+                "\nThe review passed {passed} of the contract's {} items.\n",
+                contract.len()
+            ));
         }
     }
     out

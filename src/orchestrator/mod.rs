@@ -16,6 +16,7 @@ mod forge;
 pub use forge::Describe;
 mod lease;
 mod memory;
+mod merge;
 mod recovery;
 mod reviewers;
 mod session;

@@ -61,21 +61,6 @@ impl Orchestrator {
         let project = self.config.projects.get(&sprint.project);
         let delivers = project.is_some_and(|p| p.forge.is_some());
         let (gate, reviewed) = self.approval(sprint, &event, run, &mut runs).await?;
-        // With a forge, an approval of what did not move is the merge at its head.
-        let merge = match (&event, &gate) {
-            (Event::Approve { .. }, Some(g)) if delivers && g.moved.is_none() => {
-                match self.merge(sprint, &g.approved).await {
-                    Some(Err(cannot)) => {
-                        // Not asked now (the forge down): nothing changes, say so.
-                        self.refuse(sprint, runs, command, None, &cannot).await?;
-                        return Ok(None);
-                    }
-                    Some(Ok(answer)) => Some(answer),
-                    None => None,
-                }
-            }
-            _ => None,
-        };
         let facts = Facts {
             unchanged_head: unchanged_head.as_deref(),
             same_findings,
@@ -86,7 +71,7 @@ impl Orchestrator {
             moved: gate.as_ref().and_then(|g| g.moved.as_deref()),
             delivers,
             deploys: project.is_some_and(|p| p.deploy.is_some()),
-            merge: merge.as_ref(),
+            merge_in_flight: self.forges.visiting(&sprint.id),
             ..Facts::of(&sprint.id, sister_running)
         };
         let decision = match decide(before, &event, facts, &self.policy, now_ms()) {
@@ -245,6 +230,10 @@ impl Orchestrator {
         if t.from.state != t.to.state {
             // Whether it now waits on a forge, or no longer does.
             self.forges_moved();
+        }
+        if t.to.state == crate::pipeline::State::Merging && t.from.state != t.to.state {
+            // Approved: the merge is asked now, after the commit.
+            self.forges.now(&after.id);
         }
         let _ = self.handle.events.send(Arc::new(Committed {
             record: record.clone(),

@@ -134,6 +134,21 @@ pub enum Event {
     ForgeFailed {
         reason: String,
     },
+    /// hanarang's merge of the pull request at the approved `head` was made, as `commit`.
+    Merged {
+        head: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+    },
+    /// The forge refused hanarang's merge, in its words: nothing merged, never forced.
+    MergeRefused {
+        reason: String,
+    },
+    /// The forge could not be asked to merge (down, rate-limited): the merge is asked
+    /// again later; the approval stands.
+    MergeDelayed {
+        reason: String,
+    },
     /// The pull request was closed on the forge without a merge.
     ForgeClosed {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,6 +195,9 @@ impl Event {
             Event::ChecksTimedOut { .. } => "forge:checks_timed_out".into(),
             Event::ForgeMerged { .. } => "forge:merged".into(),
             Event::ForgeClosed { .. } => "forge:closed".into(),
+            Event::Merged { .. } => "forge:merge_made".into(),
+            Event::MergeRefused { .. } => "forge:merge_refused".into(),
+            Event::MergeDelayed { .. } => "forge:merge_delayed".into(),
             Event::ForgeFailed { .. } => "forge:failed".into(),
             Event::FellBack { next, .. } => format!("fallback:{next}"),
         }
@@ -323,6 +341,10 @@ pub enum Note {
     Moved {
         reviewed: String,
         why: String,
+    },
+    /// The forge could not be asked to merge yet: asked again later (`reason`).
+    MergeDelayed {
+        reason: String,
     },
     /// The approval merged the pull request at the approved `head`, as `commit`.
     Merged {

@@ -73,9 +73,9 @@ pub struct Facts<'a> {
     /// The project says what deploying means (`deploy`): after a forge merge, the
     /// deployer runs.
     pub deploys: bool,
-    /// An approval with a forge: the forge's answer to the merge at the approved head
-    /// (the merge commit, or its refusal in its words).
-    pub merge: Option<&'a Result<Option<String>, String>>,
+    /// A sprint in `merging`: its merge is being asked of the forge right now, so its
+    /// answer is not to be lost to another move.
+    pub merge_in_flight: bool,
 }
 
 impl<'a> Facts<'a> {
@@ -91,7 +91,7 @@ impl<'a> Facts<'a> {
             moved: None,
             delivers: false,
             deploys: false,
-            merge: None,
+            merge_in_flight: false,
         }
     }
 }
@@ -292,32 +292,15 @@ pub fn apply(
             fail(at, stage, failure.clone(), policy)
         }
 
-        Event::Approve { .. } => match (at.state, facts.moved, facts.merge) {
-            (State::Done, Some(why), _) => back_to_review(at, facts.approved_head, why),
-            (State::Done, None, None) => {
-                to(Position::enter(Stage::Deploying, at.round), approved(facts))
+        Event::Approve { .. } => match (at.state, facts.moved) {
+            (State::Done, Some(why)) => back_to_review(at, facts.approved_head, why),
+            // With a forge, an approval is committed first; the merge at the approved
+            // head is asked after, and its answer is an event.
+            (State::Done, None) if facts.delivers => {
+                to(at.with_state(State::Merging), approved(facts))
             }
-            // With a forge, an approval is the merge at the approved head.
-            (State::Done, None, Some(Ok(commit))) => to(
-                if facts.deploys {
-                    Position::enter(Stage::Deploying, at.round)
-                } else {
-                    at.with_state(State::Deployed)
-                },
-                facts.approved_head.map(|head| Note::Merged {
-                    head: head.to_string(),
-                    commit: commit.clone(),
-                }),
-            ),
-            (State::Done, None, Some(Err(reason))) => to(
-                escalate_to(at, State::Done, at.round),
-                Some(Note::Escalated {
-                    escalation: Escalation::MergeRefused {
-                        reason: reason.clone(),
-                    },
-                }),
-            ),
-            (other, _, _) => refuse(format!(
+            (State::Done, None) => to(Position::enter(Stage::Deploying, at.round), approved(facts)),
+            (other, _) => refuse(format!(
                 "{id} is {other}, not done: only a sprint waiting for deploy approval can be approved"
             )),
         },
@@ -357,6 +340,12 @@ pub fn apply(
             )),
         },
 
+        // A merge being asked has its answer first: the database never misses a merge.
+        Event::Abort { .. } if at.state == State::Merging && facts.merge_in_flight => {
+            refuse(format!(
+                "{id} is merging: the forge is being asked to merge it right now; abort it once the forge has answered"
+            ))
+        }
         Event::Abort { .. } => to(at.with_state(State::Aborted), None),
 
         Event::Handoff { .. } => match at.state.stage() {
@@ -467,18 +456,64 @@ pub fn apply(
         // What a person did on the forge counts: merged there, the sprint is delivered
         // (deployed, or the deployer runs); closed there, it ends.
         Event::ForgeMerged { .. } => match at.state {
-            State::Verifying | State::Done if facts.deploys => {
+            State::Verifying | State::Done | State::Merging if facts.deploys => {
                 to(Position::enter(Stage::Deploying, at.round), approved(facts))
             }
-            State::Verifying | State::Done => to(at.with_state(State::Deployed), None),
+            State::Verifying | State::Done | State::Merging => {
+                to(at.with_state(State::Deployed), None)
+            }
             other => refuse(format!(
                 "{id} is {other}: its pull request is not waiting to be merged"
             )),
         },
 
+        // hanarang's own merge, answered.
+        Event::Merged { head, commit } => match at.state {
+            State::Merging => to(
+                if facts.deploys {
+                    Position::enter(Stage::Deploying, at.round)
+                } else {
+                    at.with_state(State::Deployed)
+                },
+                Some(Note::Merged {
+                    head: head.clone(),
+                    commit: commit.clone(),
+                }),
+            ),
+            other => refuse(format!("{id} is {other}, not merging: no merge was asked")),
+        },
+        Event::MergeRefused { reason } => match at.state {
+            State::Merging => to(
+                escalate_to(at, State::Done, at.round),
+                Some(Note::Escalated {
+                    escalation: Escalation::MergeRefused {
+                        reason: reason.clone(),
+                    },
+                }),
+            ),
+            other => refuse(format!("{id} is {other}, not merging: no merge was asked")),
+        },
+        Event::MergeDelayed { reason } => match at.state {
+            State::Merging => to(
+                at,
+                Some(Note::MergeDelayed {
+                    reason: reason.clone(),
+                }),
+            ),
+            other => refuse(format!("{id} is {other}, not merging: no merge was asked")),
+        },
+
+        // A resume of what the forge refused asks the person again (`done`).
         Event::ForgeFailed { reason } => match at.state {
-            State::Verifying | State::Done => to(
-                escalate_to(at, at.state, at.round),
+            State::Verifying | State::Done | State::Merging => to(
+                escalate_to(
+                    at,
+                    match at.state {
+                        State::Merging => State::Done,
+                        other => other,
+                    },
+                    at.round,
+                ),
                 Some(Note::Escalated {
                     escalation: Escalation::ForgeFailed {
                         reason: reason.clone(),
@@ -489,7 +524,9 @@ pub fn apply(
         },
 
         Event::ForgeClosed { .. } => match at.state {
-            State::Verifying | State::Done => to(at.with_state(State::Aborted), None),
+            State::Verifying | State::Done | State::Merging => {
+                to(at.with_state(State::Aborted), None)
+            }
             other => refuse(format!(
                 "{id} is {other}: its pull request is not waiting to be merged"
             )),

@@ -16,6 +16,9 @@ pub enum State {
     /// A project with a forge: its pull request's checks run on the pushed head.
     Verifying,
     Done,
+    /// A project with a forge: approved, and its pull request is being merged at the
+    /// approved head (the merge is asked after this state is committed).
+    Merging,
     Deploying,
     Deployed,
     Escalated,
@@ -23,13 +26,14 @@ pub enum State {
 }
 
 impl State {
-    pub const ALL: [State; 10] = [
+    pub const ALL: [State; 11] = [
         State::Queued,
         State::Planning,
         State::Implementing,
         State::Reviewing,
         State::Verifying,
         State::Done,
+        State::Merging,
         State::Deploying,
         State::Deployed,
         State::Escalated,
@@ -44,6 +48,7 @@ impl State {
             State::Reviewing => "reviewing",
             State::Verifying => "verifying",
             State::Done => "done",
+            State::Merging => "merging",
             State::Deploying => "deploying",
             State::Deployed => "deployed",
             State::Escalated => "escalated",
@@ -62,6 +67,7 @@ impl State {
             State::Queued
             | State::Verifying
             | State::Done
+            | State::Merging
             | State::Deployed
             | State::Escalated
             | State::Aborted => None,

@@ -355,8 +355,8 @@ pub fn pull_request_body(
             let thread = store.forum_post(&id).await.ok().flatten();
             if let (Some(post), Some(discord)) = (thread, &config.discord) {
                 text.push_str(&format!(
-                    "\n\nThread: https://discord.com/channels/{}/{}",
-                    discord.guild_id.0, post.thread_id
+                    "\n\nThread: {}",
+                    crate::notify::thread_url(discord.guild_id.0, post.thread_id)
                 ));
             }
             text.push_str(&format!("\n\nOpened by hanarang for {id}."));

@@ -320,6 +320,7 @@ mod tests {
                 "reviewing",
                 "verifying",
                 "done",
+                "merging",
                 "deploying",
                 "escalated"
             ]

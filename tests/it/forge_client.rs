@@ -101,7 +101,14 @@ async fn opens_reads_and_merges(kind: Kind) {
     let foreign = fake.push_foreign("feature", &[("b.txt", "b\n")]);
     assert_eq!(forge.pull_request(pr.number).await.unwrap().head, foreign);
     let main = fake.branch("main");
-    match forge.merge(pr.number, &head, MergeMethod::Squash).await {
+    let message = hanarang::forge::MergeMessage {
+        title: "Add a login page (#1)".into(),
+        body: "Delivered by hanarang (SPRINT-001).\n\nApproved-by: cli:t@h\n".into(),
+    };
+    match forge
+        .merge(pr.number, &head, MergeMethod::Squash, &message)
+        .await
+    {
         Err(ForgeError::Refused {
             status: 409,
             message,
@@ -112,10 +119,21 @@ async fn opens_reads_and_merges(kind: Kind) {
     }
     assert_eq!(fake.branch("main"), main, "nothing merged");
     let merged = forge
-        .merge(pr.number, &foreign, MergeMethod::Squash)
+        .merge(pr.number, &foreign, MergeMethod::Squash, &message)
         .await
         .unwrap();
     assert_eq!(merged, fake.branch("main"), "merged as the base's new head");
+    let written = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(fake.bare_path())
+        .args(["log", "-1", "--format=%B", "main"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&written.stdout).trim_end(),
+        format!("{}\n\n{}", message.title, message.body.trim_end()),
+        "the merge commit says what hanarang wrote, and nothing else"
+    );
     match forge.pull_request(pr.number).await.unwrap().state {
         PrState::Merged { commit, .. } => assert_eq!(commit, fake.branch("main")),
         other => panic!("expected merged, got {other:?}"),

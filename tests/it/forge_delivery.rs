@@ -715,3 +715,206 @@ async fn a_plan_kept_in_the_tree_is_in_the_change_and_said_so() {
     );
     assert!(body.contains("`.plans/sprint-001/`"), "{body}");
 }
+
+/// A sprint of `files` brought to `done` with green CI on its pull request: its id and the
+/// pull request's number.
+fn at_done(files: &Files, fake: &Fake, repo: &Path) -> (String, u64) {
+    let (id, pr, head) = at_verifying(files, fake, repo);
+    match fake.kind() {
+        Kind::GitHub => {
+            fake.set_check(&head, "test", "completed", Some("success"), None);
+        }
+        Kind::Forgejo => {
+            fake.set_status(&head, "ci/test", "success", None, None);
+        }
+    }
+    wait_for_state(files, &id, "done");
+    (id, pr)
+}
+
+fn main_message(fake: &Fake) -> String {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(fake.bare_path())
+        .args(["log", "-1", "--format=%B", "main"])
+        .output()
+        .expect("git log");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An approval given while the forge is down is kept (`merging`, the thread told once)
+/// and merged once the forge is back: one merge, the sprint deployed.
+async fn an_approval_while_the_forge_is_down_merges_once_it_is_back(kind: Kind) {
+    let (files, fake, repo) = delivering(Engine::Sqlite, kind, "commits 1", "");
+    let _serve = Serve::start(&files, "serve.log");
+    let (id, _) = at_done(&files, &fake, &repo);
+    fake.down(crate::support::fake_forge::Outage::BadGateway);
+    let approve = files.hanarang(&["sprint", "approve", &id]);
+    assert_eq!(
+        approve.status.code(),
+        Some(0),
+        "the approval is taken, not turned away: {}",
+        String::from_utf8_lossy(&approve.stderr)
+    );
+    wait_for_state(&files, &id, "merging");
+    wait_until("the thread was told the merge waits", || {
+        states_events(&files, &id).contains(&"forge:merge_delayed".to_string())
+    });
+    // A while down: tried again, said once.
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    assert_eq!(
+        states_events(&files, &id)
+            .iter()
+            .filter(|e| *e == "forge:merge_delayed")
+            .count(),
+        1
+    );
+    assert!(fake.merges().is_empty(), "nothing merged while down");
+    fake.up();
+    wait_for_state(&files, &id, "deployed");
+    assert_eq!(fake.merges().len(), 1, "{:?}", fake.merges());
+}
+
+fn states_events(files: &Files, id: &str) -> Vec<String> {
+    log(files, id)["transitions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["event"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn github_an_approval_while_the_forge_is_down_merges_once_it_is_back() {
+    an_approval_while_the_forge_is_down_merges_once_it_is_back(Kind::GitHub).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forgejo_an_approval_while_the_forge_is_down_merges_once_it_is_back() {
+    an_approval_while_the_forge_is_down_merges_once_it_is_back(Kind::Forgejo).await;
+}
+
+/// hanarang killed right after its merge call (the forge merged, the answer never came):
+/// the next start asks the forge first, finds the merge and records it — never a second.
+async fn killed_after_the_merge_call_one_merge_is_recorded(kind: Kind) {
+    let (files, fake, repo) = delivering(Engine::Sqlite, kind, "commits 1", "");
+    let serve = Serve::start(&files, "serve.log");
+    let (id, _) = at_done(&files, &fake, &repo);
+    fake.lose_merge_answers(true);
+    cli(&files, &["sprint", "approve", &id]);
+    wait_until("the forge merged", || fake.merges().len() == 1);
+    assert_eq!(
+        states(&files, &id).last().map(String::as_str),
+        Some("merging")
+    );
+    serve.kill_9();
+    fake.lose_merge_answers(false);
+    let _serve = Serve::start(&files, "serve-2.log");
+    wait_for_state(&files, &id, "deployed");
+    assert_eq!(fake.merges().len(), 1, "one merge: {:?}", fake.merges());
+    let main = fake.branch("main").expect("main");
+    let text =
+        String::from_utf8_lossy(&files.hanarang(&["sprint", "log", &id]).stdout).into_owned();
+    assert!(text.contains(&main[..7]), "the merge is recorded: {text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn github_killed_after_the_merge_call_one_merge_is_recorded() {
+    killed_after_the_merge_call_one_merge_is_recorded(Kind::GitHub).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forgejo_killed_after_the_merge_call_one_merge_is_recorded() {
+    killed_after_the_merge_call_one_merge_is_recorded(Kind::Forgejo).await;
+}
+
+/// Whether `text` holds something the forge acts on: a closing keyword or an issue
+/// reference, a mention, an image or other HTML.
+fn acts_on_the_forge(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase();
+    let chars: Vec<char> = lower.chars().collect();
+    let mut found = Vec::new();
+    for (i, c) in chars.iter().enumerate() {
+        let next = chars.get(i + 1);
+        if *c == '#' && next.is_some_and(char::is_ascii_digit) {
+            found.push(format!("an issue reference at {i}"));
+        }
+        // `user@host` is no mention: one starts a word.
+        let starts_word = i == 0 || !chars[i - 1].is_alphanumeric();
+        if *c == '@' && starts_word && next.is_some_and(|n| n.is_ascii_alphanumeric()) {
+            found.push(format!("a mention at {i}"));
+        }
+    }
+    // Markdown shows `\<img` as text; a bare `<img` is HTML.
+    for tag in ["<img", "<a "] {
+        if lower
+            .match_indices(tag)
+            .any(|(i, _)| !lower[..i].ends_with('\\'))
+        {
+            found.push(format!("HTML ({tag})"));
+        }
+    }
+    if lower.contains("://github.com/acme/app/issues/") {
+        found.push("an issue's link".into());
+    }
+    found
+}
+
+/// Agents' closing keywords, references and mentions — in a contract item, a commit's
+/// subject and file name, a finding — reach neither the pull request nor main's merge
+/// commit, whose title is the goal's and whose message is hanarang's own.
+async fn agent_words_act_on_nothing_on_the_forge(kind: Kind) {
+    let (files, fake, repo) = delivering_as(
+        Setup {
+            harang: "forge-words",
+            narang: "forge-words",
+            darang: "forge-words",
+            extra: ON_THE_BRANCH,
+            ..Setup::default()
+        },
+        kind,
+        "",
+    );
+    let _serve = Serve::start(&files, "serve.log");
+    let (id, pr) = at_done(&files, &fake, &repo);
+    let body = fake.pr(pr).expect("the pull request").body;
+    // The words are there, to be read, but inert.
+    assert!(body.contains("Resolves acme/app"), "{body}");
+    assert_eq!(acts_on_the_forge(&body), Vec::<String>::new(), "{body}");
+    let title = fake.pr(pr).expect("the pull request").title;
+    assert_eq!(title, "Add a login page", "a maintainer's title");
+
+    cli(&files, &["sprint", "approve", &id]);
+    wait_for_state(&files, &id, "deployed");
+    let message = main_message(&fake);
+    assert!(
+        message.starts_with(&format!("Add a login page (#{pr})\n")),
+        "{message}"
+    );
+    for agent in ["Resolves", "octocat", "security-team", "fix-"] {
+        assert!(!message.contains(agent), "{agent} in {message}");
+    }
+    // Past its title's own `(#N)`, hanarang's words only.
+    let below_title: String = message.lines().skip(1).collect::<Vec<_>>().join("\n");
+    assert_eq!(
+        acts_on_the_forge(&below_title),
+        Vec::<String>::new(),
+        "{message}"
+    );
+    assert!(message.contains("Approved-by: cli:"), "{message}");
+    let reviewed = git(&repo, &["rev-parse", BRANCH]);
+    assert!(
+        message.contains(&format!("Reviewed-head: {reviewed}")),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn github_agent_words_act_on_nothing_on_the_forge() {
+    agent_words_act_on_nothing_on_the_forge(Kind::GitHub).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forgejo_agent_words_act_on_nothing_on_the_forge() {
+    agent_words_act_on_nothing_on_the_forge(Kind::Forgejo).await;
+}

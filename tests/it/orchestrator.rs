@@ -556,6 +556,7 @@ async fn spending_past_the_budget_escalates_with_the_figure_and_resume_allows_mo
         max_attempts: 3,
         agent_text: hanarang::notify::messages::one_line,
         person: str::to_string,
+        merges_into: None,
     };
     let line = hanarang::notify::render(&last, &cx);
     assert_eq!(

@@ -193,7 +193,12 @@ impl Bridge {
             let text = say!(locale,
                 ko: "👆 위 요약을 보고 결정해주세요",
                 en: "👆 Decide on the summary above");
-            let rows = done_buttons(&sprint.id, record.seq, locale);
+            let rows = done_buttons(
+                &sprint.id,
+                record.seq,
+                self.config.merges(&sprint.project),
+                locale,
+            );
             let sent = self
                 .post_in(thread, &offer(&text, rows, record, "decide"), &[])
                 .await?;

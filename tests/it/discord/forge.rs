@@ -35,7 +35,7 @@ async fn from_the_forum_post_to_a_merged_pull_request_whose_ci_passed() {
         done.content.contains("🟢 CI 통과: test")
             && done
                 .content
-                .contains(&format!("{} 배포 승인해주세요", &head[..7])),
+                .contains(&format!("{}을 main에 병합하도록 승인해주세요", &head[..7])),
         "{}",
         done.content
     );
@@ -53,6 +53,20 @@ async fn from_the_forum_post_to_a_merged_pull_request_whose_ci_passed() {
     );
 
     let card = decision(&fake).await;
+    // Approving here merges, and the button says so.
+    assert!(
+        card.components.to_string().contains("병합 승인")
+            && !card.components.to_string().contains("배포 승인"),
+        "{}",
+        card.components
+    );
+    assert!(
+        card.custom_ids()
+            .first()
+            .is_some_and(|id| id.starts_with("hanarang:merge:")),
+        "{:?}",
+        card.custom_ids()
+    );
     let answers = click_approve(&fake, USER, &card, 2).await;
     assert!(!answers.is_empty());
     p.wait_for(&sprint.id, State::Deployed).await;

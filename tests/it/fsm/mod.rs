@@ -274,20 +274,11 @@ fn columns() -> Vec<(&'static str, Event, Facts<'static>)> {
             facts(false),
         ),
         (
-            "approve(merged)",
+            "approve(forge)",
             human("approve"),
             Facts {
                 approved_head: Some("3f2a1c9e"),
-                merge: Some(&MERGED),
-                ..facts(false)
-            },
-        ),
-        (
-            "approve(refused)",
-            human("approve"),
-            Facts {
-                approved_head: Some("3f2a1c9e"),
-                merge: Some(&REFUSED),
+                delivers: true,
                 ..facts(false)
             },
         ),
@@ -306,24 +297,50 @@ fn columns() -> Vec<(&'static str, Event, Facts<'static>)> {
             },
             facts(false),
         ),
+        (
+            "merged",
+            Event::Merged {
+                head: "3f2a1c9e".into(),
+                commit: Some("8be0d41".into()),
+            },
+            facts(false),
+        ),
+        (
+            "merge_refused",
+            Event::MergeRefused {
+                reason: "Required status check \"test\" is expected".into(),
+            },
+            facts(false),
+        ),
+        (
+            "merge_delayed",
+            Event::MergeDelayed {
+                reason: "the forge cannot be reached: 502".into(),
+            },
+            facts(false),
+        ),
+        (
+            "abort(merge asked)",
+            human("abort"),
+            Facts {
+                merge_in_flight: true,
+                ..facts(false)
+            },
+        ),
     ]
 }
-
-/// The forge's answers to an approval's merge, as the table's columns give them.
-static MERGED: Result<Option<String>, String> = Ok(None);
-static REFUSED: Result<Option<String>, String> = Err(String::new());
 
 /// Every state × every event. `-` is a refusal; `X!` means "to X as a protocol
 /// violation"; `X+` means "the same stage again as a retry (attempt + 1)"; `X^` means "to
 /// X with nothing deployed: the approved commit moved".
 const TABLE: &[(State, &[&str])] = &[
-    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget paused fallback n:ID(same head) d:RC(same) approve(moved) resume(moved) moved published checks_passed checks_failed checks_timed_out forge_merged forge_closed approve(merged) approve(refused) d:AP(forge) forge_failed
+    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget paused fallback n:ID(same head) d:RC(same) approve(moved) resume(moved) moved published checks_passed checks_failed checks_timed_out forge_merged forge_closed approve(forge) d:AP(forge) forge_failed merged merge_refused merge_delayed abort(merge asked)
     (
         State::Queued,
         &[
             "planning", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
             "aborted", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-", "-", "-", "-",
+            "-", "-", "-", "-", "-", "-", "-", "aborted",
         ],
     ),
     (
@@ -362,9 +379,12 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "-",
-            "-",
             "aborted!",
             "-",
+            "-",
+            "-",
+            "-",
+            "aborted",
         ],
     ),
     (
@@ -403,9 +423,12 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "-",
-            "-",
             "aborted!",
             "-",
+            "-",
+            "-",
+            "-",
+            "aborted",
         ],
     ),
     (
@@ -444,9 +467,12 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "-",
-            "-",
             "verifying",
             "-",
+            "-",
+            "-",
+            "-",
+            "aborted",
         ],
     ),
     (
@@ -486,8 +512,11 @@ const TABLE: &[(State, &[&str])] = &[
             "aborted",
             "-",
             "-",
-            "-",
             "escalated",
+            "-",
+            "-",
+            "-",
+            "aborted",
         ],
     ),
     (
@@ -525,10 +554,57 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "deployed",
             "aborted",
-            "deployed",
-            "escalated",
+            "merging",
             "-",
             "escalated",
+            "-",
+            "-",
+            "-",
+            "aborted",
+        ],
+    ),
+    (
+        State::Merging,
+        &[
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "aborted",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            "deployed",
+            "aborted",
+            "-",
+            "-",
+            "escalated",
+            "deployed",
+            "escalated",
+            "merging",
+            "-",
         ],
     ),
     (
@@ -567,9 +643,12 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "-",
-            "-",
             "aborted!",
             "-",
+            "-",
+            "-",
+            "-",
+            "aborted",
         ],
     ),
     (
@@ -577,7 +656,7 @@ const TABLE: &[(State, &[&str])] = &[
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-",
+            "-", "-", "-", "-", "-",
         ],
     ),
     (
@@ -619,6 +698,9 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "-",
+            "-",
+            "-",
+            "aborted",
         ],
     ),
     (
@@ -626,7 +708,7 @@ const TABLE: &[(State, &[&str])] = &[
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-",
+            "-", "-", "-", "-", "-",
         ],
     ),
 ];

@@ -344,6 +344,22 @@ impl Bare {
     }
 
     /// Runs git in the repository; its stdout, trimmed, or its stderr when it fails.
+    /// The messages of the commits `base..head`, oldest first, as GitHub lists them in a
+    /// squash commit's default message (`* subject`, its body below).
+    pub fn squashed_messages(&self, base: &str, head: &str) -> String {
+        self.run(
+            &[
+                "log",
+                "--reverse",
+                "--format=* %B",
+                &format!("{base}..{head}"),
+            ],
+            &[],
+            None,
+        )
+        .unwrap_or_default()
+    }
+
     fn run(
         &self,
         args: &[&str],

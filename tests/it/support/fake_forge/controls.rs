@@ -316,6 +316,14 @@ impl Forge {
         self.inner.bump();
     }
 
+    /// While `lose` holds, a merge asked through the API is made but its answer is never
+    /// sent (as when the asker dies, or the network drops, right after the call); once
+    /// cleared, the held connections close unanswered.
+    pub fn lose_merge_answers(&self, lose: bool) {
+        self.inner.state().lose_merge_answers = lose;
+        self.inner.bump();
+    }
+
     /// The forge goes down until [`Forge::up`]. With [`Outage::Refused`], returns once
     /// nothing listens and every open connection is closed.
     pub fn down(&self, outage: Outage) {

@@ -173,6 +173,18 @@ async fn serve_connection(inner: Arc<Inner>, stream: TcpStream) {
             None => answer(&inner, &request).await,
         };
         inner.bump();
+        let merge = matches!(request.method.as_str(), "PUT" | "POST")
+            && request
+                .target
+                .split('?')
+                .next()
+                .is_some_and(|p| p.ends_with("/merge"));
+        if merge && inner.state().lose_merge_answers {
+            while inner.state().lose_merge_answers {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            return;
+        }
         if write_reply(reader.get_mut(), &reply).await.is_err() || request.wants_close() {
             return;
         }

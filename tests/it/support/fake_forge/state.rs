@@ -127,6 +127,9 @@ pub(super) struct State {
     pub(super) comments: Vec<IssueComment>,
     /// Every merge is answered with this (status, message) while set.
     pub(super) refusal: Option<(u16, String)>,
+    /// A merge asked through the API is made, and its answer never sent, while set: the
+    /// connection is closed unanswered once it is cleared.
+    pub(super) lose_merge_answers: bool,
     /// The next `n` API requests are refused this way.
     pub(super) forced_limit: Option<(u32, Limit)>,
     /// GitHub's primary limit: requests an hour, what is left, when it resets (unix s).
@@ -165,6 +168,7 @@ impl State {
             line_comments: Vec::new(),
             comments: Vec::new(),
             refusal: None,
+            lose_merge_answers: false,
             forced_limit: None,
             limit: 5_000,
             remaining: 5_000,

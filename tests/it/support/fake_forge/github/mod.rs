@@ -303,10 +303,22 @@ fn merge_answer(
     let title = call.body["commit_title"].as_str();
     let detail = call.body["commit_message"].as_str();
     let message = match style {
+        // GitHub's default lists the commits' messages: what their authors wrote lands
+        // on the base unless the call says otherwise.
         Style::Squash => format!(
             "{}\n\n{}",
             title.map_or_else(|| format!("{} (#{number})", pr.title), str::to_string),
-            detail.unwrap_or_default()
+            detail.map_or_else(
+                || {
+                    let base = state
+                        .branches
+                        .get(&pr.base_ref)
+                        .cloned()
+                        .unwrap_or_default();
+                    inner.bare.squashed_messages(&base, &pr.head_sha)
+                },
+                str::to_string
+            )
         ),
         _ => format!(
             "{}\n\n{}",
