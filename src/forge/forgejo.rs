@@ -59,6 +59,14 @@ struct Pull {
     base: Ref,
 }
 
+/// An event of an issue's timeline (`close`, `reopen`, `comment`, …) and who made it.
+#[derive(Deserialize)]
+struct TimelineEvent {
+    #[serde(rename = "type", default)]
+    kind: String,
+    user: Option<User>,
+}
+
 #[derive(Deserialize)]
 struct Ref {
     #[serde(rename = "ref")]
@@ -241,7 +249,21 @@ impl Forge for Forgejo {
             .client
             .get(&self.path(&format!("/pulls/{number}")))
             .await?;
-        Ok(pull.into())
+        let mut pull = PullRequest::from(pull);
+        // Gitea's pull request does not say who closed it; its issue's timeline does.
+        if let PrState::Closed { by } = &mut pull.state {
+            let timeline: Vec<TimelineEvent> = self
+                .client
+                .get(&self.path(&format!("/issues/{number}/timeline")))
+                .await?;
+            *by = timeline
+                .into_iter()
+                .rev()
+                .find(|e| e.kind == "close")
+                .and_then(|e| e.user)
+                .map(|u| u.login);
+        }
+        Ok(pull)
     }
 
     async fn checks(&self, commit: &str) -> Result<Vec<Check>> {

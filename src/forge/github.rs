@@ -61,6 +61,12 @@ struct Pull {
     base: Ref,
 }
 
+/// A pull request's issue: who closed it.
+#[derive(Deserialize)]
+struct Issue {
+    closed_by: Option<User>,
+}
+
 #[derive(Deserialize)]
 struct Ref {
     #[serde(rename = "ref")]
@@ -276,7 +282,16 @@ impl Forge for GitHub {
             .client
             .get(&self.path(&format!("/pulls/{number}")))
             .await?;
-        Ok(pull.into())
+        let mut pull = PullRequest::from(pull);
+        // The pull request does not say who closed it; its issue does.
+        if let PrState::Closed { by } = &mut pull.state {
+            let issue: Issue = self
+                .client
+                .get(&self.path(&format!("/issues/{number}")))
+                .await?;
+            *by = issue.closed_by.map(|u| u.login);
+        }
+        Ok(pull)
     }
 
     async fn checks(&self, commit: &str) -> Result<Vec<Check>> {

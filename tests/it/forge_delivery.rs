@@ -239,11 +239,18 @@ on_each_engine! {
         String::from_utf8_lossy(&files.hanarang(&["sprint", "log", &id]).stdout).into_owned();
     assert!(text.contains("octocat"), "merged by that login: {text}");
 
-    let (files, fake, repo) = delivering(engine, Kind::Forgejo, "commits 1", "");
-    let _serve = Serve::start(&files, "serve.log");
-    let (id, pr, _) = at_verifying(&files, &fake, &repo);
-    fake.close(pr, "octocat");
-    wait_for_state(&files, &id, "aborted");
+    // Closed there: aborted, by the login that closed it (GitHub's issue `closed_by`,
+    // Forgejo's timeline).
+    for kind in [Kind::Forgejo, Kind::GitHub] {
+        let (files, fake, repo) = delivering(engine, kind, "commits 1", "");
+        let _serve = Serve::start(&files, "serve.log");
+        let (id, pr, _) = at_verifying(&files, &fake, &repo);
+        fake.close(pr, "mona");
+        wait_for_state(&files, &id, "aborted");
+        let text =
+            String::from_utf8_lossy(&files.hanarang(&["sprint", "log", &id]).stdout).into_owned();
+        assert!(text.contains("mona"), "{kind:?}: closed by that login: {text}");
+    }
 }
 }
 

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::super::records::Verdict;
+use super::super::records::{PullRequest, Verdict};
 use super::super::state::{CommitStatus, Inner, State, timestamp};
 
 pub(super) fn repo_json(inner: &Inner, state: &State) -> Value {
@@ -220,4 +220,25 @@ pub(super) fn combined_status_json(inner: &Inner, state: &State, sha: &str) -> V
         "commit_url": format!("{}/api/v1/repos/{}/git/commits/{sha}", inner.base_url(), inner.full_name()),
         "url": format!("{}/api/v1/repos/{}/commits/{sha}/status", inner.base_url(), inner.full_name()),
     })
+}
+
+/// An issue's timeline as Gitea serves it, as far as the fake knows it: who closed the
+/// pull request, when it is closed unmerged.
+pub(super) fn timeline_json(inner: &Inner, pr: &PullRequest) -> Value {
+    let closed = !pr.open && !pr.merged;
+    let events: Vec<Value> = pr
+        .closed_by
+        .iter()
+        .filter(|_| closed)
+        .map(|login| {
+            json!({
+                "id": pr.number * 1000 + 1,
+                "type": "close",
+                "user": inner.user_json(login),
+                "body": "",
+                "created_at": timestamp(pr.closed_at.unwrap_or(pr.updated_at)),
+            })
+        })
+        .collect();
+    Value::Array(events)
 }

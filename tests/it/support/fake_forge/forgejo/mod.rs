@@ -21,8 +21,10 @@
 //!   `stale`), `…/pulls/{n}/reviews/{id}/comments` (the new-file line is `position`, an
 //!   old-file one `original_position`), `…/issues/{n}/comments`.
 //!
-//! Left out: who closed a PR (Gitea's PR has no `closed_by`; its issue timeline is not
-//! served), `rebase-merge` (answered as a merge commit), manually-merged, auto-merge,
+//! - `GET …/issues/{n}/timeline`: the PR's `close` (and `reopen`) events with their `user`
+//!   (Gitea's PR has no `closed_by`).
+//!
+//! Left out: `rebase-merge` (answered as a merge commit), manually-merged, auto-merge,
 //! pagination, and rate limits (Gitea has none; a test's forced limit answers as a proxy
 //! would). Gitea puts no `ETag` on API JSON: [`super::Etags::Off`] is the default here.
 
@@ -117,6 +119,13 @@ fn repo_route(inner: &Inner, state: &mut State, call: &ApiCall, rest: &[&str]) -
                 Some(pr) => Reply::json(200, pr_json(inner, state, pr.number)),
                 None => not_found(inner),
             }
+        }
+        ("GET", ["issues", n, "timeline"]) => {
+            let n = number(n)?;
+            let Some(pr) = state.pr(n) else {
+                return Some(not_found(inner));
+            };
+            Reply::json(200, json::timeline_json(inner, pr))
         }
         ("GET", ["issues", n, "comments"]) => {
             let n = number(n)?;
