@@ -182,6 +182,12 @@ pub enum SprintCommand {
         /// The sprint: SPRINT-001, sprint-001 or 1
         id: String,
     },
+    /// Let a sprint's CI files run: push the held head whose change touches the files the
+    /// forge runs (a sprint in `verifying`, waiting: ci_files)
+    ApproveCi {
+        /// The sprint: SPRINT-001, sprint-001 or 1
+        id: String,
+    },
     /// Send a sprint in `done` back to the implementer with a note
     RequestChanges {
         /// The sprint: SPRINT-001, sprint-001 or 1

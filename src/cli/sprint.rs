@@ -119,6 +119,7 @@ async fn act(config: &Config, store: &Store, command: SprintCommand) -> Exit {
             crate::report::diff(store, config, &parse_sprint_id(&id)).await
         }
         SprintCommand::Approve { id } => submit(id, CommandKind::Approve, None).await,
+        SprintCommand::ApproveCi { id } => submit(id, CommandKind::ApproveCi, None).await,
         SprintCommand::RequestChanges { id, note } => {
             submit(id, CommandKind::RequestChanges, Some(note)).await
         }

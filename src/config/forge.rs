@@ -42,6 +42,11 @@ pub struct ForgeConfig {
     /// Forge login → Discord user id: whose reviews and comments are notes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub people: BTreeMap<String, u64>,
+    /// Files the project's CI runs besides the ones every forge runs (`forge::ci_files`):
+    /// globs relative to the repository (`**` any folders, `*` and `?` within a name). A
+    /// change to one waits for a person before it is pushed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ci_files: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -240,6 +245,14 @@ pub(super) fn forge_problems(forge: &ForgeConfig) -> Vec<(String, String)> {
         }
         if *id == 0 {
             problem(&format!("people.{login}"), "0 is no Discord user id".into());
+        }
+    }
+    for glob in &forge.ci_files {
+        if glob.trim().is_empty() || glob.starts_with('/') {
+            problem(
+                "ci_files",
+                format!("{glob:?} is no path of the repository (relative, like \"ci/**\")"),
+            );
         }
     }
     out

@@ -20,6 +20,8 @@ pub enum Action {
     Approve,
     /// Approve the merge of a sprint in `done` whose project delivers through its forge.
     Merge,
+    /// Let a held head's CI files be pushed and run (`sprint approve-ci`).
+    PushCi,
     /// Ask for changes: opens a form for the note (the form's own id is this action's).
     Changes,
     /// Abort the sprint.
@@ -34,9 +36,10 @@ pub enum Action {
 }
 
 impl Action {
-    const ALL: [Action; 7] = [
+    const ALL: [Action; 8] = [
         Action::Approve,
         Action::Merge,
+        Action::PushCi,
         Action::Changes,
         Action::Abort,
         Action::Handoff,
@@ -54,6 +57,7 @@ impl Action {
         match self {
             Action::Approve => "approve",
             Action::Merge => "merge",
+            Action::PushCi => "push-ci",
             Action::Changes => "changes",
             Action::Abort => "abort",
             Action::Handoff => "handoff",
@@ -66,6 +70,7 @@ impl Action {
     pub fn kind(self) -> CommandKind {
         match self {
             Action::Approve | Action::Merge => CommandKind::Approve,
+            Action::PushCi => CommandKind::ApproveCi,
             Action::Changes => CommandKind::RequestChanges,
             Action::Abort => CommandKind::Abort,
             Action::Handoff => CommandKind::Handoff,
@@ -77,6 +82,7 @@ impl Action {
         match self {
             Action::Approve => say!(locale, ko: "배포 승인", en: "Approve deploy"),
             Action::Merge => say!(locale, ko: "병합 승인", en: "Approve merge"),
+            Action::PushCi => say!(locale, ko: "푸시하고 CI 실행", en: "Push and run CI"),
             Action::Changes => say!(locale, ko: "변경 요청", en: "Request changes"),
             Action::Abort => say!(locale, ko: "중단", en: "Abort"),
             Action::Handoff => say!(locale, ko: "지금 핸드오프", en: "Hand off now"),
@@ -88,7 +94,7 @@ impl Action {
     fn style(self) -> serenity::ButtonStyle {
         match self {
             Action::Approve | Action::Merge => serenity::ButtonStyle::Success,
-            Action::Changes | Action::Settle => serenity::ButtonStyle::Primary,
+            Action::Changes | Action::Settle | Action::PushCi => serenity::ButtonStyle::Primary,
             Action::Abort => serenity::ButtonStyle::Danger,
             Action::Handoff | Action::Resume => serenity::ButtonStyle::Secondary,
         }
@@ -188,6 +194,15 @@ pub fn decision_buttons(
             }
             id.button(locale)
         })
+        .collect();
+    vec![CreateActionRow::Buttons(buttons)]
+}
+
+/// What a head held for its CI files offers: let them run (push it), or ask for changes.
+pub fn ci_files_buttons(sprint_id: &str, seq: i64, locale: Locale) -> Vec<CreateActionRow> {
+    let buttons = [Action::PushCi, Action::Changes]
+        .into_iter()
+        .map(|action| ButtonId::new(action, sprint_id, seq).button(locale))
         .collect();
     vec![CreateActionRow::Buttons(buttons)]
 }

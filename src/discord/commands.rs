@@ -289,7 +289,8 @@ impl Data {
         if !may_steer(&self.discord, user, roles) {
             return Some(not_allowed(locale));
         }
-        if kind != CommandKind::Approve {
+        // Letting an agent's CI files run with the repository's secrets is an approval too.
+        if !matches!(kind, CommandKind::Approve | CommandKind::ApproveCi) {
             return None;
         }
         let started_by = match self.handle.store.sprint(sprint_id).await {

@@ -225,6 +225,9 @@ pub fn people_line(
             CommandKind::Approve => {
                 say!(locale, ko: "배포 승인 {who}", en: "deploy approved by {who}")
             }
+            CommandKind::ApproveCi => say!(locale,
+                ko: "CI 실행 허락 {who}",
+                en: "CI let run by {who}"),
             CommandKind::RequestChanges => say!(locale,
                 ko: "변경 요청 {who}",
                 en: "changes requested by {who}"),

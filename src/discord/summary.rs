@@ -402,6 +402,7 @@ mod tests {
             approved: None,
             forge: None,
             plan_in_tree: None,
+            waiting: None,
             contract: vec![ContractItem {
                 item: ChecklistItem {
                     id: "C1".into(),

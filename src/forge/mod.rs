@@ -12,6 +12,7 @@ use async_trait::async_trait;
 
 use crate::config::{ForgeConfig, ForgeKind, MergeMethod};
 
+pub mod ci_files;
 mod forgejo;
 mod github;
 mod http;

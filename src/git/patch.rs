@@ -53,10 +53,21 @@ pub async fn diffstat(
 /// with its sides' size and hash. Past the answer cap the patch ends with a line saying it
 /// was cut.
 pub async fn patch(repo: &Repo, base: &str, head: &str) -> Result<String, String> {
+    patch_of(repo, base, head, &[]).await
+}
+
+/// `patch`, of `paths` alone (every path when none is given).
+pub async fn patch_of(
+    repo: &Repo,
+    base: &str,
+    head: &str,
+    paths: &[String],
+) -> Result<String, String> {
     let made = async {
         let view = repo.view().await?;
         let mut args = AS_COMMITTED.to_vec();
         args.extend(["--full-index", base, head, "--"]);
+        args.extend(paths.iter().map(String::as_str));
         let (out, cut) = repo.git_in(&view, &args, ANSWER_CAP).await?;
         let mut patch = named_binaries(repo, &view, out).await?;
         if cut {

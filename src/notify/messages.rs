@@ -327,6 +327,22 @@ fn moved(t: &TransitionRecord, cx: &Context<'_>) -> Line {
         (Event::Resume { by, .. }, _, State::Done) => plain(say!(l,
             ko: "▶️ {by}님이 {id} 재개: 배포 승인을 다시 기다림",
             en: "▶️ {by} resumed {id}: waiting for the deploy approval again")),
+        (Event::CiFilesHeld { head, files }, _, State::Verifying) => {
+            let (short, n) = (short_commit(head), files.len());
+            let names = cx.agent(&files.join(", "));
+            plain(say!(l,
+                ko: "🔐 {id}: {short}의 변경이 포지가 실행하는 파일 {n}개를 건드림 ({names}). 사람이 허락할 때까지 푸시하지 않음 (`hanarang sprint approve-ci {id}`)",
+                en: "🔐 {id}: the change at {short} touches {n} file(s) the forge runs ({names}); it is not pushed until a person lets them run (`hanarang sprint approve-ci {id}`)"))
+        }
+        (Event::ApproveCi { by }, _, State::Verifying) => {
+            let head = match &t.note {
+                Some(Note::CiApproved { head }) => short_commit(head),
+                _ => "?",
+            };
+            plain(say!(l,
+                ko: "▶️ {by}님이 CI 파일 실행을 허락: {head}를 푸시",
+                en: "▶️ {by} let the CI files run: pushing {head}"))
+        }
         (Event::Published { pr, url, head }, _, _) => {
             let head = short_commit(head);
             plain(say!(l,

@@ -88,7 +88,14 @@ pub async fn submit(
         .await?
         .iter()
         .any(|r| r.sprint_id == sprint.id);
-    let facts = Facts::of(&sprint.id, running);
+    let log = match sprint.state {
+        crate::pipeline::State::Verifying => store.transitions(&sprint.id).await?,
+        _ => Vec::new(),
+    };
+    let facts = Facts {
+        ci_files_held: crate::store::ci_files_held(&log),
+        ..Facts::of(&sprint.id, running)
+    };
     if let Err(refusal) = apply(sprint.position(), &event, facts, policy) {
         return Ok(Answer::Refused(refusal.reason));
     }

@@ -528,6 +528,9 @@ async fn publish(
     let head = crate::git::facts::branch_head(repo, &sprint.branch)
         .await
         .ok_or_else(|| ForgeError::Invalid(format!("the branch {} is gone", sprint.branch)))?;
+    if let Some(held) = ci_files_held(forge, repo, sprint, log, &head).await? {
+        return Ok((held.into_iter().collect(), Vec::new()));
+    }
     let before = published(log).map(|(_, _, head, _)| head);
     let url = forge
         .config
@@ -592,6 +595,44 @@ async fn publish(
         });
     }
     Ok((events, Vec::new()))
+}
+
+/// Whether the reviewed `head` must wait before it is pushed, because it changes files the
+/// forge would run (with the repository's secrets) and no person has let that head run:
+/// `Some(None)` while it waits already, `Some(Some(event))` to hold it now, `None` to push.
+async fn ci_files_held(
+    forge: &ProjectForge,
+    repo: &Repo,
+    sprint: &Sprint,
+    log: &[TransitionRecord],
+    head: &str,
+) -> Result<Option<Option<Event>>, ForgeError> {
+    use crate::pipeline::fsm::Note;
+    if crate::store::ci_files_held(log) == Some(head) {
+        return Ok(Some(None));
+    }
+    let let_run = log
+        .iter()
+        .any(|t| matches!(&t.note, Some(Note::CiApproved { head: h }) if h == head));
+    let Some(base) = sprint.base_commit.as_deref() else {
+        return Ok(None);
+    };
+    if let_run {
+        return Ok(None);
+    }
+    let changed: Vec<String> = crate::git::patch::diffstat(repo, base, head)
+        .await
+        .map_err(ForgeError::Invalid)?
+        .into_iter()
+        .map(|(path, _, _)| path)
+        .collect();
+    let files = crate::forge::ci_files::touched(&changed, &forge.config.ci_files);
+    Ok((!files.is_empty()).then(|| {
+        Some(Event::CiFilesHeld {
+            head: head.to_string(),
+            files,
+        })
+    }))
 }
 
 /// The pull request's body where no summary is given: the sprint's goal and where the

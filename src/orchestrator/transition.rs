@@ -61,6 +61,7 @@ impl Orchestrator {
         let project = self.config.projects.get(&sprint.project);
         let delivers = project.is_some_and(|p| p.forge.is_some());
         let (gate, reviewed) = self.approval(sprint, &event, run, &mut runs).await?;
+        let ci_held = self.ci_files_held(sprint).await?;
         let facts = Facts {
             unchanged_head: unchanged_head.as_deref(),
             same_findings,
@@ -72,6 +73,7 @@ impl Orchestrator {
             delivers,
             deploys: project.is_some_and(|p| p.deploy.is_some()),
             merge_in_flight: self.forges.visiting(&sprint.id),
+            ci_files_held: ci_held.as_deref(),
             ..Facts::of(&sprint.id, sister_running)
         };
         let decision = match decide(before, &event, facts, &self.policy, now_ms()) {
@@ -156,6 +158,16 @@ impl Orchestrator {
         Ok((gate, reviewed))
     }
 
+    /// The head of a sprint in `verifying` that waits for a person's word on its CI files
+    /// (its last transition held it).
+    async fn ci_files_held(&self, sprint: &Sprint) -> Result<Option<String>, OrchestratorError> {
+        if sprint.state != crate::pipeline::State::Verifying {
+            return Ok(None);
+        }
+        let log = self.store.transitions(&sprint.id).await?;
+        Ok(crate::store::ci_files_held(&log).map(str::to_string))
+    }
+
     /// Nothing changes: the sprint is kept as it was, its command refused with `why`, the
     /// run that ended (if any) recorded.
     async fn refuse(
@@ -231,8 +243,12 @@ impl Orchestrator {
             // Whether it now waits on a forge, or no longer does.
             self.forges_moved();
         }
-        if t.to.state == crate::pipeline::State::Merging && t.from.state != t.to.state {
-            // Approved: the merge is asked now, after the commit.
+        let asks_the_forge = (t.to.state == crate::pipeline::State::Merging
+            && t.from.state != t.to.state)
+            || matches!(t.note, Some(crate::pipeline::fsm::Note::CiApproved { .. }));
+        if asks_the_forge {
+            // Approved (a merge, CI files let run): the forge is asked now, after the
+            // commit.
             self.forges.now(&after.id);
         }
         let _ = self.handle.events.send(Arc::new(Committed {

@@ -149,6 +149,16 @@ pub enum Event {
     MergeDelayed {
         reason: String,
     },
+    /// The reviewed `head` changes `files` the forge would run (its workflows): it is not
+    /// pushed until a person lets it run.
+    CiFilesHeld {
+        head: String,
+        files: Vec<String>,
+    },
+    /// A person lets the held head's CI files be pushed and run (`sprint approve-ci`).
+    ApproveCi {
+        by: String,
+    },
     /// The pull request was closed on the forge without a merge.
     ForgeClosed {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -196,6 +206,8 @@ impl Event {
             Event::ForgeMerged { .. } => "forge:merged".into(),
             Event::ForgeClosed { .. } => "forge:closed".into(),
             Event::Merged { .. } => "forge:merge_made".into(),
+            Event::CiFilesHeld { .. } => "forge:ci_files_held".into(),
+            Event::ApproveCi { .. } => "approve_ci".into(),
             Event::MergeRefused { .. } => "forge:merge_refused".into(),
             Event::MergeDelayed { .. } => "forge:merge_delayed".into(),
             Event::ForgeFailed { .. } => "forge:failed".into(),
@@ -207,6 +219,7 @@ impl Event {
     pub fn by(&self) -> Option<&str> {
         match self {
             Event::Approve { by }
+            | Event::ApproveCi { by }
             | Event::RequestChanges { by, .. }
             | Event::Resume { by, .. }
             | Event::Abort { by, .. }
@@ -341,6 +354,15 @@ pub enum Note {
     Moved {
         reviewed: String,
         why: String,
+    },
+    /// `head` changes `files` the forge would run: it waits for a person before the push.
+    CiFilesHeld {
+        head: String,
+        files: Vec<String>,
+    },
+    /// A person let `head`'s CI files be pushed and run.
+    CiApproved {
+        head: String,
     },
     /// The forge could not be asked to merge yet: asked again later (`reason`).
     MergeDelayed {

@@ -76,6 +76,9 @@ pub struct Facts<'a> {
     /// A sprint in `merging`: its merge is being asked of the forge right now, so its
     /// answer is not to be lost to another move.
     pub merge_in_flight: bool,
+    /// A sprint in `verifying` whose reviewed head changes files the forge would run,
+    /// waiting for a person's word before the push: that head.
+    pub ci_files_held: Option<&'a str>,
 }
 
 impl<'a> Facts<'a> {
@@ -92,6 +95,7 @@ impl<'a> Facts<'a> {
             delivers: false,
             deploys: false,
             merge_in_flight: false,
+            ci_files_held: None,
         }
     }
 }
@@ -310,6 +314,10 @@ pub fn apply(
                 "a request for changes to {id} needs a note saying what to change"
             )),
             State::Done => to(Position::enter(Stage::Implementing, at.round + 1), None),
+            // Instead of letting its CI files run: the next round.
+            State::Verifying if facts.ci_files_held.is_some() => {
+                to(Position::enter(Stage::Implementing, at.round + 1), None)
+            }
             other => refuse(format!(
                 "{id} is {other}, not done: changes can be requested only while it waits for deploy approval"
             )),
@@ -409,6 +417,31 @@ pub fn apply(
             }
             other => refuse(format!(
                 "{id} is {other}: only a deploy not yet started can find its commit moved"
+            )),
+        },
+
+        Event::CiFilesHeld { head, files } => match at.state {
+            State::Verifying => to(
+                at,
+                Some(Note::CiFilesHeld {
+                    head: head.clone(),
+                    files: files.clone(),
+                }),
+            ),
+            other => refuse(format!(
+                "{id} is {other}, not verifying: nothing is waiting to be pushed"
+            )),
+        },
+
+        Event::ApproveCi { .. } => match (at.state, facts.ci_files_held) {
+            (State::Verifying, Some(head)) => to(
+                at,
+                Some(Note::CiApproved {
+                    head: head.to_string(),
+                }),
+            ),
+            (other, _) => refuse(format!(
+                "{id} is {other} and not waiting for a person's word on its CI files: there is nothing to let run"
             )),
         },
 

@@ -95,6 +95,8 @@ pub struct Evidence {
     pub approved: Option<String>,
     /// The sprint's pull request on its project's forge, when one was opened.
     pub forge: Option<PullRequestSeen>,
+    /// What the sprint waits for from a person besides an approval (`ci_files`).
+    pub waiting: Option<&'static str>,
     /// The plan's folder in the repository (relative to the workdir) when the project
     /// keeps plans in its tree, so the change carries it; `None` when it lives outside.
     pub plan_in_tree: Option<String>,
@@ -207,6 +209,7 @@ impl Evidence {
         Ok(Evidence {
             approved,
             plan_in_tree,
+            waiting: crate::store::waiting_for(&log),
             forge: pull_request_seen(&log),
             contract: crate::store::contract_results(&runs, &log),
             rounds: rounds(&runs, &log),
@@ -274,12 +277,14 @@ fn repo(store: &Store, config: &Config, workdir: &std::path::Path) -> Repo {
     Repo::new(workdir, &Own::of(config, store.runs_dir()))
 }
 
-/// The patch `base..branch` of the sprint: the committed bytes (up to `head` when given).
+/// The patch `base..branch` of the sprint: the committed bytes (up to `head` when given;
+/// of `paths` alone when any are given).
 pub async fn patch(
     store: &Store,
     config: &Config,
     sprint: &Sprint,
     head: Option<&str>,
+    paths: &[String],
 ) -> Result<String, String> {
     let (Some(project), Some(base)) = (
         config.projects.get(&sprint.project),
@@ -303,7 +308,7 @@ pub async fn patch(
             project.workdir.display()
         ));
     };
-    crate::git::patch::patch(&repo, base, &head)
+    crate::git::patch::patch_of(&repo, base, &head, paths)
         .await
         .map_err(|e| format!("{}: {e}", sprint.id))
 }

@@ -96,7 +96,7 @@ impl History {
 
 /// Everything `sprint log --json` gives, in its fields' order.
 fn log_json(store: &Store, sprint: &Sprint, history: &History) -> serde_json::Value {
-    json!({
+    let mut out = json!({
         "id": sprint.id,
         "state": sprint.state,
         "project": sprint.project,
@@ -118,7 +118,12 @@ fn log_json(store: &Store, sprint: &Sprint, history: &History) -> serde_json::Va
             .map(|(run, dir, files)| json!({ "run": run, "dir": dir, "files": files }))
             .collect::<Vec<_>>(),
         "usage": history.usage,
-    })
+    });
+    // Only while it waits for a person's word beyond an approval (older outputs had none).
+    if let Some(waiting) = crate::store::waiting_for(&history.transitions) {
+        out["waiting"] = json!(waiting);
+    }
+    out
 }
 
 /// The notes people left for the sisters, as `--json` gives them: who wrote each, when,

@@ -46,7 +46,7 @@ pub async fn show(store: &Store, config: &Config, id: &str, as_json: bool) -> Ex
 fn show_json(evidence: &Evidence) -> serde_json::Value {
     let sprint = &evidence.sprint;
     let git = GitJson::of(evidence.work.as_ref());
-    json!({
+    let mut out = json!({
         "id": sprint.id,
         "state": sprint.state,
         "project": sprint.project,
@@ -71,7 +71,12 @@ fn show_json(evidence: &Evidence) -> serde_json::Value {
         "rounds": evidence.rounds.iter().map(round_json).collect::<Vec<_>>(),
         "spend": { "total": evidence.usage.total, "by_sister": spend_by_sister_json(evidence) },
         "runs": evidence.runs.iter().map(run_json).collect::<Vec<_>>(),
-    })
+    });
+    // Only while it waits for a person's word beyond an approval.
+    if let Some(waiting) = evidence.waiting {
+        out["waiting"] = json!(waiting);
+    }
+    out
 }
 
 /// What git said of the branch, as `--json` gives it: nothing but the error when git
@@ -408,7 +413,7 @@ pub async fn diff(store: &Store, config: &Config, id: &str) -> Exit {
         Ok(None) => return no_sprint(id),
         Err(e) => return failed(&e),
     };
-    match patch(store, config, &sprint, None).await {
+    match patch(store, config, &sprint, None, &[]).await {
         Ok(patch) => {
             out!("{}", for_reader(&patch, std::io::stdout().is_terminal()));
             Exit::Success

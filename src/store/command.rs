@@ -10,6 +10,8 @@ use crate::pipeline::Event;
 #[serde(rename_all = "snake_case")]
 pub enum CommandKind {
     Approve,
+    /// Let a held head's CI files be pushed and run.
+    ApproveCi,
     RequestChanges,
     Resume,
     Abort,
@@ -22,6 +24,7 @@ impl CommandKind {
     pub fn as_str(self) -> &'static str {
         match self {
             CommandKind::Approve => "approve",
+            CommandKind::ApproveCi => "approve_ci",
             CommandKind::RequestChanges => "request_changes",
             CommandKind::Resume => "resume",
             CommandKind::Abort => "abort",
@@ -33,6 +36,7 @@ impl CommandKind {
     fn parse(s: &str) -> Option<CommandKind> {
         [
             CommandKind::Approve,
+            CommandKind::ApproveCi,
             CommandKind::RequestChanges,
             CommandKind::Resume,
             CommandKind::Abort,
@@ -49,6 +53,7 @@ impl CommandKind {
         let text = text.map(str::to_string);
         Some(match self {
             CommandKind::Approve => Event::Approve { by },
+            CommandKind::ApproveCi => Event::ApproveCi { by },
             CommandKind::RequestChanges => Event::RequestChanges {
                 by,
                 note: text.unwrap_or_default(),

@@ -46,7 +46,7 @@ pub use handle::{HostScope, Store};
 pub use live::RunLive;
 pub use rows::{
     ForumPost, HostRecord, Lease, Run, Spend, Sprint, TransitionRecord, Usage, approved_head,
-    review_round, round_request,
+    ci_files_held, review_round, round_request, waiting_for,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -232,6 +232,22 @@ pub fn approved_head(log: &[TransitionRecord], runs: &[Run]) -> Option<String> {
         .and_then(|r| r.git_head.clone())
 }
 
+/// What a sprint resting in its state waits for from a person besides the obvious
+/// (`done`: an approval): `ci_files` when its reviewed head touches the files the forge
+/// runs and is held until someone lets them run (`sprint approve-ci`).
+pub fn waiting_for(log: &[TransitionRecord]) -> Option<&'static str> {
+    ci_files_held(log).map(|_| "ci_files")
+}
+
+/// The reviewed head held for its CI files, while it waits for a person: the sprint's
+/// last move held it (`verifying`, nothing since).
+pub fn ci_files_held(log: &[TransitionRecord]) -> Option<&str> {
+    match &log.last()?.note {
+        Some(Note::CiFilesHeld { head, .. }) => Some(head),
+        _ => None,
+    }
+}
+
 /// The last thing a person asked of round `round`'s implementation, `(by, text)`.
 pub fn round_request(log: &[TransitionRecord], round: u32) -> Option<(&str, &str)> {
     log.iter()

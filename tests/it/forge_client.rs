@@ -27,6 +27,7 @@ fn config(fake: &Fake, repo: &str) -> ForgeConfig {
         ci_absent_after: hanarang::config::Dur(std::time::Duration::from_secs(600)),
         poll_interval: hanarang::config::Dur(std::time::Duration::from_secs(30)),
         people: Default::default(),
+        ci_files: Vec::new(),
     }
 }
 

@@ -925,3 +925,75 @@ async fn github_agent_words_act_on_nothing_on_the_forge() {
 async fn forgejo_agent_words_act_on_nothing_on_the_forge() {
     agent_words_act_on_nothing_on_the_forge(Kind::Forgejo).await;
 }
+
+/// A change to a file the forge runs (a workflow that sends a secret away) is not pushed
+/// until a person lets it run, and a later round that touches it again asks again.
+async fn a_ci_file_change_waits_for_a_person_every_round(kind: Kind) {
+    let (files, fake, repo) = delivering(Engine::Sqlite, kind, "ci-file", "");
+    let _serve = Serve::start(&files, "serve.log");
+    let id = cli(&files, &["sprint", "start", "Add a login page"]);
+    wait_until("held for its CI files", || {
+        log(&files, &id)["waiting"] == "ci_files"
+    });
+    assert_eq!(fake.branch(BRANCH), None, "nothing pushed");
+    assert!(fake.prs().is_empty(), "no pull request");
+    let text =
+        String::from_utf8_lossy(&files.hanarang(&["sprint", "log", &id]).stdout).into_owned();
+    assert!(
+        text.contains(".github/workflows/ci.yml") && text.contains("sprint approve-ci"),
+        "the thread names the file and the way on: {text}"
+    );
+    let show: serde_json::Value =
+        serde_json::from_slice(&files.hanarang(&["sprint", "show", &id, "--json"]).stdout)
+            .expect("show JSON");
+    assert_eq!(show["state"], "verifying");
+    assert_eq!(show["waiting"], "ci_files");
+
+    cli(&files, &["sprint", "approve-ci", &id]);
+    wait_until("a pull request was opened", || !fake.prs().is_empty());
+    let first = git(&repo, &["rev-parse", BRANCH]);
+    assert_eq!(fake.branch(BRANCH), Some(first.clone()));
+    // Its CI fails: round 2 touches the workflow again, and is held again.
+    match kind {
+        Kind::GitHub => {
+            fake.set_check(&first, "test", "completed", Some("failure"), None);
+        }
+        Kind::Forgejo => {
+            fake.set_status(&first, "ci/test", "failure", None, None);
+        }
+    }
+    wait_until("round 2 held for its CI files", || {
+        let l = log(&files, &id);
+        l["round"] == 2 && l["waiting"] == "ci_files"
+    });
+    assert_eq!(
+        fake.branch(BRANCH),
+        Some(first.clone()),
+        "round 2 is not pushed on the first word"
+    );
+    // A second word for round 2's head, and only then.
+    cli(&files, &["sprint", "approve-ci", &id]);
+    let second = git(&repo, &["rev-parse", BRANCH]);
+    assert_ne!(first, second);
+    wait_until("round 2 was pushed", || {
+        fake.branch(BRANCH).as_deref() == Some(second.as_str())
+    });
+    // Nothing more to let run: a third word is refused.
+    let again = files.hanarang(&["sprint", "approve-ci", &id]);
+    assert_eq!(
+        again.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn github_a_ci_file_change_waits_for_a_person_every_round() {
+    a_ci_file_change_waits_for_a_person_every_round(Kind::GitHub).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forgejo_a_ci_file_change_waits_for_a_person_every_round() {
+    a_ci_file_change_waits_for_a_person_every_round(Kind::Forgejo).await;
+}

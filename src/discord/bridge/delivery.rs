@@ -158,10 +158,16 @@ impl Bridge {
             self.store.save_forum_post(&post).await?;
         }
         let escalated = matches!(&record.note, Some(Note::Escalated { .. }));
+        let ci_files = match &record.note {
+            Some(Note::CiFilesHeld { head, files }) => Some((head.as_str(), files.as_slice())),
+            _ => None,
+        };
         let extras = if entering_done {
             self.summary_parts(&sprint, record).await?
         } else if escalated {
             self.digest_parts(&sprint, record).await?
+        } else if let Some((head, files)) = ci_files {
+            self.ci_files_parts(&sprint, head, files).await
         } else {
             Vec::new()
         };
@@ -184,6 +190,15 @@ impl Bridge {
             };
             let rows = escalation_buttons(&sprint.id, record.seq, locale);
             self.post_in(thread, &offer(&text, rows, record, "settle"), &[])
+                .await?;
+        }
+        if ci_files.is_some() {
+            let locale = self.config.pipeline.locale;
+            let text = say!(locale,
+                ko: "👆 위 변경을 보고 정해주세요: 푸시하면 이 CI 파일이 저장소의 시크릿과 함께 실행됩니다",
+                en: "👆 Decide on the change above: pushing runs these CI files with the repository's secrets");
+            let rows = crate::discord::buttons::ci_files_buttons(&sprint.id, record.seq, locale);
+            self.post_in(thread, &offer(&text, rows, record, "ci-files"), &[])
                 .await?;
         }
         if entering_done {
@@ -306,6 +321,37 @@ impl Bridge {
         Ok(parts(&text, picture.into_iter().collect()))
     }
 
+    /// A head held for its CI files: which files (inert) and their diff, attached.
+    async fn ci_files_parts(&self, sprint: &Sprint, head: &str, files: &[String]) -> Vec<Part> {
+        let locale = self.config.pipeline.locale;
+        let listed: Vec<String> = files
+            .iter()
+            .map(|f| format!("- {}", inert::line(f)))
+            .collect();
+        let listed = listed.join("\n");
+        let short = head.get(..7).unwrap_or(head);
+        let mut text = say!(locale,
+            ko: "🔐 {short}의 변경이 포지가 실행하는 파일을 건드립니다:\n{listed}",
+            en: "🔐 The change at {short} touches files the forge runs:\n{listed}");
+        let mut attached = Vec::new();
+        match crate::report::evidence::patch(&self.store, &self.config, sprint, Some(head), files)
+            .await
+        {
+            Ok(patch) => attached.push(File {
+                name: format!("{}-ci-files.patch", sprint.id),
+                mime: "text/x-diff",
+                data: capped(patch, &sprint.id),
+            }),
+            Err(why) => {
+                let (why, id) = (inert::line(&why), &sprint.id);
+                text.push_str(&say!(locale,
+                    ko: "\n⚠️ 이 파일들의 diff를 만들 수 없습니다: {why} (`hanarang sprint diff {id}`)",
+                    en: "\n⚠️ The diff of these files could not be made: {why} (`hanarang sprint diff {id}`)"));
+            }
+        }
+        parts(&text, attached)
+    }
+
     /// When a sprint enters `done`: what it did — the summary, the patch
     /// `base..branch` and the picture — as its last review saw it.
     pub(super) async fn summary_parts(
@@ -323,6 +369,7 @@ impl Bridge {
                 &self.config,
                 sprint,
                 Some(&work.head),
+                &[],
             )
             .await
             {

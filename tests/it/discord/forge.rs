@@ -84,3 +84,69 @@ async fn from_the_forum_post_to_a_merged_pull_request_whose_ci_passed() {
     );
     let _ = TOKEN;
 }
+
+/// A change to a workflow is held in the thread: the files named, their diff attached,
+/// and a button that only an approver's click turns into the push.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_ci_file_change_is_shown_and_pushed_on_an_approvers_click() {
+    let fake = FakeDiscord::start(FakeConfig::default()).await;
+    let (files, forge, repo) = delivering(Engine::Sqlite, Kind::GitHub, "ci-file", "");
+    files.append_config(&discord_table(&fake));
+    let p = Pipeline::start_with(files).await;
+    let _bot = Bot::start(&p, &fake).await;
+    let sprint = p.start_sprint("app", "Add a login page", None).await;
+    let card = decision(&fake).await;
+    assert!(
+        card.custom_ids()
+            .first()
+            .is_some_and(|id| id.starts_with("hanarang:push-ci:")),
+        "{:?}",
+        card.custom_ids()
+    );
+    assert!(card.components.to_string().contains("푸시하고 CI 실행"));
+    let shown = fake
+        .post_lines()
+        .into_iter()
+        .find(|m| {
+            m.files
+                .iter()
+                .any(|f| f.filename.ends_with("-ci-files.patch"))
+        })
+        .expect("the held change's message, its diff attached");
+    assert!(
+        shown.content.contains(".github/workflows/ci.yml"),
+        "{}",
+        shown.content
+    );
+    let patch = shown
+        .files
+        .iter()
+        .find(|f| f.filename.ends_with("-ci-files.patch"))
+        .expect("the CI files' diff");
+    let patch = String::from_utf8_lossy(&patch.data);
+    assert!(
+        patch.contains("secrets.DEPLOY_KEY") && !patch.contains("work-"),
+        "the CI files' diff alone: {patch}"
+    );
+    assert!(forge.prs().is_empty(), "nothing pushed yet");
+
+    // Someone who may not steer: refused, nothing pushed.
+    let stranger = click_approve(&fake, 999, &card, 1).await;
+    assert!(
+        stranger
+            .iter()
+            .any(|r| r.body.to_string().contains("승인자만")),
+        "{stranger:?}"
+    );
+    assert!(forge.prs().is_empty(), "a stranger's click pushes nothing");
+    let answers = click_approve(&fake, USER, &card, 2).await;
+    assert!(!answers.is_empty());
+    wait_until("the held head was pushed", || !forge.prs().is_empty());
+    let head = support::git(&repo, &["rev-parse", "feature/sprint-001"]);
+    assert_eq!(forge.branch("feature/sprint-001"), Some(head));
+    assert_eq!(
+        p.runs(&sprint.id).await.len(),
+        3,
+        "no run more: it only pushed"
+    );
+}

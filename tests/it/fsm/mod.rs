@@ -327,6 +327,35 @@ fn columns() -> Vec<(&'static str, Event, Facts<'static>)> {
                 ..facts(false)
             },
         ),
+        (
+            "ci_files_held",
+            Event::CiFilesHeld {
+                head: "3f2a1c9e".into(),
+                files: vec![".github/workflows/ci.yml".into()],
+            },
+            facts(false),
+        ),
+        (
+            "approve_ci",
+            Event::ApproveCi { by: "cli".into() },
+            Facts {
+                ci_files_held: Some("3f2a1c9e"),
+                ..facts(false)
+            },
+        ),
+        (
+            "approve_ci(nothing held)",
+            Event::ApproveCi { by: "cli".into() },
+            facts(false),
+        ),
+        (
+            "request_changes(ci held)",
+            human("request_changes"),
+            Facts {
+                ci_files_held: Some("3f2a1c9e"),
+                ..facts(false)
+            },
+        ),
     ]
 }
 
@@ -334,13 +363,13 @@ fn columns() -> Vec<(&'static str, Event, Facts<'static>)> {
 /// violation"; `X+` means "the same stage again as a retry (attempt + 1)"; `X^` means "to
 /// X with nothing deployed: the approved commit moved".
 const TABLE: &[(State, &[&str])] = &[
-    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget paused fallback n:ID(same head) d:RC(same) approve(moved) resume(moved) moved published checks_passed checks_failed checks_timed_out forge_merged forge_closed approve(forge) d:AP(forge) forge_failed merged merge_refused merge_delayed abort(merge asked)
+    //              lock      h:PR          h:AB      n:ID         n:ER           d:AP      d:RC           d:AB      e:DD       e:DF         failed         interrupted    approve      req_changes    resume         abort      handoff        handoff(idle) budget paused fallback n:ID(same head) d:RC(same) approve(moved) resume(moved) moved published checks_passed checks_failed checks_timed_out forge_merged forge_closed approve(forge) d:AP(forge) forge_failed merged merge_refused merge_delayed abort(merge asked) ci_files_held approve_ci approve_ci(none) request_changes(ci held)
     (
         State::Queued,
         &[
             "planning", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
             "aborted", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-", "-", "-", "-", "-", "-", "aborted",
+            "-", "-", "-", "-", "-", "-", "-", "aborted", "-", "-", "-", "-",
         ],
     ),
     (
@@ -385,6 +414,10 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "aborted",
+            "-",
+            "-",
+            "-",
+            "-",
         ],
     ),
     (
@@ -429,6 +462,10 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "aborted",
+            "-",
+            "-",
+            "-",
+            "-",
         ],
     ),
     (
@@ -473,6 +510,10 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "aborted",
+            "-",
+            "-",
+            "-",
+            "-",
         ],
     ),
     (
@@ -517,6 +558,10 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "aborted",
+            "verifying",
+            "verifying",
+            "-",
+            "implementing",
         ],
     ),
     (
@@ -561,6 +606,10 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "aborted",
+            "-",
+            "-",
+            "-",
+            "implementing",
         ],
     ),
     (
@@ -604,6 +653,10 @@ const TABLE: &[(State, &[&str])] = &[
             "deployed",
             "escalated",
             "merging",
+            "-",
+            "-",
+            "-",
+            "-",
             "-",
         ],
     ),
@@ -649,6 +702,10 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "aborted",
+            "-",
+            "-",
+            "-",
+            "-",
         ],
     ),
     (
@@ -656,7 +713,7 @@ const TABLE: &[(State, &[&str])] = &[
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-", "-", "-", "-",
+            "-", "-", "-", "-", "-", "-", "-", "-", "-",
         ],
     ),
     (
@@ -701,6 +758,10 @@ const TABLE: &[(State, &[&str])] = &[
             "-",
             "-",
             "aborted",
+            "-",
+            "-",
+            "-",
+            "-",
         ],
     ),
     (
@@ -708,7 +769,7 @@ const TABLE: &[(State, &[&str])] = &[
         &[
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
             "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-            "-", "-", "-", "-", "-",
+            "-", "-", "-", "-", "-", "-", "-", "-", "-",
         ],
     ),
 ];
