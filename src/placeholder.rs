@@ -54,6 +54,7 @@ pub const PROMPT: &[&str] = &[
     "deploy",
     "check",
     "reviewer",
+    "route",
 ];
 
 /// Placeholders the branch template may use.

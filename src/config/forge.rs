@@ -58,6 +58,16 @@ pub enum ForgeKind {
     Forgejo,
 }
 
+impl ForgeKind {
+    /// Its name in the config (`kind`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForgeKind::Github => "github",
+            ForgeKind::Forgejo => "forgejo",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MergeMethod {

@@ -166,6 +166,28 @@ pub fn now_line(runs: &[crate::store::Run], locale: Locale, now_ms: i64) -> Opti
     Some(say!(locale, ko: "지금: {now}", en: "Now: {now}"))
 }
 
+/// What the forge's checks said at the sprint's base (the team's bar), for the summary and
+/// the board: `**CI at base** `2fe1b2e`: ✅ static · ✅ tests (3.10)`.
+pub fn base_ci_line(commit: &str, checks: &[crate::store::BaseCheck], locale: Locale) -> String {
+    let short = commit.get(..7).unwrap_or(commit);
+    let each: Vec<String> = checks
+        .iter()
+        .map(|c| {
+            let mark = match c.passed() {
+                Some(true) => "✅",
+                Some(false) => "❌",
+                None => "⏳",
+            };
+            format!("{mark} {}", inert::line(&c.name))
+        })
+        .collect();
+    let each = match each.is_empty() {
+        true => say!(locale, ko: "보고된 검사 없음", en: "no check reported"),
+        false => each.join(" · "),
+    };
+    say!(locale, ko: "**기준 CI** `{short}`: {each}", en: "**CI at base** `{short}`: {each}")
+}
+
 /// The line the project's check posts when it ends: how long it took when it passed, its
 /// last line of output (or how it ended) when it failed.
 pub fn check_line(check: &crate::store::CheckRecord, locale: Locale) -> String {

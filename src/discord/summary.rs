@@ -129,6 +129,11 @@ pub fn summary(e: &Evidence, locale: Locale) -> Summary {
     out.extend(approval(e, locale));
     out.extend(contract(e, locale));
     out.push(check_line(e, locale));
+    out.extend(
+        e.checks_at_base
+            .as_ref()
+            .map(|(base, checks)| crate::discord::render::base_ci_line(base, checks, locale)),
+    );
     out.extend(commits(e, locale));
     out.extend(plan(e, locale));
     let (review, findings) = review(e, locale);
@@ -403,6 +408,7 @@ mod tests {
             forge: None,
             plan_in_tree: None,
             waiting: None,
+            checks_at_base: None,
             contract: vec![ContractItem {
                 item: ChecklistItem {
                     id: "C1".into(),

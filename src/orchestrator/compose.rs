@@ -208,6 +208,9 @@ impl Orchestrator {
                 _ => Vec::new(),
             },
             merged: None,
+            forge: self
+                .forge_route(sprint, checkout.map(|c| c.base_commit.as_str()))
+                .await,
         };
         if let Some((name, _)) = reviewer {
             self.config.agent.reviewer_spec(name)?;

@@ -13,21 +13,15 @@ use tokio::time::Instant;
 
 use super::{Orchestrator, OrchestratorError};
 use crate::clock::now_ms;
-use crate::config::{CiPolicy, ForgeConfig};
-use crate::forge::{
-    CheckState, Forge, ForgeError, ForgeToken, PrState, PullRequest, ReviewState, connect,
-};
+use crate::config::ForgeConfig;
+use crate::forge::{Forge, ForgeError, ForgeToken, connect};
 use crate::git::Repo;
-use crate::pipeline::fsm::FailedCheck;
 use crate::pipeline::{Event, State};
 use crate::store::{CommandKind, Sprint, Store, TransitionRecord};
 
-/// How much of a failed check's log is read, and how many of its last lines are kept.
-const LOG_BYTES: usize = 64 * 1024;
-const LOG_LINES: usize = 40;
 /// The wait before another try after a visit failed (the forge down, an unknown answer);
 /// a merge waiting for the forge backs off up to it.
-const RETRY: Duration = Duration::from_secs(60);
+pub(super) const RETRY: Duration = Duration::from_secs(60);
 /// Visits start at most this often, across every pull request: never a burst at a forge,
 /// however many wait at once.
 const BETWEEN_VISITS: Duration = Duration::from_millis(500);
@@ -39,9 +33,9 @@ const REREAD: Duration = Duration::from_secs(60);
 pub(super) struct ProjectForge {
     pub config: ForgeConfig,
     api: Box<dyn Forge>,
-    token: ForgeToken,
+    pub(super) token: ForgeToken,
     /// Who may steer and note: the forge's people are held to it by their Discord id.
-    discord: Option<crate::config::DiscordConfig>,
+    pub(super) discord: Option<crate::config::DiscordConfig>,
 }
 
 /// Writes a pull request's body for a sprint: the summary people approve from, which the
@@ -58,7 +52,7 @@ pub type Describe = Arc<
 pub(super) struct Forges {
     by_project: HashMap<String, Arc<ProjectForge>>,
     /// The pull requests' bodies; without it, the goal and the contract.
-    describe: Option<Describe>,
+    pub(super) describe: Option<Describe>,
     /// Sprint → when it is visited next, and whether a visit is under way.
     watch: HashMap<String, (Instant, bool)>,
     /// Sprint → how many merge visits in a row the forge did not answer.
@@ -72,28 +66,28 @@ pub(super) struct Forges {
 
 /// What a visit found.
 pub(super) struct Visit {
-    sprint_id: String,
+    pub(super) sprint_id: String,
     /// The sprint's transition the visit saw: what it found applies only while the sprint
     /// is still there.
-    seq: i64,
-    events: Vec<Event>,
+    pub(super) seq: i64,
+    pub(super) events: Vec<Event>,
     /// Reviews and comments by the project's people, each once.
-    notes: Vec<PeoplesWord>,
+    pub(super) notes: Vec<PeoplesWord>,
     /// When to look again.
-    next: Duration,
+    pub(super) next: Duration,
     /// A merge the forge could not be asked for (down, rate-limited): tried again later,
     /// backing off.
-    merge_unanswered: bool,
+    pub(super) merge_unanswered: bool,
 }
 
 /// A person's word on the forge, for the sisters: a note, or (a "changes requested"
 /// review at `done`) a request for changes.
-struct PeoplesWord {
+pub(super) struct PeoplesWord {
     /// Where it was written (`forge:review:ID`): it is recorded once.
-    key: String,
-    by: String,
-    kind: CommandKind,
-    text: String,
+    pub(super) key: String,
+    pub(super) by: String,
+    pub(super) kind: CommandKind,
+    pub(super) text: String,
 }
 
 impl Forges {
@@ -310,7 +304,9 @@ impl Orchestrator {
             tokio::spawn(tracing::Instrument::instrument(
                 async move {
                     let visit = match ask {
-                        Some(ask) => merge_visit(&forge, ask, &sprint, &log, failures).await,
+                        Some(ask) => {
+                            super::merge::merge_visit(&forge, ask, &sprint, &log, failures).await
+                        }
                         None => visit(&forge, &store, describe, &repo, &sprint, &log).await,
                     };
                     let _ = tx.send(visit);
@@ -432,9 +428,9 @@ async fn visit(
         merge_unanswered: false,
     };
     let found = if sprint.state == State::Verifying && !published_since_verifying(log) {
-        publish(forge, store, describe, repo, sprint, log).await
+        super::publish::publish(forge, store, describe, repo, sprint, log).await
     } else {
-        watch(forge, repo, sprint, log).await
+        super::watch::watch(forge, repo, sprint, log).await
     };
     match found {
         Ok((events, notes)) => {
@@ -464,416 +460,4 @@ async fn visit(
     out
 }
 
-/// A merge visit to a sprint in `merging` (`failures`: the visits before that the forge
-/// did not answer): its answer as an event; a forge that cannot answer is tried again,
-/// backing off, and the thread told once.
-async fn merge_visit(
-    forge: &ProjectForge,
-    ask: Result<super::merge::MergeAsk, Event>,
-    sprint: &Sprint,
-    log: &[TransitionRecord],
-    failures: u32,
-) -> Visit {
-    let interval = forge.config.poll_interval.0;
-    let mut out = Visit {
-        sprint_id: sprint.id.clone(),
-        seq: sprint.last_seq,
-        events: Vec::new(),
-        notes: Vec::new(),
-        next: interval,
-        merge_unanswered: false,
-    };
-    let answer = match ask {
-        Ok(ask) => super::merge::visit(forge, &ask).await,
-        Err(event) => Ok(event),
-    };
-    match answer {
-        Ok(event) => out.events = vec![event],
-        Err(e) => {
-            tracing::warn!(error = %e, "the forge could not be asked to merge; asking again later");
-            out.merge_unanswered = true;
-            out.next = match &e {
-                ForgeError::RateLimited { until_ms } => {
-                    Duration::from_millis(u64::try_from(until_ms - now_ms()).unwrap_or(0))
-                }
-                _ => Duration::ZERO,
-            }
-            .max(
-                interval
-                    .saturating_mul(2u32.saturating_pow(failures.min(16)))
-                    .min(RETRY),
-            );
-            if !super::merge::delay_told(log) {
-                out.events = vec![Event::MergeDelayed {
-                    reason: e.to_string(),
-                }];
-            }
-        }
-    }
-    out
-}
-
-type Found = Result<(Vec<Event>, Vec<PeoplesWord>), ForgeError>;
-
-/// Pushes the reviewed branch (onto what hanarang pushed before, never over another's
-/// push) and opens its pull request, or updates the one open.
-async fn publish(
-    forge: &ProjectForge,
-    store: &Store,
-    describe: Option<Describe>,
-    repo: &Repo,
-    sprint: &Sprint,
-    log: &[TransitionRecord],
-) -> Found {
-    let head = crate::git::facts::branch_head(repo, &sprint.branch)
-        .await
-        .ok_or_else(|| ForgeError::Invalid(format!("the branch {} is gone", sprint.branch)))?;
-    if let Some(held) = ci_files_held(forge, repo, sprint, log, &head).await? {
-        return Ok((held.into_iter().collect(), Vec::new()));
-    }
-    let before = published(log).map(|(_, _, head, _)| head);
-    let url = forge
-        .config
-        .push_url()
-        .ok_or_else(|| ForgeError::Invalid("no push URL".into()))?;
-    let user = forge.api.git_user().await?;
-    let remote = crate::git::remote::Remote {
-        url: &url,
-        user: &user,
-        token: forge.token.expose(),
-    };
-    if before.as_deref() != Some(head.as_str()) {
-        crate::git::remote::push(repo, &remote, &sprint.branch, &head, before.as_deref())
-            .await
-            .map_err(|why| match unreachable(&why) {
-                true => ForgeError::Unavailable(why),
-                // Refused: a branch there that hanarang did not push, a token without write.
-                false => ForgeError::Refused {
-                    status: 0,
-                    message: why,
-                },
-            })?;
-    }
-    let title = crate::forge::words::title(&sprint.goal);
-    let described = match describe {
-        Some(describe) => describe(sprint.clone()).await,
-        None => None,
-    };
-    // Whatever the summary quotes of the agents, nothing of it acts on the forge.
-    let body = crate::forge::words::defused(&match described {
-        Some(text) => text,
-        None => body(store, sprint, &head).await,
-    });
-    let pull = match forge.api.open_pull_request(&sprint.branch).await? {
-        Some(open) => {
-            forge
-                .api
-                .update_pull_request(open.number, &title, &body)
-                .await?
-        }
-        None => {
-            let base = match &sprint.base_branch {
-                Some(base) => base.clone(),
-                None => forge.api.repository().await?.default_branch,
-            };
-            forge
-                .api
-                .create_pull_request(&sprint.branch, &base, &title, &body)
-                .await?
-        }
-    };
-    let mut events = vec![Event::Published {
-        pr: pull.number,
-        url: pull.url.clone(),
-        head: head.clone(),
-    }];
-    if forge.config.ci == CiPolicy::None {
-        events.push(Event::ChecksPassed {
-            head,
-            checks: Vec::new(),
-            none: false,
-        });
-    }
-    Ok((events, Vec::new()))
-}
-
-/// Whether the reviewed `head` must wait before it is pushed, because it changes files the
-/// forge would run (with the repository's secrets) and no person has let that head run:
-/// `Some(None)` while it waits already, `Some(Some(event))` to hold it now, `None` to push.
-async fn ci_files_held(
-    forge: &ProjectForge,
-    repo: &Repo,
-    sprint: &Sprint,
-    log: &[TransitionRecord],
-    head: &str,
-) -> Result<Option<Option<Event>>, ForgeError> {
-    use crate::pipeline::fsm::Note;
-    if crate::store::ci_files_held(log) == Some(head) {
-        return Ok(Some(None));
-    }
-    let let_run = log
-        .iter()
-        .any(|t| matches!(&t.note, Some(Note::CiApproved { head: h }) if h == head));
-    let Some(base) = sprint.base_commit.as_deref() else {
-        return Ok(None);
-    };
-    if let_run {
-        return Ok(None);
-    }
-    let changed: Vec<String> = crate::git::patch::diffstat(repo, base, head)
-        .await
-        .map_err(ForgeError::Invalid)?
-        .into_iter()
-        .map(|(path, _, _)| path)
-        .collect();
-    let files = crate::forge::ci_files::touched(&changed, &forge.config.ci_files);
-    Ok((!files.is_empty()).then(|| {
-        Some(Event::CiFilesHeld {
-            head: head.to_string(),
-            files,
-        })
-    }))
-}
-
-/// The pull request's body where no summary is given: the sprint's goal and where the
-/// branch comes from (no agent's words: they are quoted inert only by the summary).
-async fn body(store: &Store, sprint: &Sprint, head: &str) -> String {
-    let mut out = format!(
-        "{}\n\nOpened by hanarang for {} (branch `{}` at `{}`).\n",
-        sprint.goal, sprint.id, sprint.branch, head
-    );
-    if let (Ok(runs), Ok(log)) = (
-        store.runs(&sprint.id).await,
-        store.transitions(&sprint.id).await,
-    ) {
-        let contract = crate::store::contract_results(&runs, &log);
-        let passed = contract.iter().filter(|c| c.passed == Some(true)).count();
-        if !contract.is_empty() {
-            out.push_str(&format!(
-                "\nThe review passed {passed} of the contract's {} items.\n",
-                contract.len()
-            ));
-        }
-    }
-    out
-}
-
-/// Looks at the open pull request: merged or closed there, its branch moved by someone
-/// else, its checks (while verifying), and the words of the project's people.
-async fn watch(
-    forge: &ProjectForge,
-    repo: &Repo,
-    sprint: &Sprint,
-    log: &[TransitionRecord],
-) -> Found {
-    let Some((number, _, pushed, pushed_at)) = published(log) else {
-        return Ok((Vec::new(), Vec::new()));
-    };
-    let pull = match forge.api.pull_request(number).await {
-        Ok(pull) => pull,
-        Err(ForgeError::NotFound(_)) => {
-            return Ok((vec![Event::ForgeClosed { by: None }], Vec::new()));
-        }
-        Err(e) => return Err(e),
-    };
-    match &pull.state {
-        PrState::Merged { by, commit } => {
-            return Ok((
-                vec![Event::ForgeMerged {
-                    by: by.clone(),
-                    commit: commit.clone(),
-                }],
-                Vec::new(),
-            ));
-        }
-        PrState::Closed { by } => {
-            return Ok((vec![Event::ForgeClosed { by: by.clone() }], Vec::new()));
-        }
-        PrState::Open => {}
-    }
-    let notes = peoples_words(forge, sprint, &pull).await?;
-    if pull.head != pushed {
-        return Ok((
-            vec![moved(forge, repo, sprint, &pushed, &pull).await],
-            notes,
-        ));
-    }
-    if sprint.state != State::Verifying {
-        return Ok((Vec::new(), notes));
-    }
-    let checks = forge.api.checks(&pushed).await?;
-    let waited = Duration::from_millis(u64::try_from(now_ms() - pushed_at).unwrap_or(0));
-    let failed: Vec<_> = checks
-        .iter()
-        .filter(|c| c.state == CheckState::Failed)
-        .collect();
-    let event = if !failed.is_empty() {
-        let mut out = Vec::new();
-        for check in failed {
-            let log_tail = match forge.api.log_tail(check, LOG_BYTES).await {
-                Ok(Some(text)) => Some(last_lines(&text, LOG_LINES)),
-                Ok(None) => None,
-                Err(e) => {
-                    tracing::warn!(check = %check.name, error = %e, "a failed check's log could not be read");
-                    None
-                }
-            };
-            out.push(FailedCheck {
-                name: check.name.clone(),
-                conclusion: check.conclusion.clone(),
-                url: check.url.clone(),
-                summary: check.summary.clone(),
-                log_tail,
-            });
-        }
-        Some(Event::ChecksFailed {
-            head: pushed,
-            failed: out,
-        })
-    } else if !checks.is_empty() && checks.iter().all(|c| c.state == CheckState::Passed) {
-        Some(Event::ChecksPassed {
-            head: pushed,
-            checks: checks.iter().map(|c| c.name.clone()).collect(),
-            none: false,
-        })
-    } else if checks.is_empty() && waited >= forge.config.ci_absent_after.0 {
-        Some(Event::ChecksPassed {
-            head: pushed,
-            checks: Vec::new(),
-            none: true,
-        })
-    } else if !checks.is_empty() && waited >= forge.config.ci_timeout.0 {
-        Some(Event::ChecksTimedOut {
-            head: pushed,
-            pending: checks
-                .iter()
-                .filter(|c| c.state == CheckState::Pending)
-                .map(|c| c.name.clone())
-                .collect(),
-        })
-    } else {
-        None
-    };
-    Ok((event.into_iter().collect(), notes))
-}
-
-/// Someone else pushed to the pull request's branch: what they pushed is fetched and
-/// checked out (when the workdir holds no change), so the review that follows sees it.
-async fn moved(
-    forge: &ProjectForge,
-    repo: &Repo,
-    sprint: &Sprint,
-    pushed: &str,
-    pull: &PullRequest,
-) -> Event {
-    let taken = match forge.fetch(repo, &sprint.branch).await {
-        Ok(fetched) => crate::git::branch::take(repo, &sprint.branch, &fetched).await,
-        Err(e) => Err(e),
-    };
-    let short = |id: &str| id.get(..7).unwrap_or(id).to_string();
-    let mut why = format!(
-        "someone else pushed to the pull request's branch on the forge: {} → {}",
-        short(pushed),
-        short(&pull.head)
-    );
-    if let Err(e) = taken {
-        why.push_str(&format!(" (not checked out here: {e})"));
-    }
-    Event::Moved {
-        reviewed: pushed.to_string(),
-        why,
-    }
-}
-
-/// What a login's words may be: `(note, steer)`. The people of `people` are held to the
-/// rules of who may steer and note by the Discord id they map to (a role cannot be looked
-/// up here: list such a person's id among `approver_user_ids`); without a Discord table,
-/// the operator's list is all there is.
-fn heard(forge: &ProjectForge, sprint: &Sprint, login: &str) -> (bool, bool) {
-    let Some(id) = forge.config.people.get(login) else {
-        return (false, false);
-    };
-    match &forge.discord {
-        None => (true, true),
-        Some(d) => (
-            crate::config::may_note(d, *id, &[], sprint.started_by.as_deref()),
-            crate::config::may_steer(d, *id, &[]),
-        ),
-    }
-}
-
-/// Reviews and comments by the project's people, as notes (a "changes requested" review
-/// at `done`, by one who may steer: a request for changes with its line comments). Anyone
-/// else's are not read.
-async fn peoples_words(
-    forge: &ProjectForge,
-    sprint: &Sprint,
-    pull: &PullRequest,
-) -> Result<Vec<PeoplesWord>, ForgeError> {
-    let people = &forge.config.people;
-    if people.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut out = Vec::new();
-    for review in forge.api.reviews(pull.number).await? {
-        let (note, steer) = heard(forge, sprint, &review.login);
-        if !note {
-            continue;
-        }
-        let mut text = review.body.clone();
-        for c in &review.comments {
-            let place = match c.line {
-                Some(line) => format!("{}:{line}", c.path),
-                None => c.path.clone(),
-            };
-            text.push_str(&format!("\n- {place}: {}", c.body));
-        }
-        if text.trim().is_empty() {
-            continue;
-        }
-        let kind = match (review.state, sprint.state) {
-            (ReviewState::ChangesRequested, State::Done) if steer => CommandKind::RequestChanges,
-            (ReviewState::Other, _) => continue,
-            _ => CommandKind::Note,
-        };
-        out.push(PeoplesWord {
-            key: format!("forge:review:{}", review.id),
-            by: format!("forge:{}", review.login),
-            kind,
-            text: text.trim().to_string(),
-        });
-    }
-    for comment in forge.api.comments(pull.number).await? {
-        if !heard(forge, sprint, &comment.login).0 || comment.body.trim().is_empty() {
-            continue;
-        }
-        out.push(PeoplesWord {
-            key: format!("forge:comment:{}", comment.id),
-            by: format!("forge:{}", comment.login),
-            kind: CommandKind::Note,
-            text: comment.body.trim().to_string(),
-        });
-    }
-    Ok(out)
-}
-
-/// Whether git's failure is the network's (tried again later) rather than a refusal.
-fn unreachable(why: &str) -> bool {
-    [
-        "Could not resolve host",
-        "Failed to connect",
-        "Connection refused",
-        "Connection timed out",
-        "Operation timed out",
-        "The requested URL returned error: 5",
-        "timed out",
-    ]
-    .iter()
-    .any(|sign| why.contains(sign))
-}
-
-/// The last `n` lines of `text`.
-fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.trim_end().lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
+pub(super) type Found = Result<(Vec<Event>, Vec<PeoplesWord>), ForgeError>;

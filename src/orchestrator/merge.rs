@@ -3,11 +3,14 @@
 //! forge first whether the pull request is merged already (a crash after the merge call,
 //! a person's merge), so a merge is never made twice and never made unrecorded.
 
+use std::time::Duration;
+
+use crate::clock::now_ms;
 use crate::forge::{ForgeError, MergeMessage, PrState, words};
 use crate::pipeline::{Event, State};
 use crate::store::{Sprint, Store, TransitionRecord};
 
-use super::forge::{ProjectForge, published};
+use super::forge::{ProjectForge, RETRY, Visit, published};
 
 /// What a merge visit asks of the forge: pull request `number`, merged only at `head`,
 /// its commit written as `message`.
@@ -100,4 +103,53 @@ pub(super) async fn visit(forge: &ProjectForge, ask: &MergeAsk) -> Result<Event,
 pub(super) fn delay_told(log: &[TransitionRecord]) -> bool {
     log.last()
         .is_some_and(|t| matches!(t.detail, Event::MergeDelayed { .. }))
+}
+
+/// A merge visit to a sprint in `merging` (`failures`: the visits before that the forge
+/// did not answer): its answer as an event; a forge that cannot answer is tried again,
+/// backing off, and the thread told once.
+pub(super) async fn merge_visit(
+    forge: &ProjectForge,
+    ask: Result<MergeAsk, Event>,
+    sprint: &Sprint,
+    log: &[TransitionRecord],
+    failures: u32,
+) -> Visit {
+    let interval = forge.config.poll_interval.0;
+    let mut out = Visit {
+        sprint_id: sprint.id.clone(),
+        seq: sprint.last_seq,
+        events: Vec::new(),
+        notes: Vec::new(),
+        next: interval,
+        merge_unanswered: false,
+    };
+    let answer = match ask {
+        Ok(ask) => visit(forge, &ask).await,
+        Err(event) => Ok(event),
+    };
+    match answer {
+        Ok(event) => out.events = vec![event],
+        Err(e) => {
+            tracing::warn!(error = %e, "the forge could not be asked to merge; asking again later");
+            out.merge_unanswered = true;
+            out.next = match &e {
+                ForgeError::RateLimited { until_ms } => {
+                    Duration::from_millis(u64::try_from(until_ms - now_ms()).unwrap_or(0))
+                }
+                _ => Duration::ZERO,
+            }
+            .max(
+                interval
+                    .saturating_mul(2u32.saturating_pow(failures.min(16)))
+                    .min(RETRY),
+            );
+            if !delay_told(log) {
+                out.events = vec![Event::MergeDelayed {
+                    reason: e.to_string(),
+                }];
+            }
+        }
+    }
+    out
 }

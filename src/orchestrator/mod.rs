@@ -17,12 +17,14 @@ pub use forge::Describe;
 mod lease;
 mod memory;
 mod merge;
+mod publish;
 mod recovery;
 mod reviewers;
 mod session;
 mod spawn;
 pub mod steps;
 mod transition;
+mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;

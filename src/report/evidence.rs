@@ -95,6 +95,9 @@ pub struct Evidence {
     pub approved: Option<String>,
     /// The sprint's pull request on its project's forge, when one was opened.
     pub forge: Option<PullRequestSeen>,
+    /// What the forge's checks said at the sprint's base commit, when the project delivers
+    /// through one and they were read: `(base commit, checks)`.
+    pub checks_at_base: Option<(String, Vec<crate::store::BaseCheck>)>,
     /// What the sprint waits for from a person besides an approval (`ci_files`).
     pub waiting: Option<&'static str>,
     /// The plan's folder in the repository (relative to the workdir) when the project
@@ -206,8 +209,16 @@ impl Evidence {
                 let shown = dir.strip_prefix(&p.workdir).unwrap_or(&dir);
                 format!("{}/", shown.display())
             });
+        let checks_at_base = match (&sprint.base_commit, config.merges(&sprint.project)) {
+            (Some(base), true) => store
+                .forge_base_checks(&sprint.project, base)
+                .await?
+                .map(|checks| (base.clone(), checks)),
+            _ => None,
+        };
         Ok(Evidence {
             approved,
+            checks_at_base,
             plan_in_tree,
             waiting: crate::store::waiting_for(&log),
             forge: pull_request_seen(&log),

@@ -68,6 +68,7 @@ fn show_json(evidence: &Evidence) -> serde_json::Value {
         "checklist": super::checklist_json(&evidence.contract),
         "checks": evidence.checks,
         "base_check": evidence.base_check,
+        "checks_at_base": evidence.checks_at_base.as_ref().map(|(_, checks)| checks),
         "rounds": evidence.rounds.iter().map(round_json).collect::<Vec<_>>(),
         "spend": { "total": evidence.usage.total, "by_sister": spend_by_sister_json(evidence) },
         "runs": evidence.runs.iter().map(run_json).collect::<Vec<_>>(),
@@ -313,12 +314,30 @@ fn print_checks(evidence: &Evidence) {
     let checks = &evidence.checks;
     // The check at the base an earlier sprint made is this sprint's too.
     let reused = evidence.base_check.as_ref().filter(|b| !checks.contains(b));
-    if reused.is_none() && checks.is_empty() {
+    if reused.is_none() && checks.is_empty() && evidence.checks_at_base.is_none() {
         return;
     }
     outln!("\nChecks:");
     for c in reused.into_iter().chain(checks) {
         print_check(c);
+    }
+    if let Some((base, forge)) = &evidence.checks_at_base {
+        let each: Vec<String> = forge
+            .iter()
+            .map(|c| {
+                let mark = match c.passed() {
+                    Some(true) => "✅",
+                    Some(false) => "❌",
+                    None => "⏳",
+                };
+                format!("{mark} {}", escape_controls(&c.name))
+            })
+            .collect();
+        let each = match each.is_empty() {
+            true => "no check reported".to_string(),
+            false => each.join(", "),
+        };
+        outln!("  CI at base {}: {each}", short(base));
     }
 }
 

@@ -131,6 +131,10 @@ pub struct ContractFile {
     /// For the deployer after a merge on the forge: the merge commit on the base, checked out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<String>,
+    /// Where the work goes, when the project delivers through its forge: the pull request
+    /// onto the base branch and what the team's CI said at the base.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forge: Option<ForgeRoute>,
 }
 
 /// What the orchestrator's run of the project's check found.
@@ -156,3 +160,21 @@ pub struct CheckResult {
 
 /// Where a text came from, when no one was recorded.
 pub const UNKNOWN: &str = "unknown";
+
+/// The route a sprint's work takes through its forge, as every run is told it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForgeRoute {
+    /// `github` or `forgejo`.
+    pub kind: String,
+    /// `owner/name`.
+    pub repo: String,
+    /// The pull request, once hanarang opened it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The forge's checks at the sprint's base commit, read when it first ran: the team's
+    /// bar. Empty when the forge reported none (or could not be asked).
+    #[serde(default)]
+    pub checks_at_base: Vec<crate::store::BaseCheck>,
+}

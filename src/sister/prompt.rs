@@ -340,6 +340,7 @@ mod tests {
             base_check: None,
             forge_checks: Vec::new(),
             merged: None,
+            forge: None,
         }
     }
 

@@ -64,6 +64,7 @@ pub fn render(contract: &ContractFile, template: Option<&str>, contract_path: &s
         .filter(|t| !t.is_empty())
         .unwrap_or("(the project does not say: deploy as its own files (README, scripts, CI) describe, and say what you did)");
     let plan_place = plan_place(c);
+    let route = route(c, &base_branch);
     let values = [
         ("role", c.role.as_str()),
         ("sister", c.role.korean_name()),
@@ -88,9 +89,56 @@ pub fn render(contract: &ContractFile, template: Option<&str>, contract_path: &s
         ("deploy", deploy),
         ("check", check.as_str()),
         ("reviewer", c.reviewer.as_deref().unwrap_or("")),
+        ("route", route.as_str()),
     ];
     debug_assert!(values.iter().all(|(n, _)| placeholder::PROMPT.contains(n)));
     placeholder::substitute(template, &values)
+}
+
+/// Where the work goes after this run: through the project's forge (a pull request onto
+/// the base, the team's CI — what it said at the base — and a person's merge), or, with
+/// no forge, a person's approval of the deploy. What the role does about it.
+fn route(c: &ContractFile, base_branch: &str) -> String {
+    let Some(forge) = &c.forge else {
+        return "there is no forge: once the review approves, a person approves the deploy, and the deployer deploys the approved commit.".to_string();
+    };
+    let pr = match (&forge.pr, &forge.url) {
+        (Some(n), Some(url)) => format!(" (pull request #{n}: {url})"),
+        _ => String::new(),
+    };
+    let base = c
+        .base_commit
+        .as_deref()
+        .map_or("its base", |b| b.get(..7).unwrap_or(b));
+    let checks = match forge.checks_at_base.as_slice() {
+        [] => format!("at the base {base} it reported no check (or could not be asked)"),
+        checks => {
+            let each: Vec<String> = checks
+                .iter()
+                .map(|k| {
+                    let mark = match k.passed() {
+                        Some(true) => "passed",
+                        Some(false) => "FAILED",
+                        None => "pending",
+                    };
+                    format!("{} {mark} ({})", k.name, k.result)
+                })
+                .collect();
+            format!("at the base {base} its checks said: {}", each.join(", "))
+        }
+    };
+    let duty = match c.role.stage() {
+        Stage::Planning => "Plan for those checks: say how the work will pass each one.",
+        Stage::Implementing => {
+            "Your work must pass those checks: run what you can of them here before you answer."
+        }
+        Stage::Reviewing => "Hold the work to those checks as well as to the contract.",
+        Stage::Deploying => "You deploy what was merged.",
+    };
+    format!(
+        "hanarang (never an agent) pushes {} to {} {} and opens a pull request onto {base_branch}{pr}. The team's CI runs there and is the bar: {checks}. A check that fails there comes back to the implementer with its log, as another round. A person approves, and hanarang merges: nobody pushes or merges by hand. {duty}",
+        c.branch, forge.kind, forge.repo
+    )
 }
 
 /// Where the plan lives and what this role does with it: outside the repository, read

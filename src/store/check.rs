@@ -6,6 +6,38 @@ use serde::Serialize;
 
 use super::{Result, StoreError};
 
+/// One of the forge's checks at a sprint's base commit, as it was read: its name and its
+/// result in the forge's word (`success`, `failure`, `pending`, …).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct BaseCheck {
+    pub name: String,
+    pub result: String,
+}
+
+impl BaseCheck {
+    /// Whether it passed, failed, or has no word yet (`None`).
+    pub fn passed(&self) -> Option<bool> {
+        match self.result.as_str() {
+            "success" | "neutral" | "skipped" => Some(true),
+            "pending" | "queued" | "in_progress" | "waiting" | "requested" | "" => None,
+            _ => Some(false),
+        }
+    }
+
+    /// The forge's checks at a base as the store keeps them.
+    pub(super) fn encode(checks: &[BaseCheck]) -> Result<String> {
+        serde_json::to_string(checks).map_err(|e| StoreError::Encode("base checks", e))
+    }
+
+    pub(super) fn decode(project: &str, commit: &str, text: &str) -> Result<Vec<BaseCheck>> {
+        serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
+            table: "forge_base_checks",
+            key: format!("{project} {commit}"),
+            what: e.to_string(),
+        })
+    }
+}
+
 /// One check, as recorded.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CheckRecord {

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{
-    CheckRecord, Command, CommandStatus, Commit, ForumPost, HostRecord, HostScope, Lease,
-    NewCommand, NewRun, Result, Run, RunEnd, RunLive, Spend, Sprint, TransitionRecord, Usage,
+    BaseCheck, CheckRecord, Command, CommandStatus, Commit, ForumPost, HostRecord, HostScope,
+    Lease, NewCommand, NewRun, Result, Run, RunEnd, RunLive, Spend, Sprint, TransitionRecord,
+    Usage,
 };
 
 /// Judges whether a lease's holder is gone (a dead pid on this machine, say).
@@ -155,6 +156,20 @@ pub trait Database: Reach + Send + Sync + std::fmt::Debug {
     async fn checks(&self, sprint_id: &str) -> Result<Vec<CheckRecord>>;
     /// The latest check made at `commit` as a base of a sprint of `project` (any sprint's).
     async fn base_check(&self, project: &str, commit: &str) -> Result<Option<CheckRecord>>;
+    /// What `project`'s forge said of its checks at `commit`, when it was read.
+    async fn forge_base_checks(
+        &self,
+        project: &str,
+        commit: &str,
+    ) -> Result<Option<Vec<BaseCheck>>>;
+    /// Keeps what `project`'s forge said of its checks at `commit` (the latest read wins).
+    async fn save_forge_base_checks(
+        &self,
+        project: &str,
+        commit: &str,
+        checks: &[BaseCheck],
+        at: i64,
+    ) -> Result<()>;
     /// What a sprint's runs cost, in all and per sister.
     async fn usage(&self, sprint_id: &str) -> Result<Usage>;
     /// Every sprint's total spend, in one query (for `sprint status`).

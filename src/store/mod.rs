@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-pub use check::CheckRecord;
+pub use check::{BaseCheck, CheckRecord};
 pub use command::{Command, CommandKind, CommandStatus, NewCommand};
 pub use commit::{Commit, NewRun, RunEnd};
 pub use contract::{ContractItem, PLANNER, contract, contract_results, sourced};

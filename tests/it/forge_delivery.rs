@@ -997,3 +997,77 @@ async fn github_a_ci_file_change_waits_for_a_person_every_round() {
 async fn forgejo_a_ci_file_change_waits_for_a_person_every_round() {
     a_ci_file_change_waits_for_a_person_every_round(Kind::Forgejo).await;
 }
+
+/// Every run is told where its work goes — the pull request onto the base, the team's CI
+/// and what it said at the base, a person's merge — and the summary, `sprint show` and
+/// the contract file carry the base's CI beside the project's check.
+async fn every_run_is_told_the_route_and_the_bases_checks(kind: Kind) {
+    let (files, fake, repo) = delivering(Engine::Sqlite, kind, "commits 1", "");
+    let base = git(&repo, &["rev-parse", "main"]);
+    match kind {
+        Kind::GitHub => {
+            fake.set_check(&base, "static", "completed", Some("success"), None);
+            fake.set_check(&base, "tests (3.10)", "completed", Some("failure"), None);
+        }
+        Kind::Forgejo => {
+            fake.set_status(&base, "static", "success", None, None);
+            fake.set_status(&base, "tests (3.10)", "failure", None, None);
+        }
+    }
+    let _serve = Serve::start(&files, "serve.log");
+    let (id, pr) = at_done(&files, &fake, &repo);
+    let runs = log(&files, &id)["runs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(runs.len() >= 3, "{runs:?}");
+    for run in &runs {
+        let run_id = run["run_id"].as_str().expect("run id");
+        let prompt = files.stdin_of(run_id);
+        for told in [
+            "opens a pull request onto main",
+            "static passed",
+            "tests (3.10) FAILED",
+            "comes back to the implementer with its log",
+            "A person approves, and hanarang merges",
+        ] {
+            assert!(
+                prompt.contains(told),
+                "{run_id} is not told {told:?}:\n{prompt}"
+            );
+        }
+        let contract = files.contract_of(run_id);
+        assert_eq!(contract["forge"]["repo"], "acme/app", "{contract}");
+        let names: Vec<&str> = contract["forge"]["checks_at_base"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert_eq!(names.len(), 2, "{contract}");
+    }
+    let body = fake.pr(pr).expect("the pull request").body;
+    assert!(
+        body.contains(&format!("`{}`: ✅ static · ❌ tests (3.10)", &base[..7])),
+        "the summary shows the base's CI: {body}"
+    );
+    let show =
+        String::from_utf8_lossy(&files.hanarang(&["sprint", "show", &id]).stdout).into_owned();
+    assert!(
+        show.contains(&format!(
+            "CI at base {}: ✅ static, ❌ tests (3.10)",
+            &base[..7]
+        )),
+        "{show}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn github_every_run_is_told_the_route_and_the_bases_checks() {
+    every_run_is_told_the_route_and_the_bases_checks(Kind::GitHub).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forgejo_every_run_is_told_the_route_and_the_bases_checks() {
+    every_run_is_told_the_route_and_the_bases_checks(Kind::Forgejo).await;
+}

@@ -232,6 +232,17 @@ impl Bridge {
                 ko: "\nPR: #{pr} ({head}) {url}",
                 en: "\nPull request: #{pr} ({head}) {url}"));
         }
+        if let Some(base) = sprint.base_commit.as_deref()
+            && self.config.merges(&sprint.project)
+            && let Some(checks) = self.store.forge_base_checks(&sprint.project, base).await?
+        {
+            text.push('\n');
+            text.push_str(&crate::discord::render::base_ci_line(
+                base,
+                &checks,
+                self.config.pipeline.locale,
+            ));
+        }
         let commands = self.store.commands_of(&sprint.id).await?;
         if let Some(people) = crate::discord::render::people_line(
             sprint.started_by.as_deref(),

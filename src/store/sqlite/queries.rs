@@ -12,9 +12,9 @@ use crate::store::command::CommandRaw;
 use crate::store::database::{Database, IsGone};
 use crate::store::rows::{KeyedSpend, RunRaw, SprintRaw, TransitionRaw};
 use crate::store::{
-    CheckRecord, Command, CommandStatus, Commit, ForumPost, HostScope, Lease, NewCommand, NewRun,
-    Result, Run, RunEnd, RunLive, Spend, Sprint, StoreError, TransitionRecord, Usage,
-    sprint_branch,
+    BaseCheck, CheckRecord, Command, CommandStatus, Commit, ForumPost, HostScope, Lease,
+    NewCommand, NewRun, Result, Run, RunEnd, RunLive, Spend, Sprint, StoreError, TransitionRecord,
+    Usage, sprint_branch,
 };
 
 /// The heads of the project queues whose pipeline lock is free. The lock holders are
@@ -326,6 +326,47 @@ impl Database for Db {
 
     async fn base_check(&self, project: &str, commit: &str) -> Result<Option<CheckRecord>> {
         self.read_base_check(project, commit).await
+    }
+
+    async fn forge_base_checks(
+        &self,
+        project: &str,
+        commit: &str,
+    ) -> Result<Option<Vec<BaseCheck>>> {
+        let text: Option<String> = sqlx::query_scalar(
+            "SELECT checks FROM forge_base_checks WHERE project = ? AND commit_id = ?",
+        )
+        .bind(project)
+        .bind(commit)
+        .fetch_optional(&self.pool)
+        .await?;
+        text.map(|t| BaseCheck::decode(project, commit, &t))
+            .transpose()
+    }
+
+    async fn save_forge_base_checks(
+        &self,
+        project: &str,
+        commit: &str,
+        checks: &[BaseCheck],
+        at: i64,
+    ) -> Result<()> {
+        let text = BaseCheck::encode(checks)?;
+        self.writes
+            .retry("save the forge's checks at a base", || async {
+                sqlx::query(
+                    "INSERT INTO forge_base_checks (project, commit_id, checks, read_at) VALUES (?, ?, ?, ?)
+                     ON CONFLICT (project, commit_id) DO UPDATE SET checks = excluded.checks, read_at = excluded.read_at",
+                )
+                .bind(project)
+                .bind(commit)
+                .bind(&text)
+                .bind(at)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            })
+            .await
     }
 
     async fn usage(&self, sprint_id: &str) -> Result<Usage> {

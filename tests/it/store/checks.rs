@@ -107,3 +107,36 @@ async fn a_check_is_recorded_with_the_end_of_its_run(engine) {
     assert_eq!(store.checks(&other.id).await.unwrap(), vec![]);
 }
 }
+
+on_each_engine! {
+/// What the forge said at a base commit is kept per project and commit; a later read
+/// replaces it; another project's or commit's is its own.
+async fn the_forges_checks_at_a_base_are_kept_per_project_and_commit(engine) {
+    let db = TestDb::new(engine, "base-checks").await;
+    let store = Store::open(&db.url).await.unwrap();
+    let check = |name: &str, result: &str| hanarang::store::BaseCheck {
+        name: name.into(),
+        result: result.into(),
+    };
+    assert_eq!(store.forge_base_checks("app", "abc").await.unwrap(), None);
+    store
+        .save_forge_base_checks("app", "abc", &[check("static", "pending")], 1)
+        .await
+        .unwrap();
+    store
+        .save_forge_base_checks("app", "abc", &[check("static", "success"), check("tests", "failure")], 2)
+        .await
+        .unwrap();
+    store
+        .save_forge_base_checks("site", "abc", &[], 3)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.forge_base_checks("app", "abc").await.unwrap(),
+        Some(vec![check("static", "success"), check("tests", "failure")])
+    );
+    assert_eq!(store.forge_base_checks("site", "abc").await.unwrap(), Some(Vec::new()));
+    assert_eq!(store.forge_base_checks("app", "def").await.unwrap(), None);
+    store.close().await;
+}
+}

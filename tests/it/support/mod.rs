@@ -182,6 +182,7 @@ pub fn contract(actor: Actor, workdir: &Path) -> ContractFile {
         base_check: None,
         forge_checks: Vec::new(),
         merged: None,
+        forge: None,
     }
 }
 
