@@ -62,12 +62,7 @@ pub struct Check {
     pub log: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CheckState {
-    Pending,
-    Passed,
-    Failed,
-}
+pub use crate::domain::CheckState;
 
 /// A review of a pull request.
 #[derive(Debug, Clone, PartialEq, Eq)]

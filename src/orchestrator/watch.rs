@@ -8,6 +8,7 @@ use super::forge::{Found, PeoplesWord, ProjectForge, published};
 use crate::clock::now_ms;
 use crate::forge::{CheckState, ForgeError, PrState, PullRequest, ReviewState};
 use crate::git::Repo;
+use crate::pipeline::ci::{CiVerdict, CiWait, ci_verdict};
 use crate::pipeline::fsm::FailedCheck;
 use crate::pipeline::{Event, State};
 use crate::store::{CommandKind, Sprint, TransitionRecord};
@@ -60,57 +61,54 @@ pub(super) async fn watch(
         return Ok((Vec::new(), notes));
     }
     let checks = forge.api().checks(&pushed).await?;
-    let waited = Duration::from_millis(u64::try_from(now_ms() - pushed_at).unwrap_or(0));
-    let failed: Vec<_> = checks
-        .iter()
-        .filter(|c| c.state == CheckState::Failed)
-        .collect();
-    let event = if !failed.is_empty() {
-        let mut out = Vec::new();
-        for check in failed {
-            let log_tail = match forge.api().log_tail(check, LOG_BYTES).await {
-                Ok(Some(text)) => Some(last_lines(&text, LOG_LINES)),
-                Ok(None) => None,
-                Err(e) => {
-                    tracing::warn!(check = %check.name, error = %e, "a failed check's log could not be read");
-                    None
-                }
-            };
-            out.push(FailedCheck {
-                name: check.name.clone(),
-                conclusion: check.conclusion.clone(),
-                url: check.url.clone(),
-                summary: check.summary.clone(),
-                log_tail,
-            });
+    let wait = CiWait {
+        waited: Duration::from_millis(u64::try_from(now_ms() - pushed_at).unwrap_or(0)),
+        absent_after: forge.config.ci_absent_after.0,
+        timeout: forge.config.ci_timeout.0,
+    };
+    let states: Vec<CheckState> = checks.iter().map(|c| c.state).collect();
+    let names =
+        |at: &[usize]| -> Vec<String> { at.iter().map(|&i| checks[i].name.clone()).collect() };
+    let event = match ci_verdict(&states, wait) {
+        CiVerdict::Failed(at) => {
+            let mut out = Vec::new();
+            for check in at.iter().map(|&i| &checks[i]) {
+                let log_tail = match forge.api().log_tail(check, LOG_BYTES).await {
+                    Ok(Some(text)) => Some(last_lines(&text, LOG_LINES)),
+                    Ok(None) => None,
+                    Err(e) => {
+                        tracing::warn!(check = %check.name, error = %e, "a failed check's log could not be read");
+                        None
+                    }
+                };
+                out.push(FailedCheck {
+                    name: check.name.clone(),
+                    conclusion: check.conclusion.clone(),
+                    url: check.url.clone(),
+                    summary: check.summary.clone(),
+                    log_tail,
+                });
+            }
+            Some(Event::ChecksFailed {
+                head: pushed,
+                failed: out,
+            })
         }
-        Some(Event::ChecksFailed {
+        CiVerdict::Passed => Some(Event::ChecksPassed {
             head: pushed,
-            failed: out,
-        })
-    } else if !checks.is_empty() && checks.iter().all(|c| c.state == CheckState::Passed) {
-        Some(Event::ChecksPassed {
-            head: pushed,
-            checks: checks.iter().map(|c| c.name.clone()).collect(),
+            checks: names(&(0..checks.len()).collect::<Vec<_>>()),
             none: false,
-        })
-    } else if checks.is_empty() && waited >= forge.config.ci_absent_after.0 {
-        Some(Event::ChecksPassed {
+        }),
+        CiVerdict::NoneRan => Some(Event::ChecksPassed {
             head: pushed,
             checks: Vec::new(),
             none: true,
-        })
-    } else if !checks.is_empty() && waited >= forge.config.ci_timeout.0 {
-        Some(Event::ChecksTimedOut {
+        }),
+        CiVerdict::TimedOut(at) => Some(Event::ChecksTimedOut {
             head: pushed,
-            pending: checks
-                .iter()
-                .filter(|c| c.state == CheckState::Pending)
-                .map(|c| c.name.clone())
-                .collect(),
-        })
-    } else {
-        None
+            pending: names(&at),
+        }),
+        CiVerdict::Waiting => None,
     };
     Ok((event.into_iter().collect(), notes))
 }

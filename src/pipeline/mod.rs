@@ -1,6 +1,7 @@
 //! The pipeline's rules: the pure state machine, the retry policy, the merge of a review
 //! round's verdicts, and what a run's end, a retry's wait and a budget mean.
 
+pub mod ci;
 mod decide;
 mod event;
 pub mod fsm;
