@@ -172,14 +172,7 @@ pub fn base_ci_line(commit: &str, checks: &[crate::store::BaseCheck], locale: Lo
     let short = commit.get(..7).unwrap_or(commit);
     let each: Vec<String> = checks
         .iter()
-        .map(|c| {
-            let mark = match c.passed() {
-                Some(true) => "✅",
-                Some(false) => "❌",
-                None => "⏳",
-            };
-            format!("{mark} {}", inert::line(&c.name))
-        })
+        .map(|c| format!("{} {}", c.mark(), inert::line(&c.name)))
         .collect();
     let each = match each.is_empty() {
         true => say!(locale, ko: "보고된 검사 없음", en: "no check reported"),

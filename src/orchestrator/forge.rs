@@ -80,6 +80,20 @@ pub(super) struct Visit {
     pub(super) merge_unanswered: bool,
 }
 
+impl Visit {
+    /// A visit to `sprint` as it stands, that found nothing yet: looked at again `next`.
+    pub(super) fn of(sprint: &Sprint, next: Duration) -> Visit {
+        Visit {
+            sprint_id: sprint.id.clone(),
+            seq: sprint.last_seq,
+            events: Vec::new(),
+            notes: Vec::new(),
+            next,
+            merge_unanswered: false,
+        }
+    }
+}
+
 /// A person's word on the forge, for the sisters: a note, or (a "changes requested"
 /// review at `done`) a request for changes.
 pub(super) struct PeoplesWord {
@@ -415,18 +429,11 @@ async fn visit(
     log: &[TransitionRecord],
 ) -> Visit {
     let interval = forge.config.poll_interval.0;
-    let mut out = Visit {
-        sprint_id: sprint.id.clone(),
-        seq: sprint.last_seq,
-        events: Vec::new(),
-        notes: Vec::new(),
-        next: if sprint.state == State::Verifying {
-            interval
-        } else {
-            interval * 4
-        },
-        merge_unanswered: false,
+    let next = match sprint.state {
+        State::Verifying => interval,
+        _ => interval * 4,
     };
+    let mut out = Visit::of(sprint, next);
     let found = if sprint.state == State::Verifying && !published_since_verifying(log) {
         super::publish::publish(forge, store, describe, repo, sprint, log).await
     } else {

@@ -116,14 +116,7 @@ pub(super) async fn merge_visit(
     failures: u32,
 ) -> Visit {
     let interval = forge.config.poll_interval.0;
-    let mut out = Visit {
-        sprint_id: sprint.id.clone(),
-        seq: sprint.last_seq,
-        events: Vec::new(),
-        notes: Vec::new(),
-        next: interval,
-        merge_unanswered: false,
-    };
+    let mut out = Visit::of(sprint, interval);
     let answer = match ask {
         Ok(ask) => visit(forge, &ask).await,
         Err(event) => Ok(event),

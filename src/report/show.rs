@@ -324,14 +324,7 @@ fn print_checks(evidence: &Evidence) {
     if let Some((base, forge)) = &evidence.checks_at_base {
         let each: Vec<String> = forge
             .iter()
-            .map(|c| {
-                let mark = match c.passed() {
-                    Some(true) => "✅",
-                    Some(false) => "❌",
-                    None => "⏳",
-                };
-                format!("{mark} {}", escape_controls(&c.name))
-            })
+            .map(|c| format!("{} {}", c.mark(), escape_controls(&c.name)))
             .collect();
         let each = match each.is_empty() {
             true => "no check reported".to_string(),

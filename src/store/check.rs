@@ -24,6 +24,15 @@ impl BaseCheck {
         }
     }
 
+    /// Its mark where people read it: ✅ passed, ❌ failed, ⏳ no word yet.
+    pub fn mark(&self) -> &'static str {
+        match self.passed() {
+            Some(true) => "✅",
+            Some(false) => "❌",
+            None => "⏳",
+        }
+    }
+
     /// The forge's checks at a base as the store keeps them.
     pub(super) fn encode(checks: &[BaseCheck]) -> Result<String> {
         serde_json::to_string(checks).map_err(|e| StoreError::Encode("base checks", e))

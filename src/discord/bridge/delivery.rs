@@ -321,6 +321,24 @@ impl Bridge {
         Ok(parts(&text, picture.into_iter().collect()))
     }
 
+    /// The patch of `sprint` up to `head` (of `paths` alone, when any), as a file `name`.
+    async fn patch_file(
+        &self,
+        sprint: &Sprint,
+        head: &str,
+        paths: &[String],
+        name: String,
+    ) -> Result<File, String> {
+        let patch =
+            crate::report::evidence::patch(&self.store, &self.config, sprint, Some(head), paths)
+                .await?;
+        Ok(File {
+            name,
+            mime: "text/x-diff",
+            data: capped(patch, &sprint.id),
+        })
+    }
+
     /// A head held for its CI files: which files (inert) and their diff, attached.
     async fn ci_files_parts(&self, sprint: &Sprint, head: &str, files: &[String]) -> Vec<Part> {
         let locale = self.config.pipeline.locale;
@@ -334,14 +352,9 @@ impl Bridge {
             ko: "🔐 {short}의 변경이 포지가 실행하는 파일을 건드립니다:\n{listed}",
             en: "🔐 The change at {short} touches files the forge runs:\n{listed}");
         let mut attached = Vec::new();
-        match crate::report::evidence::patch(&self.store, &self.config, sprint, Some(head), files)
-            .await
-        {
-            Ok(patch) => attached.push(File {
-                name: format!("{}-ci-files.patch", sprint.id),
-                mime: "text/x-diff",
-                data: capped(patch, &sprint.id),
-            }),
+        let name = format!("{}-ci-files.patch", sprint.id);
+        match self.patch_file(sprint, head, files, name).await {
+            Ok(file) => attached.push(file),
             Err(why) => {
                 let (why, id) = (inert::line(&why), &sprint.id);
                 text.push_str(&say!(locale,
@@ -364,20 +377,9 @@ impl Bridge {
         let mut summary = summary::summary(&e, self.config.pipeline.locale);
         let mut files = Vec::new();
         if let Some(Ok(work)) = &e.work {
-            match crate::report::evidence::patch(
-                &self.store,
-                &self.config,
-                sprint,
-                Some(&work.head),
-                &[],
-            )
-            .await
-            {
-                Ok(patch) => files.push(File {
-                    name: format!("{}.patch", sprint.id),
-                    mime: "text/x-diff",
-                    data: capped(patch, &sprint.id),
-                }),
+            let name = format!("{}.patch", sprint.id);
+            match self.patch_file(sprint, &work.head, &[], name).await {
+                Ok(file) => files.push(file),
                 Err(why) => {
                     // No evidence is never silent: the person is told not to approve from
                     // what they cannot see.
