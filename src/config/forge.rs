@@ -58,6 +58,14 @@ pub enum ForgeKind {
     Forgejo,
 }
 
+impl ForgeConfig {
+    /// The repository as one forge knows it, across projects: its API and owner/name
+    /// (what its checks at a commit are kept under).
+    pub fn repository_key(&self) -> String {
+        format!("{} {}", self.api_base().unwrap_or_default(), self.repo)
+    }
+}
+
 impl ForgeKind {
     /// Its name in the config (`kind`).
     pub fn as_str(self) -> &'static str {

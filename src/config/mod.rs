@@ -307,9 +307,12 @@ impl Config {
     /// Whether an approval of `project`'s sprints merges its pull request (it delivers
     /// through its forge) rather than starting the deployer.
     pub fn merges(&self, project: &str) -> bool {
-        self.projects
-            .get(project)
-            .is_some_and(|p| p.forge.is_some())
+        self.forge_of(project).is_some()
+    }
+
+    /// `project`'s forge, when it delivers through one.
+    pub fn forge_of(&self, project: &str) -> Option<&ForgeConfig> {
+        self.projects.get(project)?.forge.as_ref()
     }
 
     /// What the messages call the user.

@@ -33,7 +33,7 @@ impl Orchestrator {
             None => (None, None),
         };
         let checks_at_base = match base {
-            Some(base) => self.checks_at_base(forge, &sprint.project, base).await,
+            Some(base) => self.checks_at_base(forge, base).await,
             None => Vec::new(),
         };
         Some(crate::sister::contract::ForgeRoute {
@@ -45,14 +45,15 @@ impl Orchestrator {
         })
     }
 
-    /// What `project`'s forge says of its checks at `base`, kept once read.
+    /// What the forge says of its repository's checks at `base`, kept once read (for every
+    /// project and sprint on that repository and commit).
     async fn checks_at_base(
         &self,
         forge: &ProjectForge,
-        project: &str,
         base: &str,
     ) -> Vec<crate::store::BaseCheck> {
-        if let Ok(Some(kept)) = self.store.forge_base_checks(project, base).await {
+        let repository = forge.config.repository_key();
+        if let Ok(Some(kept)) = self.store.forge_base_checks(&repository, base).await {
             return kept;
         }
         let asked = tokio::time::timeout(BASE_CHECKS_WAIT, forge.api().checks(base)).await;
@@ -78,7 +79,7 @@ impl Orchestrator {
             .collect();
         if let Err(e) = self
             .store
-            .save_forge_base_checks(project, base, &read, now_ms())
+            .save_forge_base_checks(&repository, base, &read, now_ms())
             .await
         {
             tracing::warn!(error = %e, "the forge's checks at the base could not be kept");

@@ -209,9 +209,9 @@ impl Evidence {
                 let shown = dir.strip_prefix(&p.workdir).unwrap_or(&dir);
                 format!("{}/", shown.display())
             });
-        let checks_at_base = match (&sprint.base_commit, config.merges(&sprint.project)) {
-            (Some(base), true) => store
-                .forge_base_checks(&sprint.project, base)
+        let checks_at_base = match (&sprint.base_commit, config.forge_of(&sprint.project)) {
+            (Some(base), Some(forge)) => store
+                .forge_base_checks(&forge.repository_key(), base)
                 .await?
                 .map(|checks| (base.clone(), checks)),
             _ => None,

@@ -38,10 +38,10 @@ impl BaseCheck {
         serde_json::to_string(checks).map_err(|e| StoreError::Encode("base checks", e))
     }
 
-    pub(super) fn decode(project: &str, commit: &str, text: &str) -> Result<Vec<BaseCheck>> {
+    pub(super) fn decode(repository: &str, commit: &str, text: &str) -> Result<Vec<BaseCheck>> {
         serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
             table: "forge_base_checks",
-            key: format!("{project} {commit}"),
+            key: format!("{repository} {commit}"),
             what: e.to_string(),
         })
     }

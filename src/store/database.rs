@@ -156,16 +156,18 @@ pub trait Database: Reach + Send + Sync + std::fmt::Debug {
     async fn checks(&self, sprint_id: &str) -> Result<Vec<CheckRecord>>;
     /// The latest check made at `commit` as a base of a sprint of `project` (any sprint's).
     async fn base_check(&self, project: &str, commit: &str) -> Result<Option<CheckRecord>>;
-    /// What `project`'s forge said of its checks at `commit`, when it was read.
+    /// What the forge's `repository` (its API and owner/name) said of its checks at
+    /// `commit`, when it was read.
     async fn forge_base_checks(
         &self,
-        project: &str,
+        repository: &str,
         commit: &str,
     ) -> Result<Option<Vec<BaseCheck>>>;
-    /// Keeps what `project`'s forge said of its checks at `commit` (the latest read wins).
+    /// Keeps what the forge's `repository` said of its checks at `commit` (the latest read
+    /// wins).
     async fn save_forge_base_checks(
         &self,
-        project: &str,
+        repository: &str,
         commit: &str,
         checks: &[BaseCheck],
         at: i64,

@@ -233,8 +233,11 @@ impl Bridge {
                 en: "\nPull request: #{pr} ({head}) {url}"));
         }
         if let Some(base) = sprint.base_commit.as_deref()
-            && self.config.merges(&sprint.project)
-            && let Some(checks) = self.store.forge_base_checks(&sprint.project, base).await?
+            && let Some(forge) = self.config.forge_of(&sprint.project)
+            && let Some(checks) = self
+                .store
+                .forge_base_checks(&forge.repository_key(), base)
+                .await?
         {
             text.push('\n');
             text.push_str(&crate::discord::render::base_ci_line(

@@ -338,23 +338,23 @@ impl Database for Db {
 
     async fn forge_base_checks(
         &self,
-        project: &str,
+        repository: &str,
         commit: &str,
     ) -> Result<Option<Vec<BaseCheck>>> {
         let text: Option<String> = sqlx::query_scalar(
-            "SELECT checks FROM forge_base_checks WHERE project = $1 AND commit_id = $2",
+            "SELECT checks FROM forge_base_checks WHERE repository = $1 AND commit_id = $2",
         )
-        .bind(project)
+        .bind(repository)
         .bind(commit)
         .fetch_optional(&self.pool)
         .await?;
-        text.map(|t| BaseCheck::decode(project, commit, &t))
+        text.map(|t| BaseCheck::decode(repository, commit, &t))
             .transpose()
     }
 
     async fn save_forge_base_checks(
         &self,
-        project: &str,
+        repository: &str,
         commit: &str,
         checks: &[BaseCheck],
         at: i64,
@@ -363,10 +363,10 @@ impl Database for Db {
         self.writes
             .retry("save the forge's checks at a base", || async {
                 sqlx::query(
-                    "INSERT INTO forge_base_checks (project, commit_id, checks, read_at) VALUES ($1, $2, $3, $4)
-                     ON CONFLICT (project, commit_id) DO UPDATE SET checks = excluded.checks, read_at = excluded.read_at",
+                    "INSERT INTO forge_base_checks (repository, commit_id, checks, read_at) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (repository, commit_id) DO UPDATE SET checks = excluded.checks, read_at = excluded.read_at",
                 )
-                .bind(project)
+                .bind(repository)
                 .bind(commit)
                 .bind(&text)
                 .bind(at)

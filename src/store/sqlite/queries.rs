@@ -330,23 +330,23 @@ impl Database for Db {
 
     async fn forge_base_checks(
         &self,
-        project: &str,
+        repository: &str,
         commit: &str,
     ) -> Result<Option<Vec<BaseCheck>>> {
         let text: Option<String> = sqlx::query_scalar(
-            "SELECT checks FROM forge_base_checks WHERE project = ? AND commit_id = ?",
+            "SELECT checks FROM forge_base_checks WHERE repository = ? AND commit_id = ?",
         )
-        .bind(project)
+        .bind(repository)
         .bind(commit)
         .fetch_optional(&self.pool)
         .await?;
-        text.map(|t| BaseCheck::decode(project, commit, &t))
+        text.map(|t| BaseCheck::decode(repository, commit, &t))
             .transpose()
     }
 
     async fn save_forge_base_checks(
         &self,
-        project: &str,
+        repository: &str,
         commit: &str,
         checks: &[BaseCheck],
         at: i64,
@@ -355,10 +355,10 @@ impl Database for Db {
         self.writes
             .retry("save the forge's checks at a base", || async {
                 sqlx::query(
-                    "INSERT INTO forge_base_checks (project, commit_id, checks, read_at) VALUES (?, ?, ?, ?)
-                     ON CONFLICT (project, commit_id) DO UPDATE SET checks = excluded.checks, read_at = excluded.read_at",
+                    "INSERT INTO forge_base_checks (repository, commit_id, checks, read_at) VALUES (?, ?, ?, ?)
+                     ON CONFLICT (repository, commit_id) DO UPDATE SET checks = excluded.checks, read_at = excluded.read_at",
                 )
-                .bind(project)
+                .bind(repository)
                 .bind(commit)
                 .bind(&text)
                 .bind(at)

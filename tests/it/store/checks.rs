@@ -109,9 +109,9 @@ async fn a_check_is_recorded_with_the_end_of_its_run(engine) {
 }
 
 on_each_engine! {
-/// What the forge said at a base commit is kept per project and commit; a later read
-/// replaces it; another project's or commit's is its own.
-async fn the_forges_checks_at_a_base_are_kept_per_project_and_commit(engine) {
+/// What a forge said at a base commit is kept per repository and commit; a later read
+/// replaces it; another repository's or commit's is its own.
+async fn the_forges_checks_at_a_base_are_kept_per_repository_and_commit(engine) {
     let db = TestDb::new(engine, "base-checks").await;
     let store = Store::open(&db.url).await.unwrap();
     let check = |name: &str, result: &str| hanarang::store::BaseCheck {
