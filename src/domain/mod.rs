@@ -3,13 +3,13 @@
 //! module of the crate (the store, the runner and the state machine all build on it).
 
 mod actor;
-mod check;
+mod forge;
 mod ids;
 mod outcome;
 mod shell;
 
 pub use actor::{Actor, ActorInfo, Stage, Verdict, Words};
-pub use check::CheckState;
+pub use forge::{CheckState, ForgeFault, ReviewState};
 pub use ids::{parse_run_id, parse_sprint_id, run_id, short_commit, sprint_id};
 pub use outcome::{FailureKind, RunOutcome};
 pub use shell::{shell_line, shell_word};

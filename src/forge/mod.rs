@@ -77,14 +77,7 @@ pub struct Review {
     pub comments: Vec<LineComment>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReviewState {
-    Approved,
-    ChangesRequested,
-    Commented,
-    /// Dismissed, pending, or a state this version does not know: not a person's word.
-    Other,
-}
+pub use crate::domain::ReviewState;
 
 /// A review's comment on a line of the diff.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,6 +151,20 @@ impl fmt::Display for ForgeError {
 }
 
 impl std::error::Error for ForgeError {}
+
+impl ForgeError {
+    /// What kind of trouble it is, for the rules that decide what follows.
+    pub fn fault(&self) -> crate::domain::ForgeFault {
+        use crate::domain::ForgeFault;
+        match self {
+            ForgeError::Unauthorized(_) | ForgeError::NotFound(_) | ForgeError::Refused { .. } => {
+                ForgeFault::Refused
+            }
+            ForgeError::RateLimited { .. } => ForgeFault::RateLimited,
+            ForgeError::Unavailable(_) | ForgeError::Invalid(_) => ForgeFault::Unreachable,
+        }
+    }
+}
 
 pub type Result<T> = std::result::Result<T, ForgeError>;
 

@@ -16,6 +16,7 @@ use crate::clock::now_ms;
 use crate::config::ForgeConfig;
 use crate::forge::{Forge, ForgeError, ForgeToken, connect};
 use crate::git::Repo;
+use crate::pipeline::forge::{AfterFault, after_fault};
 use crate::pipeline::{Event, State};
 use crate::store::{CommandKind, Sprint, Store, TransitionRecord};
 
@@ -444,27 +445,34 @@ async fn visit(
             out.events = events;
             out.notes = notes;
         }
-        // What trying again will not mend: a person decides.
-        Err(
-            e
-            @ (ForgeError::Unauthorized(_) | ForgeError::NotFound(_) | ForgeError::Refused { .. }),
-        ) => {
-            tracing::warn!(error = %e, "the forge refused: escalated");
-            out.events = vec![Event::ForgeFailed {
-                reason: e.to_string(),
-            }];
-        }
-        Err(ForgeError::RateLimited { until_ms }) => {
-            let wait = u64::try_from(until_ms - now_ms()).unwrap_or(0);
-            out.next = Duration::from_millis(wait).max(interval);
-            tracing::warn!(error = %ForgeError::RateLimited { until_ms }, "the forge's rate limit: looking again after its reset");
-        }
-        Err(e) => {
-            out.next = RETRY.min(interval * 2);
-            tracing::warn!(error = %e, "the forge could not be visited; looking again later");
-        }
+        Err(e) => match after_fault(e.fault()) {
+            AfterFault::Escalate => {
+                tracing::warn!(error = %e, "the forge refused: escalated");
+                out.events = vec![Event::ForgeFailed {
+                    reason: e.to_string(),
+                }];
+            }
+            AfterFault::AfterReset => {
+                out.next = until_reset(&e).max(interval);
+                tracing::warn!(error = %e, "the forge's rate limit: looking again after its reset");
+            }
+            AfterFault::Later => {
+                out.next = RETRY.min(interval * 2);
+                tracing::warn!(error = %e, "the forge could not be visited; looking again later");
+            }
+        },
     }
     out
+}
+
+/// How long until the rate limit `e` names is reset (none: zero).
+pub(super) fn until_reset(e: &ForgeError) -> Duration {
+    match e {
+        ForgeError::RateLimited { until_ms } => {
+            Duration::from_millis(u64::try_from(until_ms - now_ms()).unwrap_or(0))
+        }
+        _ => Duration::ZERO,
+    }
 }
 
 pub(super) type Found = Result<(Vec<Event>, Vec<PeoplesWord>), ForgeError>;

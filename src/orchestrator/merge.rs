@@ -3,14 +3,12 @@
 //! forge first whether the pull request is merged already (a crash after the merge call,
 //! a person's merge), so a merge is never made twice and never made unrecorded.
 
-use std::time::Duration;
-
-use crate::clock::now_ms;
 use crate::forge::{ForgeError, MergeMessage, PrState, words};
+use crate::pipeline::forge::{AfterFault, after_fault};
 use crate::pipeline::{Event, State};
 use crate::store::{Sprint, Store, TransitionRecord};
 
-use super::forge::{ProjectForge, RETRY, Visit, published};
+use super::forge::{ProjectForge, RETRY, Visit, published, until_reset};
 
 /// What a merge visit asks of the forge: pull request `number`, merged only at `head`,
 /// its commit written as `message`.
@@ -65,8 +63,19 @@ pub(super) async fn ask(
 /// call when it is still open. `Err`: the forge could not answer (down, rate-limited,
 /// an answer this client cannot read) — tried again later, the approval standing.
 pub(super) async fn visit(forge: &ProjectForge, ask: &MergeAsk) -> Result<Event, ForgeError> {
-    let refused = |e: ForgeError| Event::MergeRefused {
-        reason: e.to_string(),
+    // What the forge refused is a person's to settle; anything else is asked again.
+    let refused = |e: ForgeError| match after_fault(e.fault()) {
+        AfterFault::Escalate => Ok(Event::MergeRefused {
+            reason: match e {
+                ForgeError::Refused { message, .. } => message,
+                ForgeError::NotFound(what) => format!(
+                    "pull request #{} is gone from the forge ({what})",
+                    ask.number
+                ),
+                other => other.to_string(),
+            },
+        }),
+        AfterFault::AfterReset | AfterFault::Later => Err(e),
     };
     match forge.api().pull_request(ask.number).await {
         Ok(pull) => match pull.state {
@@ -74,8 +83,7 @@ pub(super) async fn visit(forge: &ProjectForge, ask: &MergeAsk) -> Result<Event,
             PrState::Closed { by } => return Ok(Event::ForgeClosed { by }),
             PrState::Open => {}
         },
-        Err(e @ (ForgeError::Unauthorized(_) | ForgeError::NotFound(_))) => return Ok(refused(e)),
-        Err(e) => return Err(e),
+        Err(e) => return refused(e),
     }
     match forge
         .api()
@@ -86,15 +94,7 @@ pub(super) async fn visit(forge: &ProjectForge, ask: &MergeAsk) -> Result<Event,
             head: ask.head.clone(),
             commit,
         }),
-        Err(ForgeError::Refused { message, .. }) => Ok(Event::MergeRefused { reason: message }),
-        Err(ForgeError::NotFound(what)) => Ok(Event::MergeRefused {
-            reason: format!(
-                "pull request #{} is gone from the forge ({what})",
-                ask.number
-            ),
-        }),
-        Err(e @ ForgeError::Unauthorized(_)) => Ok(refused(e)),
-        Err(e) => Err(e),
+        Err(e) => refused(e),
     }
 }
 
@@ -126,13 +126,7 @@ pub(super) async fn merge_visit(
         Err(e) => {
             tracing::warn!(error = %e, "the forge could not be asked to merge; asking again later");
             out.merge_unanswered = true;
-            out.next = match &e {
-                ForgeError::RateLimited { until_ms } => {
-                    Duration::from_millis(u64::try_from(until_ms - now_ms()).unwrap_or(0))
-                }
-                _ => Duration::ZERO,
-            }
-            .max(
+            out.next = until_reset(&e).max(
                 interval
                     .saturating_mul(2u32.saturating_pow(failures.min(16)))
                     .min(RETRY),

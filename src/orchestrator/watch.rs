@@ -8,7 +8,7 @@ use super::forge::{Found, PeoplesWord, ProjectForge, published};
 use crate::clock::now_ms;
 use crate::forge::{CheckState, ForgeError, PrState, PullRequest, ReviewState};
 use crate::git::Repo;
-use crate::pipeline::ci::{CiVerdict, CiWait, ci_verdict};
+use crate::pipeline::forge::{CiVerdict, CiWait, Heard, PersonsWord, ci_verdict, review_word};
 use crate::pipeline::fsm::FailedCheck;
 use crate::pipeline::{Event, State};
 use crate::store::{CommandKind, Sprint, TransitionRecord};
@@ -141,20 +141,35 @@ async fn moved(
     }
 }
 
-/// What a login's words may be: `(note, steer)`. The people of `people` are held to the
-/// rules of who may steer and note by the Discord id they map to (a role cannot be looked
-/// up here: list such a person's id among `approver_user_ids`); without a Discord table,
-/// the operator's list is all there is.
-fn heard(forge: &ProjectForge, sprint: &Sprint, login: &str) -> (bool, bool) {
+/// What a login may do on the sprint. The people of `people` are held to the rules of who
+/// may steer and note by the Discord id they map to (a role cannot be looked up here:
+/// list such a person's id among `approver_user_ids`); without a Discord table, the
+/// operator's list is all there is.
+fn heard(forge: &ProjectForge, sprint: &Sprint, login: &str) -> Heard {
     let Some(id) = forge.config.people.get(login) else {
-        return (false, false);
+        return Heard {
+            note: false,
+            steer: false,
+        };
     };
     match &forge.discord {
-        None => (true, true),
-        Some(d) => (
-            crate::config::may_note(d, *id, &[], sprint.started_by.as_deref()),
-            crate::config::may_steer(d, *id, &[]),
-        ),
+        None => Heard {
+            note: true,
+            steer: true,
+        },
+        Some(d) => Heard {
+            note: crate::config::may_note(d, *id, &[], sprint.started_by.as_deref()),
+            steer: crate::config::may_steer(d, *id, &[]),
+        },
+    }
+}
+
+/// The command a person's word on the forge gives, if any.
+fn command_of(word: PersonsWord) -> Option<CommandKind> {
+    match word {
+        PersonsWord::RequestChanges => Some(CommandKind::RequestChanges),
+        PersonsWord::Note => Some(CommandKind::Note),
+        PersonsWord::Nothing => None,
     }
 }
 
@@ -172,10 +187,14 @@ async fn peoples_words(
     }
     let mut out = Vec::new();
     for review in forge.api().reviews(pull.number).await? {
-        let (note, steer) = heard(forge, sprint, &review.login);
-        if !note {
+        let word = review_word(
+            review.state,
+            sprint.state,
+            heard(forge, sprint, &review.login),
+        );
+        let Some(kind) = command_of(word) else {
             continue;
-        }
+        };
         let mut text = review.body.clone();
         for c in &review.comments {
             let place = match c.line {
@@ -187,11 +206,6 @@ async fn peoples_words(
         if text.trim().is_empty() {
             continue;
         }
-        let kind = match (review.state, sprint.state) {
-            (ReviewState::ChangesRequested, State::Done) if steer => CommandKind::RequestChanges,
-            (ReviewState::Other, _) => continue,
-            _ => CommandKind::Note,
-        };
         out.push(PeoplesWord {
             key: format!("forge:review:{}", review.id),
             by: format!("forge:{}", review.login),
@@ -200,13 +214,18 @@ async fn peoples_words(
         });
     }
     for comment in forge.api().comments(pull.number).await? {
-        if !heard(forge, sprint, &comment.login).0 || comment.body.trim().is_empty() {
+        let word = review_word(
+            ReviewState::Commented,
+            sprint.state,
+            heard(forge, sprint, &comment.login),
+        );
+        let Some(kind) = command_of(word).filter(|_| !comment.body.trim().is_empty()) else {
             continue;
-        }
+        };
         out.push(PeoplesWord {
             key: format!("forge:comment:{}", comment.id),
             by: format!("forge:{}", comment.login),
-            kind: CommandKind::Note,
+            kind,
             text: comment.body.trim().to_string(),
         });
     }

@@ -1,9 +1,9 @@
 //! The pipeline's rules: the pure state machine, the retry policy, the merge of a review
 //! round's verdicts, and what a run's end, a retry's wait and a budget mean.
 
-pub mod ci;
 mod decide;
 mod event;
+pub mod forge;
 pub mod fsm;
 pub mod policy;
 mod position;
