@@ -11,6 +11,7 @@ use crate::config::CiPolicy;
 use crate::forge::ForgeError;
 use crate::git::Repo;
 use crate::pipeline::Event;
+use crate::pipeline::forge::{CiVerdict, CiWait, ci_verdict};
 use crate::store::{Sprint, Store, TransitionRecord};
 
 /// How long a run's composition waits for the forge's checks at the base.
@@ -160,7 +161,15 @@ pub(super) async fn publish(
         url: pull.url.clone(),
         head: head.clone(),
     }];
-    if forge.config.ci == CiPolicy::None {
+    // The pipeline's word on CI the moment the pull request is open: with no CI waited
+    // for, the sprint is done at once.
+    let at_once = CiWait {
+        waits: forge.config.ci == CiPolicy::Required,
+        waited: Duration::ZERO,
+        absent_after: forge.config.ci_absent_after.0,
+        timeout: forge.config.ci_timeout.0,
+    };
+    if ci_verdict(&[], at_once) == CiVerdict::NotWaited {
         events.push(Event::ChecksPassed {
             head,
             checks: Vec::new(),

@@ -62,6 +62,7 @@ pub(super) async fn watch(
     }
     let checks = forge.api().checks(&pushed).await?;
     let wait = CiWait {
+        waits: forge.config.ci == crate::config::CiPolicy::Required,
         waited: Duration::from_millis(u64::try_from(now_ms() - pushed_at).unwrap_or(0)),
         absent_after: forge.config.ci_absent_after.0,
         timeout: forge.config.ci_timeout.0,
@@ -103,6 +104,11 @@ pub(super) async fn watch(
             head: pushed,
             checks: Vec::new(),
             none: true,
+        }),
+        CiVerdict::NotWaited => Some(Event::ChecksPassed {
+            head: pushed,
+            checks: Vec::new(),
+            none: false,
         }),
         CiVerdict::TimedOut(at) => Some(Event::ChecksTimedOut {
             head: pushed,

@@ -21,12 +21,15 @@ pub enum CiVerdict {
     TimedOut(Vec<usize>),
     /// Not yet: look again later.
     Waiting,
+    /// The project waits for no CI (`ci = "none"`): done once the pull request is open.
+    NotWaited,
 }
 
-/// How long the checks have had, and the project's two waits (`ci_absent_after`,
-/// `ci_timeout`).
+/// Whether the project waits for its CI at all (`ci = "required"`), how long the checks
+/// have had, and the project's two waits (`ci_absent_after`, `ci_timeout`).
 #[derive(Debug, Clone, Copy)]
 pub struct CiWait {
+    pub waits: bool,
     pub waited: Duration,
     pub absent_after: Duration,
     pub timeout: Duration,
@@ -35,6 +38,9 @@ pub struct CiWait {
 /// The verdict of `checks` after `wait`: a failure counts at once, whatever is still
 /// pending; all passed is done; none at all is done once the wait for one is over.
 pub fn ci_verdict(checks: &[CheckState], wait: CiWait) -> CiVerdict {
+    if !wait.waits {
+        return CiVerdict::NotWaited;
+    }
     let with = |state: CheckState| -> Vec<usize> {
         (0..checks.len()).filter(|&i| checks[i] == state).collect()
     };
@@ -170,6 +176,7 @@ mod tests {
     fn the_verdict_of_every_kind_of_check_list_and_wait() {
         let minutes = |m: u64| Duration::from_secs(60 * m);
         let wait = |waited: u64| CiWait {
+            waits: true,
             waited: minutes(waited),
             absent_after: minutes(10),
             timeout: minutes(60),
@@ -187,6 +194,16 @@ mod tests {
             (&[Pending, Failed], 0, CiVerdict::Failed(vec![1])),
             (&[Failed, Passed, Failed], 90, CiVerdict::Failed(vec![0, 2])),
         ];
+        let unwaited = CiWait {
+            waits: false,
+            ..wait(0)
+        };
+        assert_eq!(ci_verdict(&[], unwaited), CiVerdict::NotWaited);
+        assert_eq!(
+            ci_verdict(&[Failed], unwaited),
+            CiVerdict::NotWaited,
+            "ci = \"none\""
+        );
         for (checks, waited, expected) in table {
             assert_eq!(
                 &ci_verdict(checks, wait(*waited)),

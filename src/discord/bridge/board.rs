@@ -222,7 +222,6 @@ impl Bridge {
         }
         // The pull request, where the sprint is delivered through a forge: a link the bot
         // makes itself.
-        let log = self.store.transitions(&sprint.id).await?;
         if let Some((pr, url, head)) = log.iter().rev().find_map(|t| match &t.detail {
             crate::pipeline::Event::Published { pr, url, head } => Some((pr, url, head)),
             _ => None,
@@ -231,6 +230,12 @@ impl Bridge {
             text.push_str(&say!(self.config.pipeline.locale,
                 ko: "\nPR: #{pr} ({head}) {url}",
                 en: "\nPull request: #{pr} ({head}) {url}"));
+        }
+        if crate::store::waiting_for(&log) == Some("ci_files") {
+            let id = &sprint.id;
+            text.push_str(&say!(self.config.pipeline.locale,
+                ko: "\n🔐 CI 파일이 사람의 결정을 기다림: 스레드의 **푸시하고 CI 실행**, 또는 `hanarang sprint approve-ci {id}`",
+                en: "\n🔐 Its CI files wait for a person: **Push and run CI** in the thread, or `hanarang sprint approve-ci {id}`"));
         }
         if let Some(base) = sprint.base_commit.as_deref()
             && let Some(forge) = self.config.forge_of(&sprint.project)

@@ -129,6 +129,16 @@ async fn a_held_ci_file_change_is_shown_and_pushed_on_an_approvers_click() {
         "the CI files' diff alone: {patch}"
     );
     assert!(forge.prs().is_empty(), "nothing pushed yet");
+    // The board says what it waits for.
+    let board_id = fake.threads()[0].id;
+    assert!(
+        fake.wait_until(PATIENCE, |f| f
+            .message(board_id)
+            .is_some_and(|m| m.content.contains("CI 파일이 사람의 결정을 기다림")))
+            .await,
+        "{:?}",
+        fake.message(board_id).map(|m| m.content)
+    );
 
     // Someone who may not steer: refused, nothing pushed.
     let stranger = click_approve(&fake, 999, &card, 1).await;
