@@ -101,10 +101,15 @@ pub async fn status(store: &Store, id: Option<&str>, as_json: bool) -> Exit {
         Err(e) => return failed(&e),
     };
     if as_json {
+        let waiting = match status::waiting_for(store, &sprint).await {
+            Ok(waiting) => waiting,
+            Err(e) => return failed(&e),
+        };
         return print_json(&SprintStatus {
             sprint: &sprint,
             usage: &spend,
             now: now.get(&sprint.id),
+            waiting,
         });
     }
     table(&[StatusRow::of(&sprint, &spend, &now)])

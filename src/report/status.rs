@@ -17,6 +17,9 @@ pub struct SprintStatus<'a> {
     /// What its running sister does now (its latest step, tokens and cost so far).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub now: Option<&'a RunLive>,
+    /// What it waits for from a person besides an approval (`ci_files`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<&'static str>,
 }
 
 impl SprintStatus<'_> {
@@ -25,6 +28,7 @@ impl SprintStatus<'_> {
     pub fn list_json(
         sprints: &[(Sprint, Spend)],
         now: &HashMap<String, RunLive>,
+        waiting: &HashMap<String, &'static str>,
     ) -> Result<String, StoreError> {
         let list: Vec<SprintStatus<'_>> = sprints
             .iter()
@@ -32,6 +36,7 @@ impl SprintStatus<'_> {
                 sprint,
                 usage,
                 now: now.get(&sprint.id),
+                waiting: waiting.get(&sprint.id).copied(),
             })
             .collect();
         let mut out = Vec::with_capacity(sprints.len() * 320);
@@ -98,10 +103,28 @@ fn point_kept(number: &str) -> String {
 /// Every sprint with its total spend as one compact JSON array, oldest first: what
 /// `sprint status --json` prints.
 pub async fn status_json(store: &Store) -> Result<String, StoreError> {
-    SprintStatus::list_json(
-        &store.sprints_with_spend().await?,
-        &store.live_steps().await?,
-    )
+    let sprints = store.sprints_with_spend().await?;
+    let mut waiting = HashMap::new();
+    for (sprint, _) in &sprints {
+        if let Some(what) = waiting_for(store, sprint).await? {
+            waiting.insert(sprint.id.clone(), what);
+        }
+    }
+    SprintStatus::list_json(&sprints, &store.live_steps().await?, &waiting)
+}
+
+/// What `sprint` waits for from a person besides an approval: only a sprint in
+/// `verifying` can (its log is read for it, no other's).
+pub async fn waiting_for(
+    store: &Store,
+    sprint: &Sprint,
+) -> Result<Option<&'static str>, StoreError> {
+    if sprint.state != crate::pipeline::State::Verifying {
+        return Ok(None);
+    }
+    Ok(crate::store::waiting_for(
+        &store.transitions(&sprint.id).await?,
+    ))
 }
 
 #[cfg(test)]

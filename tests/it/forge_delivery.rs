@@ -948,9 +948,26 @@ async fn a_ci_file_change_waits_for_a_person_every_round(kind: Kind) {
             .expect("show JSON");
     assert_eq!(show["state"], "verifying");
     assert_eq!(show["waiting"], "ci_files");
+    let status = |args: &[&str]| -> serde_json::Value {
+        serde_json::from_slice(&files.hanarang(args).stdout).expect("status JSON")
+    };
+    assert_eq!(
+        status(&["sprint", "status", &id, "--json"])["waiting"],
+        "ci_files"
+    );
+    assert_eq!(
+        status(&["sprint", "status", "--json"])[0]["waiting"],
+        "ci_files"
+    );
 
     cli(&files, &["sprint", "approve-ci", &id]);
     wait_until("a pull request was opened", || !fake.prs().is_empty());
+    assert!(
+        status(&["sprint", "status", &id, "--json"])
+            .get("waiting")
+            .is_none(),
+        "no longer waiting once let run"
+    );
     let first = git(&repo, &["rev-parse", BRANCH]);
     assert_eq!(fake.branch(BRANCH), Some(first.clone()));
     // Its CI fails: round 2 touches the workflow again, and is held again.
