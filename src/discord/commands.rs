@@ -41,6 +41,7 @@ pub fn all() -> Vec<poise::Command<Data, Error>> {
         "status",
         "log",
         "approve",
+        "approve_ci",
         "request_changes",
         "resume",
         "abort",
@@ -179,6 +180,15 @@ async fn approve(
     #[description = "Sprint id, e.g. SPRINT-001"] id: String,
 ) -> Result<(), Error> {
     steer(ctx, &id, CommandKind::Approve, None).await
+}
+
+/// Let a sprint's CI files run: push the head held for them
+#[poise::command(slash_command, guild_only, rename = "approve-ci")]
+async fn approve_ci(
+    ctx: Context<'_>,
+    #[description = "Sprint id, e.g. SPRINT-001"] id: String,
+) -> Result<(), Error> {
+    steer(ctx, &id, CommandKind::ApproveCi, None).await
 }
 
 /// Send a sprint in done back to the implementer

@@ -149,6 +149,15 @@ async fn a_held_ci_file_change_is_shown_and_pushed_on_an_approvers_click() {
         "{stranger:?}"
     );
     assert!(forge.prs().is_empty(), "a stranger's click pushes nothing");
+    let slash = fake.slash(999, &[], &["sprint", "approve-ci"], json!({"id": "1"}));
+    let refused = fake.wait_for_responses(slash.id, 2, PATIENCE).await;
+    assert!(
+        refused
+            .iter()
+            .any(|r| r.body.to_string().contains("승인자만")),
+        "{refused:?}"
+    );
+    assert!(forge.prs().is_empty(), "nor does their /sprint approve-ci");
     let answers = click_approve(&fake, USER, &card, 2).await;
     assert!(!answers.is_empty());
     wait_until("the held head was pushed", || !forge.prs().is_empty());
